@@ -1,0 +1,400 @@
+//! The agent loop: one turn of one session, from the user's message to the delivered reply.
+//!
+//! A turn holds its session's mutex from start to end, so one session's messages run one at a
+//! time and in order while other sessions run in parallel. In order it: persists the user
+//! message (then signals that the channel may acknowledge it), builds the prompt, calls the LLM
+//! (streamed) and runs tools for up to `max_tool_rounds` rounds, persisting every tool-call
+//! message and result, persists the final reply, delivers it, and finally consolidates if due,
+//! still under the mutex, so the reply is never delayed by a summary.
+
+use std::sync::Arc;
+
+use futures_util::future::join_all;
+use serde_json::{Map, Value};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::core::memory_manager::{Consolidation, MemoryManager};
+use crate::core::message::{Message, Role};
+use crate::core::ports::channel::ReplySink;
+use crate::core::ports::clock::Clock;
+use crate::core::ports::llm::{ChatRequest, ChatResponse, LlmClient, LlmError, StreamEvent};
+use crate::core::ports::store::{StoreError, StoredMessage, Tail};
+use crate::core::ports::tool::{Tool, ToolContext};
+use crate::core::session::SessionId;
+use crate::core::session_locks::SessionLocks;
+use crate::core::tool_registry::{ToolRegistry, ToolSet};
+
+/// The most tool rounds a turn may take before it is stopped.
+pub const DEFAULT_MAX_TOOL_ROUNDS: usize = 20;
+
+/// Tool results longer than this are cut before they are stored and sent.
+pub const DEFAULT_TOOL_RESULT_CAP: usize = 16 * 1024;
+
+/// One inbound message to run as a turn.
+pub struct TurnRequest {
+    /// The session it belongs to.
+    pub session: SessionId,
+    /// The message text.
+    pub text: String,
+    /// Who sent it (a user id, `heartbeat`, `cron:<id>`).
+    pub sender_id: String,
+    /// Tools for this turn only (e.g. `memory_write` bound to the session).
+    pub extra_tools: Vec<Arc<dyn Tool>>,
+    /// A client to use instead of the default (e.g. the heartbeat pool).
+    pub llm: Option<Arc<dyn LlmClient>>,
+    /// Routing data of the channel (room, thread, mail headers), visible to tools.
+    pub metadata: Map<String, Value>,
+    /// Fired once the message is durably persisted: the channel may acknowledge it then.
+    pub persisted: Option<oneshot::Sender<()>>,
+}
+
+impl TurnRequest {
+    /// A plain request with no extras.
+    pub fn new(session: SessionId, text: impl Into<String>, sender_id: impl Into<String>) -> Self {
+        Self {
+            session,
+            text: text.into(),
+            sender_id: sender_id.into(),
+            extra_tools: Vec::new(),
+            llm: None,
+            metadata: Map::new(),
+            persisted: None,
+        }
+    }
+}
+
+/// What a successful turn produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnOutcome {
+    /// The delivered reply.
+    pub reply: String,
+    /// How many tool rounds ran.
+    pub tool_rounds: usize,
+    /// What consolidation did after the reply.
+    pub consolidation: Consolidation,
+}
+
+/// Why a turn did not produce a reply. The user has been told (except for `Persist`).
+#[derive(Debug, thiserror::Error)]
+pub enum TurnError {
+    /// The inbound message could not be persisted; it must not be acknowledged.
+    #[error("could not persist the inbound message: {0}")]
+    Persist(#[source] StoreError),
+    /// History could not be read or a later write failed.
+    #[error("storage failed during the turn: {0}")]
+    Store(#[source] StoreError),
+    /// Every model failed; the user got a short explanation.
+    #[error("the LLM call failed: {0}")]
+    Llm(#[source] LlmError),
+    /// The model kept calling tools past the round limit.
+    #[error("stopped after {0} tool rounds without a final answer")]
+    TooManyToolRounds(usize),
+}
+
+/// Runs turns. One instance is shared by every channel.
+pub struct AgentLoop {
+    llm: Arc<dyn LlmClient>,
+    tools: Arc<ToolRegistry>,
+    memory: Arc<MemoryManager>,
+    locks: Arc<SessionLocks>,
+    clock: Arc<dyn Clock>,
+    max_tool_rounds: usize,
+    tool_result_cap: usize,
+}
+
+impl AgentLoop {
+    /// A loop over the given parts with the default limits.
+    pub fn new(
+        llm: Arc<dyn LlmClient>,
+        tools: Arc<ToolRegistry>,
+        memory: Arc<MemoryManager>,
+        locks: Arc<SessionLocks>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            llm,
+            tools,
+            memory,
+            locks,
+            clock,
+            max_tool_rounds: DEFAULT_MAX_TOOL_ROUNDS,
+            tool_result_cap: DEFAULT_TOOL_RESULT_CAP,
+        }
+    }
+
+    /// Overrides the tool-round limit (at least 1).
+    pub fn with_max_tool_rounds(mut self, rounds: usize) -> Self {
+        self.max_tool_rounds = rounds.max(1);
+        self
+    }
+
+    /// The shared registry (never mutated by turns).
+    pub fn tools(&self) -> &Arc<ToolRegistry> {
+        &self.tools
+    }
+
+    /// The memory manager.
+    pub fn memory(&self) -> &Arc<MemoryManager> {
+        &self.memory
+    }
+
+    /// The per-session locks.
+    pub fn locks(&self) -> &Arc<SessionLocks> {
+        &self.locks
+    }
+
+    /// The default LLM client.
+    pub fn llm(&self) -> &Arc<dyn LlmClient> {
+        &self.llm
+    }
+
+    /// Runs one turn and delivers its reply (or a short error) through `sink`.
+    pub async fn run(
+        &self,
+        mut request: TurnRequest,
+        sink: &dyn ReplySink,
+    ) -> Result<TurnOutcome, TurnError> {
+        let session = request.session.clone();
+        let _guard = self.locks.lock(&session).await;
+        let channel = session.channel().to_owned();
+
+        let mut user = Message::new(Role::User, request.text.clone(), self.clock.now());
+        user.channel = Some(channel.clone());
+        user.sender_id = Some(request.sender_id.clone());
+        let offsets = self
+            .memory
+            .history()
+            .append(&session, std::slice::from_ref(&user))
+            .await;
+        let offsets = offsets.map_err(TurnError::Persist)?;
+        if let Some(persisted) = request.persisted.take() {
+            let _ = persisted.send(());
+        }
+        sink.typing(true).await;
+        let result = self.converse(&request, &channel, user, offsets, sink).await;
+        sink.typing(false).await;
+        let (reply, tool_rounds, mut tail) = result?;
+
+        let llm = request.llm.as_deref().unwrap_or(self.llm.as_ref());
+        let budget = llm.context_budget();
+        let consolidation = self
+            .memory
+            .consolidate_if_due(&session, &mut tail, budget)
+            .await
+            .map_err(TurnError::Store)?;
+        Ok(TurnOutcome {
+            reply,
+            tool_rounds,
+            consolidation,
+        })
+    }
+
+    /// The LLM/tool rounds of a turn; returns the reply, the rounds and the updated tail.
+    async fn converse(
+        &self,
+        request: &TurnRequest,
+        channel: &str,
+        user: Message,
+        offsets: Vec<u64>,
+        sink: &dyn ReplySink,
+    ) -> Result<(String, usize, Tail), TurnError> {
+        let session = &request.session;
+        let llm = request.llm.as_deref().unwrap_or(self.llm.as_ref());
+        let budget = llm.context_budget();
+        let mut tail = self
+            .memory
+            .load_tail(session)
+            .await
+            .map_err(TurnError::Store)?;
+        if tail.messages.last().is_none_or(|s| s.message != user) {
+            // The tail was read before our append became visible (cannot happen with a
+            // read-your-writes store, but stay correct): add it ourselves.
+            tail.messages.push(StoredMessage {
+                message: user,
+                end_offset: offsets[0],
+            });
+        }
+        if budget.is_some() {
+            // Too big to send at all: consolidate first, even though it delays this reply.
+            self.memory
+                .consolidate_if_due(session, &mut tail, budget)
+                .await
+                .map_err(TurnError::Store)?;
+        }
+        let mut prompt = self
+            .memory
+            .prompt(&tail, budget, self.clock.now())
+            .await
+            .map_err(TurnError::Store)?;
+        let tools = ToolSet::new(&self.tools, request.extra_tools.clone());
+        let context = ToolContext {
+            session: session.clone(),
+            metadata: request.metadata.clone(),
+        };
+
+        for round in 0..self.max_tool_rounds {
+            let response = match self.call_llm(llm, &prompt, &tools, sink).await {
+                Ok(response) => response,
+                Err(error) => {
+                    tracing::warn!(session = %session, error = %error, "LLM call failed; told the user.");
+                    self.deliver(sink, &error.user_message()).await;
+                    return Err(TurnError::Llm(error));
+                }
+            };
+            if response.tool_calls.is_empty() {
+                if response.text.trim().is_empty() {
+                    let error = LlmError::Protocol {
+                        model: response.model,
+                        detail: "empty reply".into(),
+                    };
+                    self.deliver(sink, &error.user_message()).await;
+                    return Err(TurnError::Llm(error));
+                }
+                let mut reply =
+                    Message::new(Role::Assistant, response.text.clone(), self.clock.now());
+                reply.reasoning_content = response.reasoning_content;
+                reply.channel = Some(channel.to_owned());
+                reply.sender_id = Some("assistant".to_owned());
+                self.persist(session, &mut tail, vec![reply]).await?;
+                self.deliver(sink, &response.text).await;
+                return Ok((response.text, round, tail));
+            }
+            let mut assistant = Message::new(Role::Assistant, response.text, self.clock.now());
+            assistant.reasoning_content = response.reasoning_content;
+            assistant.channel = Some(channel.to_owned());
+            assistant.sender_id = Some("assistant".to_owned());
+            let outputs = join_all(
+                response
+                    .tool_calls
+                    .iter()
+                    .map(|call| tools.call(&call.name, call.arguments.clone(), &context)),
+            )
+            .await;
+            let mut batch = Vec::with_capacity(outputs.len() + 1);
+            for (call, output) in response.tool_calls.iter().zip(outputs) {
+                tracing::debug!(tool = %call.name, is_error = output.is_error, "Tool call finished.");
+                let mut result = Message::new(
+                    Role::Tool,
+                    cap(output.content, self.tool_result_cap),
+                    self.clock.now(),
+                );
+                result.tool_call_id = Some(call.id.clone());
+                result.channel = Some(channel.to_owned());
+                batch.push(result);
+            }
+            assistant.tool_calls = Some(response.tool_calls);
+            batch.insert(0, assistant);
+            prompt.extend(batch.iter().cloned());
+            self.persist(session, &mut tail, batch).await?;
+        }
+        let text = format!(
+            "Error: stopped after {} tool rounds without a final answer.",
+            self.max_tool_rounds
+        );
+        self.deliver(sink, &text).await;
+        Err(TurnError::TooManyToolRounds(self.max_tool_rounds))
+    }
+
+    /// One streamed LLM call, relaying deltas to a streaming sink.
+    async fn call_llm(
+        &self,
+        llm: &dyn LlmClient,
+        prompt: &[Message],
+        tools: &ToolSet<'_>,
+        sink: &dyn ReplySink,
+    ) -> Result<ChatResponse, LlmError> {
+        let request = ChatRequest {
+            messages: prompt,
+            tools: tools.specs(),
+        };
+        if !sink.streaming() {
+            return llm.chat(request, &|_| {}).await;
+        }
+        let (events, mut received) = mpsc::unbounded_channel();
+        let observer = move |event: StreamEvent| {
+            let _ = events.send(event);
+        };
+        let call = async move {
+            let result = llm.chat(request, &observer).await;
+            drop(observer);
+            result
+        };
+        let relay = async {
+            let mut shown = false;
+            while let Some(event) = received.recv().await {
+                match event {
+                    StreamEvent::TextDelta(text) => {
+                        shown = true;
+                        sink.delta(&text).await;
+                    }
+                    StreamEvent::Restart { .. } if shown => {
+                        shown = false;
+                        sink.reset().await;
+                    }
+                    StreamEvent::Restart { .. } => {}
+                }
+            }
+        };
+        let (result, ()) = tokio::join!(call, relay);
+        result
+    }
+
+    async fn persist(
+        &self,
+        session: &SessionId,
+        tail: &mut Tail,
+        messages: Vec<Message>,
+    ) -> Result<(), TurnError> {
+        let offsets = self
+            .memory
+            .history()
+            .append(session, &messages)
+            .await
+            .map_err(TurnError::Store)?;
+        tail.messages.extend(
+            messages
+                .into_iter()
+                .zip(offsets)
+                .map(|(message, end_offset)| StoredMessage {
+                    message,
+                    end_offset,
+                }),
+        );
+        Ok(())
+    }
+
+    async fn deliver(&self, sink: &dyn ReplySink, text: &str) {
+        if let Err(error) = sink.deliver(text).await {
+            tracing::error!(error = %error, "Reply delivery failed.");
+        }
+    }
+}
+
+/// Cuts `text` to at most `limit` bytes (on a char boundary), saying how much was cut.
+fn cap(text: String, limit: usize) -> String {
+    if text.len() <= limit {
+        return text;
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}\n[... {} more bytes cut ...]",
+        &text[..end],
+        text.len() - end
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cap_respects_char_boundaries() {
+        assert_eq!(cap("short".into(), 10), "short");
+        let capped = cap("ééééé".into(), 3);
+        assert!(capped.starts_with('é'));
+        assert!(capped.contains("8 more bytes"));
+    }
+}

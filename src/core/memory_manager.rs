@@ -1,0 +1,277 @@
+//! The memory manager: the prompt layout of a turn and consolidation with the cursor.
+//!
+//! A turn's prompt is exactly: the base prompt, global memory (MEMORY.md), this session's
+//! summary, the skills, the consolidation warning when due, then `history[cursor..]` (which ends
+//! with the new user message). Nothing older than the cursor is read from disk, so building a
+//! prompt costs time proportional to the unconsolidated tail, however long the session is.
+//!
+//! Consolidation summarizes `history[cursor .. len - keep_recent]` (cut at a clean point),
+//! appends the summary to summary.md, compresses the summary when it passes the word limit, and
+//! commits summary then cursor. Callers hold the session's mutex throughout.
+
+use std::sync::Arc;
+
+use crate::core::consolidation;
+use crate::core::message::{Message, Role};
+use crate::core::ports::llm::{ContextBudget, LlmClient};
+use crate::core::ports::prompt::PromptSource;
+use crate::core::ports::store::{HistoryStore, MemoryStore, StoreError, Tail};
+use crate::core::session::SessionId;
+use crate::core::window;
+
+/// The notice appended to the system prompt shortly before consolidation.
+pub const CONSOLIDATION_WARNING: &str = "[System: older messages of this conversation will soon \
+be condensed into a summary. If anything in them must be remembered exactly, save it with \
+memory_write now.]";
+
+/// The base prompt used when the workspace has no bootstrap files.
+pub const FALLBACK_BASE_PROMPT: &str = "You are a helpful personal AI assistant.";
+
+/// Tunables of the memory system (from `agents.*` in the config).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemorySettings {
+    /// Consolidate when more than this many messages are unconsolidated.
+    pub consolidation_threshold: usize,
+    /// Messages kept verbatim after a consolidation (0 < keep_recent < threshold).
+    pub keep_recent: usize,
+    /// A summary longer than this many words is compressed.
+    pub summary_word_limit: usize,
+}
+
+impl Default for MemorySettings {
+    fn default() -> Self {
+        Self {
+            consolidation_threshold: 100,
+            keep_recent: 20,
+            summary_word_limit: 600,
+        }
+    }
+}
+
+/// Why consolidation runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// More than `consolidation_threshold` messages are unconsolidated.
+    Threshold,
+    /// The prompt would not fit the model's context budget.
+    TokenBudget,
+}
+
+/// What a consolidation attempt did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Consolidation {
+    /// Nothing was due.
+    NotDue,
+    /// Messages were summarized and the cursor advanced.
+    Done {
+        /// How many messages the cursor moved over.
+        messages: usize,
+        /// The new cursor (`last_consolidated`).
+        cursor: u64,
+        /// Whether the summary was compressed (meta-consolidation).
+        compressed: bool,
+    },
+    /// The summary call failed or returned nothing: summary and cursor are unchanged.
+    Failed,
+    /// No LLM is configured for consolidation.
+    NoLlm,
+}
+
+/// Builds prompts and consolidates session histories.
+pub struct MemoryManager {
+    history: Arc<dyn HistoryStore>,
+    memory: Arc<dyn MemoryStore>,
+    prompt: Arc<dyn PromptSource>,
+    llm: Option<Arc<dyn LlmClient>>,
+    settings: MemorySettings,
+}
+
+impl MemoryManager {
+    /// A manager over the given stores; `llm` is the consolidation client (None disables it).
+    pub fn new(
+        history: Arc<dyn HistoryStore>,
+        memory: Arc<dyn MemoryStore>,
+        prompt: Arc<dyn PromptSource>,
+        llm: Option<Arc<dyn LlmClient>>,
+        settings: MemorySettings,
+    ) -> Self {
+        Self {
+            history,
+            memory,
+            prompt,
+            llm,
+            settings,
+        }
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> MemorySettings {
+        self.settings
+    }
+
+    /// The history store (for appending a turn's messages).
+    pub fn history(&self) -> &Arc<dyn HistoryStore> {
+        &self.history
+    }
+
+    /// The global memory store (for `memory_write`).
+    pub fn memory(&self) -> &Arc<dyn MemoryStore> {
+        &self.memory
+    }
+
+    /// Loads what a turn needs from history: cursor, summary and the unconsolidated tail.
+    pub async fn load_tail(&self, session: &SessionId) -> Result<Tail, StoreError> {
+        self.history.load_tail(session).await
+    }
+
+    /// The system prompt for a turn whose unconsolidated history is `tail`.
+    pub async fn system_prompt(&self, tail: &Tail) -> Result<String, StoreError> {
+        let sections = self.prompt.sections().await;
+        let global = self.memory.load().await?;
+        let mut system = if sections.base.trim().is_empty() {
+            FALLBACK_BASE_PROMPT.to_owned()
+        } else {
+            sections.base
+        };
+        if !global.trim().is_empty() {
+            system.push_str("\n\n## Your Memory\n\n");
+            system.push_str(global.trim_end());
+        }
+        if !tail.summary.trim().is_empty() {
+            system.push_str("\n\n## Conversation Summary\n\n");
+            system.push_str(tail.summary.trim_end());
+        }
+        if !sections.skills.trim().is_empty() {
+            system.push_str("\n\n");
+            system.push_str(&sections.skills);
+        }
+        for body in sections
+            .always_skills
+            .iter()
+            .filter(|b| !b.trim().is_empty())
+        {
+            system.push_str("\n\n");
+            system.push_str(body.trim_end());
+        }
+        if self.warning_due(tail) {
+            system.push_str("\n\n");
+            system.push_str(CONSOLIDATION_WARNING);
+        }
+        Ok(system)
+    }
+
+    /// The full prompt: system message, then the clean window of `history[cursor..]`.
+    ///
+    /// When a context budget is given and the prompt would exceed it even after consolidation,
+    /// the oldest window messages are left out of this call (at clean points), never deleted.
+    pub async fn prompt(
+        &self,
+        tail: &Tail,
+        budget: Option<ContextBudget>,
+        now: chrono::DateTime<chrono::FixedOffset>,
+    ) -> Result<Vec<Message>, StoreError> {
+        let system = Message::new(Role::System, self.system_prompt(tail).await?, now);
+        let mut window = window::sanitize(tail.messages.iter().map(|s| &s.message));
+        if let Some(budget) = budget {
+            let limit = budget.prompt_tokens() as usize;
+            let fixed = system.approx_chars() / 4;
+            while window.len() > 1 && fixed + window::approx_tokens(&window) > limit {
+                let cut = window::clean_cut(&window, 1).max(1);
+                window.drain(..cut);
+                tracing::warn!(
+                    limit,
+                    "Prompt exceeds the context budget; left the oldest message out of this call."
+                );
+            }
+        }
+        let mut prompt = Vec::with_capacity(window.len() + 1);
+        prompt.push(system);
+        prompt.extend(window);
+        Ok(prompt)
+    }
+
+    /// Whether the consolidation warning belongs in the prompt.
+    pub fn warning_due(&self, tail: &Tail) -> bool {
+        tail.messages.len() + 2 >= self.settings.consolidation_threshold
+    }
+
+    /// Whether consolidation is due, and why.
+    pub fn due(&self, tail: &Tail, budget: Option<ContextBudget>) -> Option<Trigger> {
+        if tail.messages.len() > self.settings.consolidation_threshold {
+            return Some(Trigger::Threshold);
+        }
+        let budget = budget?;
+        let tokens = window::approx_tokens(tail.messages.iter().map(|s| &s.message))
+            + consolidation::word_count(&tail.summary);
+        let over = tokens > budget.prompt_tokens() as usize;
+        (over && tail.messages.len() > self.settings.keep_recent).then_some(Trigger::TokenBudget)
+    }
+
+    /// Consolidates `tail` if due, updating it in place on success. Hold the session's mutex.
+    pub async fn consolidate_if_due(
+        &self,
+        session: &SessionId,
+        tail: &mut Tail,
+        budget: Option<ContextBudget>,
+    ) -> Result<Consolidation, StoreError> {
+        match self.due(tail, budget) {
+            Some(trigger) => self.consolidate(session, tail, trigger).await,
+            None => Ok(Consolidation::NotDue),
+        }
+    }
+
+    async fn consolidate(
+        &self,
+        session: &SessionId,
+        tail: &mut Tail,
+        trigger: Trigger,
+    ) -> Result<Consolidation, StoreError> {
+        let Some(llm) = self.llm.as_deref() else {
+            return Ok(Consolidation::NoLlm);
+        };
+        let messages: Vec<Message> = tail.messages.iter().map(|s| s.message.clone()).collect();
+        let desired = messages.len().saturating_sub(self.settings.keep_recent);
+        let cut = window::clean_cut(&messages, desired);
+        if cut == 0 {
+            return Ok(Consolidation::NotDue);
+        }
+        let text = consolidation::transcript(&messages[..cut]);
+        let mut summary = tail.summary.trim_end().to_owned();
+        if !text.is_empty() {
+            let Some(entry) = consolidation::summarize(llm, &text, cut).await else {
+                return Ok(Consolidation::Failed);
+            };
+            if !summary.is_empty() {
+                summary.push_str("\n\n");
+            }
+            summary.push_str(&entry);
+        }
+        let mut compressed = false;
+        if consolidation::word_count(&summary) > self.settings.summary_word_limit {
+            if let Some(short) = consolidation::compress(llm, &summary).await {
+                summary = short;
+                compressed = true;
+            }
+        }
+        let cursor = tail.cursor_after(cut);
+        self.history
+            .commit_consolidation(session, &summary, cursor)
+            .await?;
+        tracing::info!(
+            session = %session,
+            messages = cut,
+            cursor = cursor.messages,
+            compressed,
+            trigger = ?trigger,
+            "Consolidated session history."
+        );
+        tail.messages.drain(..cut);
+        tail.cursor = cursor;
+        tail.summary = summary;
+        Ok(Consolidation::Done {
+            messages: cut,
+            cursor: cursor.messages,
+            compressed,
+        })
+    }
+}

@@ -1,0 +1,15 @@
+//! The domain: messages, sessions, the agent loop, the memory manager, and the ports.
+//!
+//! **Architecture Invariant:** nothing here imports an adapter module (`llm`, `storage`,
+//! `channels`, `tools`, `skills`) or an I/O crate (reqwest, axum, matrix-sdk, async-imap,
+//! lettre). The tidy test enforces it.
+
+pub mod agent_loop;
+pub mod consolidation;
+pub mod memory_manager;
+pub mod message;
+pub mod ports;
+pub mod session;
+pub mod session_locks;
+pub mod tool_registry;
+pub mod window;

@@ -1,0 +1,170 @@
+//! **API Boundary.** The LLM port: one streamed chat completion with tools.
+//!
+//! An implementation may be a single model or a pool that falls back across models; the agent
+//! loop cannot tell. Streaming is reported through [`StreamEvent`]s while the call runs; the
+//! finished [`ChatResponse`] is the source of truth. When a pool falls back after text was
+//! already streamed it emits [`StreamEvent::Restart`], so a consumer can discard what it showed
+//! instead of showing the text twice.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::core::message::{Message, ToolCall};
+use crate::core::ports::tool::ToolSpec;
+
+/// One request: the prompt and the tools the model may call.
+#[derive(Debug, Clone, Copy)]
+pub struct ChatRequest<'a> {
+    /// System prompt, history and the new user message, in order.
+    pub messages: &'a [Message],
+    /// Tool definitions offered to the model (may be empty).
+    pub tools: &'a [ToolSpec],
+}
+
+/// What arrives while a call streams.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamEvent {
+    /// A piece of reply text.
+    TextDelta(String),
+    /// Everything streamed so far by this call is void: a retry or fallback starts over.
+    Restart {
+        /// The model now being tried.
+        model: String,
+    },
+}
+
+/// Receives stream events; must not block (it runs inside the streaming loop).
+pub type StreamObserver<'a> = &'a (dyn Fn(StreamEvent) + Send + Sync);
+
+/// The finished answer of one call.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ChatResponse {
+    /// Reply text (may be empty when the model only calls tools).
+    pub text: String,
+    /// Tools the model wants run, in order.
+    pub tool_calls: Vec<ToolCall>,
+    /// Reasoning text, when the provider returned any.
+    pub reasoning_content: Option<String>,
+    /// The configured model name that answered.
+    pub model: String,
+}
+
+/// The context budget of the model(s) behind a client, in tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContextBudget {
+    /// The most tokens the prompt plus reply may take.
+    pub max_context_tokens: u32,
+    /// Tokens reserved for the reply.
+    pub max_reply_tokens: u32,
+}
+
+impl ContextBudget {
+    /// How many tokens the prompt may take.
+    pub fn prompt_tokens(&self) -> u32 {
+        self.max_context_tokens
+            .saturating_sub(self.max_reply_tokens)
+    }
+}
+
+/// Why a call failed, classified so the user gets a clear message and the pool knows whether a
+/// retry can help.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LlmError {
+    /// 401/403: the key is wrong or lacks access. Retrying the same model cannot help.
+    #[error("authentication failed at {model}: {detail}")]
+    Auth {
+        /// Configured model name.
+        model: String,
+        /// The server's words.
+        detail: String,
+    },
+    /// 429: too many requests; `retry_after` comes from the server when it said.
+    #[error("rate limited by {model}")]
+    RateLimited {
+        /// Configured model name.
+        model: String,
+        /// The server's `Retry-After`, if any.
+        retry_after: Option<Duration>,
+    },
+    /// The server could not be reached (connection refused, DNS, TLS).
+    #[error("could not reach {model}: {detail}")]
+    Unreachable {
+        /// Configured model name.
+        model: String,
+        /// The transport's words.
+        detail: String,
+    },
+    /// The server stopped answering within the configured time.
+    #[error("{model} timed out ({phase})")]
+    Timeout {
+        /// Configured model name.
+        model: String,
+        /// Which limit ran out: connect, first byte, idle or total.
+        phase: &'static str,
+    },
+    /// A 5xx or other unexpected status.
+    #[error("{model} answered HTTP {status}: {detail}")]
+    Server {
+        /// Configured model name.
+        model: String,
+        /// HTTP status code.
+        status: u16,
+        /// Start of the body.
+        detail: String,
+    },
+    /// The answer broke the protocol: malformed SSE or JSON, a stream cut mid-way, nothing at all.
+    #[error("{model} sent a malformed response: {detail}")]
+    Protocol {
+        /// Configured model name.
+        model: String,
+        /// What was wrong.
+        detail: String,
+    },
+    /// The request could not be built or the configuration is unusable.
+    #[error("{0}")]
+    Config(String),
+}
+
+impl LlmError {
+    /// Whether retrying the same model may succeed.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::RateLimited { .. }
+            | Self::Unreachable { .. }
+            | Self::Timeout { .. }
+            | Self::Protocol { .. } => true,
+            Self::Server { status, .. } => *status >= 500 || *status == 408,
+            Self::Auth { .. } | Self::Config(_) => false,
+        }
+    }
+
+    /// A short message for the person waiting for a reply; never includes secrets.
+    pub fn user_message(&self) -> String {
+        match self {
+            Self::Auth { .. } => "Error: the LLM rejected the API key. Check `llm.providers` in the config (or run `squidbot onboard`).".to_owned(),
+            Self::RateLimited { .. } => "Error: the LLM's rate limit was reached. Try again in a moment.".to_owned(),
+            Self::Unreachable { .. } | Self::Timeout { .. } => "Error: could not reach the LLM. Check the network and the provider's api_base.".to_owned(),
+            Self::Server { status, .. } => format!("Error: the LLM failed (HTTP {status}). Try again later."),
+            Self::Protocol { .. } => "Error: the LLM sent a response squidbot could not read. Try again.".to_owned(),
+            Self::Config(detail) => format!("Error: LLM configuration problem: {detail}"),
+        }
+    }
+}
+
+/// A chat-completion client: one model or a pool of them.
+#[async_trait]
+pub trait LlmClient: Send + Sync {
+    /// Runs one completion, reporting text as it streams.
+    async fn chat(
+        &self,
+        request: ChatRequest<'_>,
+        observer: StreamObserver<'_>,
+    ) -> Result<ChatResponse, LlmError>;
+
+    /// The tightest context budget among the models behind this client, if any is configured.
+    fn context_budget(&self) -> Option<ContextBudget>;
+
+    /// A short name for logs and status (`pool:default`, `model:gpt`).
+    fn name(&self) -> &str;
+}

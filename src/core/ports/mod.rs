@@ -1,0 +1,11 @@
+//! The ports: traits through which the core reaches the outside world.
+//!
+//! Each file holds one port. Adapters (`llm`, `storage`, `channels`, `tools`, `skills`)
+//! implement them; the core only ever sees these traits.
+
+pub mod channel;
+pub mod clock;
+pub mod llm;
+pub mod prompt;
+pub mod store;
+pub mod tool;

@@ -1,0 +1,134 @@
+//! The shared tool registry and the per-turn tool set built from it.
+//!
+//! The registry is built once and never mutated afterwards, so turns running in parallel can
+//! share it without locks. Per-turn tools (`memory_write`, `cron_add`, bound to the turn's
+//! session) are layered on top in a [`ToolSet`] that lives for one turn only: when the turn
+//! ends they are gone, and the registry never saw them.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+use serde_json::Value;
+
+use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, ToolSpec};
+
+/// A tool name was registered twice.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("tool {0:?} is registered twice")]
+pub struct DuplicateTool(pub String);
+
+/// The tools every turn may use.
+#[derive(Default, Clone)]
+pub struct ToolRegistry {
+    tools: Vec<Arc<dyn Tool>>,
+    index: HashMap<String, usize>,
+}
+
+impl std::fmt::Debug for ToolRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.tools.iter().map(|t| &t.spec().name))
+            .finish()
+    }
+}
+
+impl ToolRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a tool; names must be unique.
+    pub fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), DuplicateTool> {
+        let name = tool.spec().name.clone();
+        if self.index.contains_key(&name) {
+            return Err(DuplicateTool(name));
+        }
+        self.index.insert(name, self.tools.len());
+        self.tools.push(tool);
+        Ok(())
+    }
+
+    /// Looks a tool up by name.
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.index.get(name).map(|&i| &self.tools[i])
+    }
+
+    /// The names of all registered tools, in registration order.
+    pub fn names(&self) -> Vec<&str> {
+        self.tools.iter().map(|t| t.spec().name.as_str()).collect()
+    }
+
+    /// Number of registered tools.
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    /// Whether no tool is registered.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+}
+
+/// The tools of one turn: the shared registry plus the turn's extra tools.
+///
+/// An extra tool shadows a registry tool of the same name, and only one definition per name is
+/// offered to the model.
+pub struct ToolSet<'a> {
+    registry: &'a ToolRegistry,
+    extra: Vec<Arc<dyn Tool>>,
+    specs: Vec<ToolSpec>,
+}
+
+impl<'a> ToolSet<'a> {
+    /// Layers `extra` over `registry` for one turn.
+    pub fn new(registry: &'a ToolRegistry, extra: Vec<Arc<dyn Tool>>) -> Self {
+        let shadowed = |name: &str| extra.iter().any(|t| t.spec().name == name);
+        let specs = registry
+            .tools
+            .iter()
+            .filter(|t| !shadowed(&t.spec().name))
+            .chain(extra.iter())
+            .map(|t| t.spec().clone())
+            .collect();
+        Self {
+            registry,
+            extra,
+            specs,
+        }
+    }
+
+    /// Definitions to send to the model.
+    pub fn specs(&self) -> &[ToolSpec] {
+        &self.specs
+    }
+
+    /// Runs a tool by name. Unknown names, errors and panics all become error results.
+    pub async fn call(&self, name: &str, arguments: Value, context: &ToolContext) -> ToolOutput {
+        let tool = self
+            .extra
+            .iter()
+            .find(|t| t.spec().name == name)
+            .or_else(|| self.registry.get(name));
+        let Some(tool) = tool else {
+            return ToolOutput::error(format!("Error: unknown tool {name:?}"));
+        };
+        match AssertUnwindSafe(tool.call(arguments, context))
+            .catch_unwind()
+            .await
+        {
+            Ok(output) => output,
+            Err(panic) => {
+                let detail = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".to_owned());
+                tracing::error!(tool = name, panic = %detail, "Tool panicked; returned an error result.");
+                ToolOutput::error(format!("Error: tool {name} failed internally: {detail}"))
+            }
+        }
+    }
+}

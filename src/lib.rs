@@ -1,0 +1,16 @@
+//! squidbot: a personal AI assistant daemon whose memory never forgets and never bloats.
+//!
+//! # Layout
+//! - [`core`]: messages, sessions, the agent loop, the memory manager and the ports (traits).
+//! - [`config`]: the YAML configuration: schema, loading, validation with file/line/field errors.
+//! - [`llm`]: the OpenAI-compatible streaming client and pools with retry and fallback.
+//! - [`storage`]: JSONL histories, cursors, summaries, MEMORY.md, atomic writes, bootstrap files.
+//! - [`tools`]: tools the agent can call (`memory_write`, ...).
+//! - [`channels`]: where messages come from and replies go (the terminal so far).
+
+pub mod channels;
+pub mod config;
+pub mod core;
+pub mod llm;
+pub mod storage;
+pub mod tools;
