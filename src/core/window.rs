@@ -11,9 +11,12 @@ use std::collections::HashSet;
 use crate::core::message::{Message, Role};
 
 /// The clean cut nearest to `desired`, searching backwards first (keeping more messages
-/// verbatim), then forwards. Returns 0 when no clean point lies in `1..len`.
+/// verbatim), then forwards. Returns 0 when `desired` is 0 or no clean point lies in `1..len`.
 pub fn clean_cut(messages: &[Message], desired: usize) -> usize {
     let desired = desired.min(messages.len());
+    if desired == 0 {
+        return 0;
+    }
     let is_clean = |i: usize| messages.get(i).is_none_or(|m| m.role != Role::Tool);
     (1..=desired)
         .rev()
