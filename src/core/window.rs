@@ -132,7 +132,7 @@ mod tests {
             result("2"),
             msg(Role::Assistant, "b"),
         ];
-        for (desired, expected) in [(0, 0), (1, 1), (2, 2), (3, 2), (4, 2), (5, 5)] {
+        for (desired, expected) in [(0, 0), (1, 1), (2, 1), (3, 1), (4, 4), (5, 5)] {
             assert_eq!(clean_cut(&h, desired), expected, "desired {desired}");
         }
         let only_tools = vec![result("x"), result("y")];
