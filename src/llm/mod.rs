@@ -1,1 +1,19 @@
-//! Placeholder: filled in by the llm work.
+//! The LLM adapter: OpenAI-compatible Chat Completions over SSE, and pools with retry and
+//! fallback. Both implement the core's [`LlmClient`](crate::core::ports::llm::LlmClient) port.
+//!
+//! - [`settings`]: the plain structs an adapter is built from ([`Endpoint`], [`Timeouts`],
+//!   [`RetryPolicy`]); the config module fills them.
+//! - [`openai_compat`]: [`OpenAiCompatLlm`], one model, and [`http_client`], the shared client.
+//! - `wire`: request serialization and response shapes.
+//! - `stream`: SSE (or plain JSON) into a `ChatResponse`.
+//! - [`pool`]: [`LlmPool`], models tried in order with backoff.
+
+pub mod openai_compat;
+pub mod pool;
+pub mod settings;
+mod stream;
+mod wire;
+
+pub use openai_compat::{OpenAiCompatLlm, http_client};
+pub use pool::LlmPool;
+pub use settings::{Endpoint, RetryPolicy, Timeouts};

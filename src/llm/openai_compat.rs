@@ -1,0 +1,342 @@
+//! [`OpenAiCompatLlm`]: one model behind an OpenAI-compatible Chat Completions API.
+//!
+//! It streams with SSE, maps every way a call can fail to an [`LlmError`] the pool can act on
+//! (status codes, `Retry-After`, transport errors, four explicit timeouts) and survives the
+//! known server quirks: llama.cpp's empty 200 body when tools are streamed is retried once
+//! without streaming, and a server that ignores `stream: true` and answers with plain JSON is
+//! read as such. The API key only ever goes into the `Authorization` header.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use reqwest::header::{CONTENT_TYPE, RETRY_AFTER};
+
+use crate::core::ports::llm::{
+    ChatRequest, ChatResponse, ContextBudget, LlmClient, LlmError, StreamObserver,
+};
+use crate::llm::settings::{Endpoint, Timeouts};
+use crate::llm::stream::{StreamOutcome, head, parse_completion, read_sse};
+use crate::llm::wire::RequestBody;
+
+/// The most bytes read from an error response (only its start goes into the error).
+const ERROR_BODY_BYTES: usize = 300;
+/// The most bytes accepted for a non-streamed completion.
+const COMPLETION_BODY_BYTES: usize = 32 * 1024 * 1024;
+
+/// Builds the HTTP client shared by every model: rustls, TCP_NODELAY, the connect timeout.
+///
+/// Build it once and pass clones to [`OpenAiCompatLlm::new`], so connections are pooled.
+pub fn http_client(timeouts: &Timeouts) -> Result<reqwest::Client, LlmError> {
+    reqwest::Client::builder()
+        .connect_timeout(timeouts.connect)
+        .tcp_nodelay(true)
+        .build()
+        .map_err(|error| LlmError::Config(format!("cannot build the HTTP client: {error}")))
+}
+
+/// One model at one OpenAI-compatible endpoint.
+#[derive(Debug, Clone)]
+pub struct OpenAiCompatLlm {
+    client: reqwest::Client,
+    endpoint: Endpoint,
+    timeouts: Timeouts,
+    name: String,
+}
+
+impl OpenAiCompatLlm {
+    /// A client for `endpoint` using the shared HTTP `client` (see [`http_client`]).
+    pub fn new(client: reqwest::Client, endpoint: Endpoint, timeouts: Timeouts) -> Self {
+        let name = format!("model:{}", endpoint.model_name);
+        Self {
+            client,
+            endpoint,
+            timeouts,
+            name,
+        }
+    }
+
+    /// The endpoint this client talks to.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    fn model_name(&self) -> &str {
+        &self.endpoint.model_name
+    }
+
+    async fn call(
+        &self,
+        request: ChatRequest<'_>,
+        observer: StreamObserver<'_>,
+    ) -> Result<ChatResponse, LlmError> {
+        let mut body = RequestBody::new(
+            &self.endpoint.model,
+            request.messages,
+            request.tools,
+            self.endpoint.max_tokens,
+            self.endpoint.supports_reasoning_content,
+        );
+        let response = self.send(&body).await?;
+        let is_json = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|value| value.starts_with("application/json"));
+        if is_json {
+            return self.read_completion(response, observer).await;
+        }
+        match read_sse(response, self.timeouts.idle, self.model_name(), observer).await? {
+            StreamOutcome::Complete(response) => Ok(response),
+            StreamOutcome::Empty => {
+                tracing::info!(
+                    model = self.model_name(),
+                    "Empty streamed response; retrying once without streaming."
+                );
+                body.stream = false;
+                let response = self.send(&body).await?;
+                self.read_completion(response, observer).await
+            }
+        }
+    }
+
+    /// Sends the request and returns the response if its status is a success.
+    async fn send(&self, body: &RequestBody<'_>) -> Result<reqwest::Response, LlmError> {
+        let mut builder = self.client.post(self.endpoint.completions_url()).json(body);
+        if let Some(key) = &self.endpoint.api_key {
+            builder = builder.bearer_auth(key);
+        }
+        let response = match tokio::time::timeout(self.timeouts.first_byte, builder.send()).await {
+            Err(_) => {
+                return Err(LlmError::Timeout {
+                    model: self.model_name().to_owned(),
+                    phase: "first byte",
+                });
+            }
+            Ok(Err(error)) => return Err(self.transport_error(&error)),
+            Ok(Ok(response)) => response,
+        };
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let retry_after = response
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| parse_retry_after(value, Utc::now()));
+        let detail = read_body(response, self.timeouts.idle, ERROR_BODY_BYTES)
+            .await
+            .map(|bytes| head(String::from_utf8_lossy(&bytes).trim()))
+            .unwrap_or_default();
+        Err(classify_status(
+            self.model_name(),
+            status.as_u16(),
+            retry_after,
+            detail,
+        ))
+    }
+
+    async fn read_completion(
+        &self,
+        response: reqwest::Response,
+        observer: StreamObserver<'_>,
+    ) -> Result<ChatResponse, LlmError> {
+        let bytes = read_body(response, self.timeouts.idle, COMPLETION_BODY_BYTES)
+            .await
+            .map_err(|failure| failure.into_error(self.model_name()))?;
+        parse_completion(&bytes, self.model_name(), observer)
+    }
+
+    fn transport_error(&self, error: &reqwest::Error) -> LlmError {
+        let model = self.model_name().to_owned();
+        if error.is_connect() && error.is_timeout() {
+            LlmError::Timeout {
+                model,
+                phase: "connect",
+            }
+        } else {
+            LlmError::Unreachable {
+                model,
+                detail: error_chain(error),
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl LlmClient for OpenAiCompatLlm {
+    async fn chat(
+        &self,
+        request: ChatRequest<'_>,
+        observer: StreamObserver<'_>,
+    ) -> Result<ChatResponse, LlmError> {
+        match tokio::time::timeout(self.timeouts.total, self.call(request, observer)).await {
+            Ok(result) => result,
+            Err(_) => Err(LlmError::Timeout {
+                model: self.model_name().to_owned(),
+                phase: "total",
+            }),
+        }
+    }
+
+    fn context_budget(&self) -> Option<ContextBudget> {
+        self.endpoint
+            .max_context_tokens
+            .map(|max_context_tokens| ContextBudget {
+                max_context_tokens,
+                max_reply_tokens: self.endpoint.max_tokens.unwrap_or(0),
+            })
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// Why reading a whole body failed.
+#[derive(Debug)]
+enum BodyReadFailure {
+    Idle,
+    TooLarge,
+    Broken(String),
+}
+
+impl BodyReadFailure {
+    fn into_error(self, model: &str) -> LlmError {
+        let model = model.to_owned();
+        match self {
+            Self::Idle => LlmError::Timeout {
+                model,
+                phase: "idle",
+            },
+            Self::TooLarge => LlmError::Protocol {
+                model,
+                detail: "the completion is too large".to_owned(),
+            },
+            Self::Broken(detail) => LlmError::Protocol {
+                model,
+                detail: format!("body broken: {detail}"),
+            },
+        }
+    }
+}
+
+/// Reads a body chunk by chunk under the idle timeout. Error bodies stop quietly at `limit`;
+/// anything else that reaches it is [`BodyReadFailure::TooLarge`].
+async fn read_body(
+    mut response: reqwest::Response,
+    idle: Duration,
+    limit: usize,
+) -> Result<Vec<u8>, BodyReadFailure> {
+    let truncate = !response.status().is_success();
+    let mut bytes = Vec::new();
+    loop {
+        match tokio::time::timeout(idle, response.chunk()).await {
+            Err(_) => return Err(BodyReadFailure::Idle),
+            Ok(Err(error)) => return Err(BodyReadFailure::Broken(error_chain(&error))),
+            Ok(Ok(None)) => return Ok(bytes),
+            Ok(Ok(Some(chunk))) => {
+                bytes.extend_from_slice(&chunk);
+                if bytes.len() >= limit {
+                    if truncate {
+                        bytes.truncate(limit);
+                        return Ok(bytes);
+                    }
+                    return Err(BodyReadFailure::TooLarge);
+                }
+            }
+        }
+    }
+}
+
+/// An error and its sources on one line (reqwest hides the useful part in the sources).
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// Maps a failed HTTP status to an error: 401/403 → `Auth`, 429 → `RateLimited`, the rest
+/// `Server` (retryable for 408 and 5xx, see [`LlmError::is_retryable`]).
+pub(crate) fn classify_status(
+    model: &str,
+    status: u16,
+    retry_after: Option<Duration>,
+    detail: String,
+) -> LlmError {
+    let model = model.to_owned();
+    match status {
+        401 | 403 => LlmError::Auth { model, detail },
+        429 => LlmError::RateLimited { model, retry_after },
+        _ => LlmError::Server {
+            model,
+            status,
+            detail,
+        },
+    }
+}
+
+/// Parses `Retry-After`: delay seconds (fractions tolerated) or an HTTP date, relative to `now`.
+/// A date in the past means "now".
+pub(crate) fn parse_retry_after(value: &str, now: DateTime<Utc>) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<f64>() {
+        return Duration::try_from_secs_f64(seconds).ok();
+    }
+    let date = DateTime::parse_from_rfc2822(value).ok()?;
+    Some(
+        (date.with_timezone(&Utc) - now)
+            .to_std()
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_seconds_and_dates() {
+        let now = DateTime::parse_from_rfc3339("2026-11-22T10:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let check = |value: &str, expected: Option<Duration>| {
+            assert_eq!(parse_retry_after(value, now), expected, "{value}");
+        };
+        check("2", Some(Duration::from_secs(2)));
+        check(" 0 ", Some(Duration::ZERO));
+        check("1.5", Some(Duration::from_millis(1500)));
+        check("-3", None);
+        check("1e300", None);
+        check("NaN", None);
+        check("soon", None);
+        check(
+            "Sun, 22 Nov 2026 10:00:30 GMT",
+            Some(Duration::from_secs(30)),
+        );
+        check("Sun, 22 Nov 2026 09:00:00 GMT", Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn statuses_are_classified() {
+        let check = |status: u16, retryable: bool| {
+            let error = classify_status("m", status, None, String::new());
+            assert_eq!(error.is_retryable(), retryable, "{status}");
+            error
+        };
+        assert!(matches!(check(401, false), LlmError::Auth { .. }));
+        assert!(matches!(check(403, false), LlmError::Auth { .. }));
+        assert!(matches!(check(429, true), LlmError::RateLimited { .. }));
+        check(408, true);
+        check(500, true);
+        check(503, true);
+        check(400, false);
+        check(404, false);
+    }
+}

@@ -1,0 +1,303 @@
+//! The OpenAI Chat Completions wire format: the request body and the response shapes.
+//!
+//! Serialization follows what the strictest servers accept: `content` is always a string (an
+//! empty one rather than `null`, which llama.cpp rejects with HTTP 500), tool-call arguments are
+//! sent as a JSON *string*, and `tools` is left out when there are none. The response types are
+//! lenient: every field is optional, so extra or missing fields from one server or another never
+//! break parsing.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::core::message::{Message, Role, ToolCall};
+use crate::core::ports::tool::ToolSpec;
+
+/// The body of `POST /chat/completions`.
+#[derive(Debug, Serialize)]
+pub(crate) struct RequestBody<'a> {
+    model: &'a str,
+    messages: Vec<WireMessage<'a>>,
+    /// Flipped to `false` for the non-streamed retry.
+    pub(crate) stream: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+}
+
+impl<'a> RequestBody<'a> {
+    /// A streamed request; `reasoning_content` is echoed only when `with_reasoning` is set.
+    pub(crate) fn new(
+        model: &'a str,
+        messages: &'a [Message],
+        tools: &'a [ToolSpec],
+        max_tokens: Option<u32>,
+        with_reasoning: bool,
+    ) -> Self {
+        Self {
+            model,
+            messages: messages
+                .iter()
+                .map(|message| WireMessage::new(message, with_reasoning))
+                .collect(),
+            stream: true,
+            tools: tools.iter().map(WireTool::new).collect(),
+            max_tokens,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct WireMessage<'a> {
+    role: Role,
+    content: &'a str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<WireToolCall<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_content: Option<&'a str>,
+}
+
+impl<'a> WireMessage<'a> {
+    fn new(message: &'a Message, with_reasoning: bool) -> Self {
+        let tool_calls = match (&message.role, &message.tool_calls) {
+            (Role::Assistant, Some(calls)) => calls.iter().map(WireToolCall::new).collect(),
+            _ => Vec::new(),
+        };
+        let tool_call_id = match message.role {
+            Role::Tool => message.tool_call_id.as_deref(),
+            _ => None,
+        };
+        let reasoning_content = match message.role {
+            Role::Assistant if with_reasoning => message.reasoning_content.as_deref(),
+            _ => None,
+        };
+        Self {
+            role: message.role,
+            content: &message.content,
+            tool_calls,
+            tool_call_id,
+            reasoning_content,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct WireToolCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunctionCall<'a>,
+}
+
+impl<'a> WireToolCall<'a> {
+    fn new(call: &'a ToolCall) -> Self {
+        Self {
+            id: &call.id,
+            kind: "function",
+            function: WireFunctionCall {
+                name: &call.name,
+                arguments: arguments_string(&call.arguments),
+            },
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct WireFunctionCall<'a> {
+    name: &'a str,
+    arguments: String,
+}
+
+/// The arguments as the API wants them: a JSON string. Arguments the model sent as invalid JSON
+/// are stored as a string value and go back raw, exactly as the model wrote them.
+pub(crate) fn arguments_string(arguments: &Value) -> String {
+    match arguments {
+        Value::String(raw) => raw.clone(),
+        Value::Null => "{}".to_owned(),
+        other => other.to_string(),
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct WireTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: &'a ToolSpec,
+}
+
+impl<'a> WireTool<'a> {
+    fn new(spec: &'a ToolSpec) -> Self {
+        Self {
+            kind: "function",
+            function: spec,
+        }
+    }
+}
+
+/// One `data:` payload of a streamed response.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Chunk {
+    #[serde(default)]
+    pub(crate) choices: Vec<ChunkChoice>,
+    #[serde(default)]
+    pub(crate) error: Option<Value>,
+}
+
+/// One choice of a streamed chunk.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct ChunkChoice {
+    #[serde(default)]
+    pub(crate) delta: Option<Delta>,
+    #[serde(default)]
+    pub(crate) finish_reason: Option<String>,
+}
+
+/// The new part of the message in a streamed chunk.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Delta {
+    #[serde(default)]
+    pub(crate) content: Option<String>,
+    #[serde(default)]
+    pub(crate) reasoning_content: Option<String>,
+    #[serde(default)]
+    pub(crate) reasoning: Option<String>,
+    #[serde(default)]
+    pub(crate) tool_calls: Option<Vec<ToolCallDelta>>,
+}
+
+/// A fragment of one tool call; fragments with the same `index` belong together.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct ToolCallDelta {
+    #[serde(default)]
+    pub(crate) index: Option<usize>,
+    #[serde(default)]
+    pub(crate) id: Option<String>,
+    #[serde(default)]
+    pub(crate) function: Option<FunctionDelta>,
+}
+
+/// A fragment of a tool call's function.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct FunctionDelta {
+    #[serde(default)]
+    pub(crate) name: Option<String>,
+    #[serde(default)]
+    pub(crate) arguments: Option<String>,
+}
+
+/// A complete, non-streamed response.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Completion {
+    #[serde(default)]
+    pub(crate) choices: Vec<CompletionChoice>,
+    #[serde(default)]
+    pub(crate) error: Option<Value>,
+}
+
+/// One choice of a non-streamed response.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct CompletionChoice {
+    #[serde(default)]
+    pub(crate) message: Option<CompletionMessage>,
+}
+
+/// The message of a non-streamed response.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct CompletionMessage {
+    #[serde(default)]
+    pub(crate) content: Option<String>,
+    #[serde(default)]
+    pub(crate) reasoning_content: Option<String>,
+    #[serde(default)]
+    pub(crate) reasoning: Option<String>,
+    #[serde(default)]
+    pub(crate) tool_calls: Option<Vec<ToolCallDelta>>,
+}
+
+/// A server-reported error payload (`{"error": ...}`): its message and an HTTP-like code.
+///
+/// The code defaults to 500 so an unexplained mid-stream error counts as retryable.
+pub(crate) fn error_payload(error: &Value) -> (u16, String) {
+    let message = error
+        .get("message")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .unwrap_or_else(|| error.to_string());
+    let code = error
+        .get("code")
+        .and_then(|code| {
+            code.as_u64()
+                .or_else(|| code.as_str().and_then(|s| s.parse().ok()))
+        })
+        .and_then(|code| u16::try_from(code).ok())
+        .filter(|code| (400..600).contains(code))
+        .unwrap_or(500);
+    (code, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::DateTime;
+    use serde_json::json;
+
+    #[test]
+    fn assistant_tool_calls_are_serialized_as_strings_with_empty_content() {
+        let ts = DateTime::parse_from_rfc3339("2026-11-22T10:00:00+00:00").unwrap();
+        let mut assistant = Message::new(Role::Assistant, "", ts);
+        assistant.tool_calls = Some(vec![
+            ToolCall {
+                id: "c1".into(),
+                name: "shell".into(),
+                arguments: json!({"command": "ls"}),
+            },
+            ToolCall {
+                id: "c2".into(),
+                name: "shell".into(),
+                arguments: Value::String("{broken".into()),
+            },
+        ]);
+        assistant.reasoning_content = Some("think".into());
+        let mut tool = Message::new(Role::Tool, "out", ts);
+        tool.tool_call_id = Some("c1".into());
+        let messages = [assistant, tool];
+        let body = RequestBody::new("m", &messages, &[], None, false);
+        let value = serde_json::to_value(&body).unwrap();
+        assert_eq!(
+            value,
+            json!({
+                "model": "m",
+                "stream": true,
+                "messages": [
+                    {"role": "assistant", "content": "", "tool_calls": [
+                        {"id": "c1", "type": "function", "function": {"name": "shell", "arguments": "{\"command\":\"ls\"}"}},
+                        {"id": "c2", "type": "function", "function": {"name": "shell", "arguments": "{broken"}}
+                    ]},
+                    {"role": "tool", "content": "out", "tool_call_id": "c1"}
+                ]
+            })
+        );
+        let with =
+            serde_json::to_value(RequestBody::new("m", &messages, &[], Some(9), true)).unwrap();
+        assert_eq!(with["messages"][0]["reasoning_content"], "think");
+        assert_eq!(with["max_tokens"], 9);
+    }
+
+    #[test]
+    fn error_payload_code_defaults_to_retryable() {
+        assert_eq!(
+            error_payload(&json!({"message": "boom", "code": 429})),
+            (429, "boom".to_owned())
+        );
+        assert_eq!(
+            error_payload(&json!({"message": "x", "code": "weird"})).0,
+            500
+        );
+        assert_eq!(
+            error_payload(&json!("plain")),
+            (500, "\"plain\"".to_owned())
+        );
+    }
+}
