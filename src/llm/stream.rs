@@ -22,6 +22,8 @@ use crate::llm::wire::{Chunk, Completion, Delta, ToolCallDelta, error_payload};
 
 /// How many bytes of a bad payload go into an error's detail.
 const DETAIL_BYTES: usize = 300;
+/// The highest tool-call `index` accepted, so a hostile server cannot make us allocate wildly.
+const MAX_TOOL_CALLS: usize = 256;
 
 /// A tool call being assembled from stream fragments.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -69,6 +71,10 @@ impl Accumulator {
     /// Adds a tool-call fragment; `position` stands in for a missing `index`.
     fn apply_tool_call(&mut self, fragment: ToolCallDelta, position: usize) {
         let index = fragment.index.unwrap_or(position);
+        if index >= MAX_TOOL_CALLS {
+            tracing::debug!(index, "Tool-call fragment with an absurd index ignored.");
+            return;
+        }
         if self.calls.len() <= index {
             self.calls.resize(index + 1, PartialCall::default());
         }
@@ -342,6 +348,12 @@ mod tests {
             chunk(json!({"choices":[{"delta":{"tool_calls":[
                 {"function":{"name":"a","arguments":"{}"}},
                 {"function":{"name":"b","arguments":"{}"}}
+            ]}}]})),
+            &|_| {},
+        );
+        accumulator.apply_chunk(
+            chunk(json!({"choices":[{"delta":{"tool_calls":[
+                {"index": 4_000_000_000u64, "function":{"name":"huge"}}
             ]}}]})),
             &|_| {},
         );

@@ -1,0 +1,393 @@
+//! A scripted OpenAI-compatible server for tests: every reply is chosen by the test.
+//!
+//! It serves `POST /v1/chat/completions` on `127.0.0.1:0` with TCP_NODELAY (without it a
+//! client that reuses connections stalls ~40 ms per call on loopback). Replies come from a
+//! per-model queue, then a shared queue, then a handler, then the default (streamed "ok"). Each
+//! reply is rendered as SSE for `stream: true` and as a plain `chat.completion` otherwise, and the
+//! fault replies reproduce what real servers do: statuses with `Retry-After`, connections reset
+//! mid-stream, stalls before headers or between chunks, malformed SSE and llama.cpp's empty body.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::Response;
+use axum::routing::post;
+use axum::serve::ListenerExt;
+use futures_util::future::BoxFuture;
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+
+/// What the server answers to one request.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// Text streamed in about 3 chunks, then `finish_reason: "stop"` and `[DONE]`.
+    Text(String),
+    /// Reasoning (as `reasoning_content`) streamed before the text.
+    TextWithReasoning { text: String, reasoning: String },
+    /// Optional text, then tool calls `(id, name, raw arguments)` whose arguments are streamed
+    /// in fragments, interleaved across the calls.
+    ToolCalls {
+        text: String,
+        calls: Vec<(String, String, String)>,
+    },
+    /// An HTTP error status with a body and an optional `Retry-After` header.
+    Status {
+        status: u16,
+        body: String,
+        retry_after: Option<String>,
+    },
+    /// Streams `text`, then drops the connection abruptly (no finish reason, no `[DONE]`).
+    ResetAfter { text: String },
+    /// Streams `text`, sends nothing for `for_ms`, then finishes normally.
+    Stall { text: String, for_ms: u64 },
+    /// Waits `for_ms` before sending the response headers, then answers "ok".
+    StallHeaders { for_ms: u64 },
+    /// `data: {not json` and the end of the stream.
+    Malformed,
+    /// A 200 `text/event-stream` with an empty body (llama.cpp with tools and streaming).
+    EmptyBody,
+    /// A 200 with this content type and body, verbatim.
+    Raw { content_type: String, body: String },
+    /// Waits `ms`, then answers with `then`.
+    Delay { ms: u64, then: Box<Reply> },
+}
+
+type Handler = Arc<dyn Fn(&Value) -> Reply + Send + Sync>;
+
+#[derive(Default)]
+struct Script {
+    queue: VecDeque<Reply>,
+    per_model: HashMap<String, VecDeque<Reply>>,
+    handler: Option<Handler>,
+    requests: Vec<Value>,
+}
+
+/// The running server; dropping it stops accepting connections.
+pub struct ScriptedLlm {
+    addr: SocketAddr,
+    // A std mutex: it is held only for quick queue operations, never across an await.
+    script: Arc<Mutex<Script>>,
+    task: JoinHandle<()>,
+}
+
+impl ScriptedLlm {
+    /// Starts a server whose every request is answered with streamed "ok" until told otherwise.
+    pub async fn start() -> ScriptedLlm {
+        let script = Arc::new(Mutex::new(Script::default()));
+        let router = Router::new()
+            .route("/v1/chat/completions", post(complete))
+            .with_state(Arc::clone(&script));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the scripted LLM server");
+        let addr = listener.local_addr().expect("scripted server address");
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        });
+        ScriptedLlm { addr, script, task }
+    }
+
+    /// The API base to configure: `http://127.0.0.1:PORT/v1`.
+    pub fn url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Queues a reply for the next request of any model (after the per-model queues).
+    pub fn enqueue(&self, reply: Reply) {
+        self.lock().queue.push_back(reply);
+    }
+
+    /// Queues a reply for the next request whose `model` is `model`; checked first.
+    pub fn enqueue_for(&self, model: &str, reply: Reply) {
+        self.lock()
+            .per_model
+            .entry(model.to_owned())
+            .or_default()
+            .push_back(reply);
+    }
+
+    /// Answers requests with `f` whenever the queues are empty.
+    pub fn set_handler(&self, f: impl Fn(&Value) -> Reply + Send + Sync + 'static) {
+        self.lock().handler = Some(Arc::new(f));
+    }
+
+    /// Every request body received, in order.
+    pub fn requests(&self) -> Vec<Value> {
+        self.lock().requests.clone()
+    }
+
+    /// How many requests arrived.
+    pub fn request_count(&self) -> usize {
+        self.lock().requests.len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Script> {
+        self.script
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+}
+
+impl Drop for ScriptedLlm {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn complete(State(script): State<Arc<Mutex<Script>>>, body: Bytes) -> Response {
+    let request: Value = serde_json::from_slice(&body)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()));
+    let model = request["model"].as_str().unwrap_or("").to_owned();
+    let stream = request["stream"].as_bool().unwrap_or(false);
+    let reply = {
+        let mut script = script.lock().unwrap_or_else(|poison| poison.into_inner());
+        script.requests.push(request.clone());
+        let queued = script
+            .per_model
+            .get_mut(&model)
+            .and_then(VecDeque::pop_front)
+            .or_else(|| script.queue.pop_front());
+        match (queued, &script.handler) {
+            (Some(reply), _) => reply,
+            (None, Some(handler)) => handler(&request),
+            (None, None) => Reply::Text("ok".to_owned()),
+        }
+    };
+    render(reply, model, stream).await
+}
+
+/// One piece of a scripted body.
+enum Step {
+    Send(String),
+    Sleep(u64),
+    Fail,
+}
+
+fn render(reply: Reply, model: String, stream: bool) -> BoxFuture<'static, Response> {
+    Box::pin(async move {
+        match reply {
+            Reply::Delay { ms, then } => {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                render(*then, model, stream).await
+            }
+            Reply::StallHeaders { for_ms } => {
+                tokio::time::sleep(Duration::from_millis(for_ms)).await;
+                render(Reply::Text("ok".to_owned()), model, stream).await
+            }
+            Reply::Status {
+                status,
+                body,
+                retry_after,
+            } => {
+                let mut builder = Response::builder()
+                    .status(
+                        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+                    )
+                    .header(header::CONTENT_TYPE, "application/json");
+                if let Some(value) = retry_after {
+                    builder = builder.header(header::RETRY_AFTER, value);
+                }
+                builder.body(Body::from(body)).expect("status response")
+            }
+            Reply::Raw { content_type, body } => plain(&content_type, body),
+            Reply::EmptyBody => plain("text/event-stream", String::new()),
+            Reply::Malformed if stream => {
+                plain("text/event-stream", "data: {not json\n\n".to_owned())
+            }
+            Reply::Malformed => plain("application/json", "{not json".to_owned()),
+            Reply::ResetAfter { text } => {
+                let mut steps = if stream {
+                    text_events(&model, &text)
+                } else {
+                    Vec::new()
+                };
+                // Pause so what was sent is flushed before the reset (hyper would otherwise
+                // drop the buffered response, headers included).
+                steps.push(Step::Sleep(20));
+                steps.push(Step::Fail);
+                streamed(stream, steps)
+            }
+            Reply::Stall { text, for_ms } if stream => {
+                let mut steps = text_events(&model, &text);
+                steps.push(Step::Sleep(for_ms));
+                steps.extend(finish_events(&model, "stop"));
+                streamed(true, steps)
+            }
+            Reply::Stall { text, for_ms } => {
+                tokio::time::sleep(Duration::from_millis(for_ms)).await;
+                plain("application/json", completion(&model, &text, None, &[]))
+            }
+            Reply::Text(text) => answer(&model, stream, &text, None, &[]),
+            Reply::TextWithReasoning { text, reasoning } => {
+                answer(&model, stream, &text, Some(&reasoning), &[])
+            }
+            Reply::ToolCalls { text, calls } => answer(&model, stream, &text, None, &calls),
+        }
+    })
+}
+
+fn plain(content_type: &str, body: String) -> Response {
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, content_type)
+        .body(Body::from(body))
+        .expect("plain response")
+}
+
+fn streamed(sse: bool, steps: Vec<Step>) -> Response {
+    let steps: VecDeque<Step> = steps.into();
+    let body = futures_util::stream::unfold(steps, |mut steps| async move {
+        loop {
+            match steps.pop_front()? {
+                Step::Send(data) => return Some((Ok(Bytes::from(data)), steps)),
+                Step::Sleep(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+                Step::Fail => {
+                    let error = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
+                    return Some((Err(error), steps));
+                }
+            }
+        }
+    });
+    let content_type = if sse {
+        "text/event-stream"
+    } else {
+        "application/json"
+    };
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, content_type)
+        .body(Body::from_stream(body))
+        .expect("streamed response")
+}
+
+fn answer(
+    model: &str,
+    stream: bool,
+    text: &str,
+    reasoning: Option<&str>,
+    calls: &[(String, String, String)],
+) -> Response {
+    if !stream {
+        return plain(
+            "application/json",
+            completion(model, text, reasoning, calls),
+        );
+    }
+    let mut steps = Vec::new();
+    if let Some(reasoning) = reasoning {
+        for piece in split3(reasoning) {
+            steps.push(event(model, json!({"reasoning_content": piece}), None));
+        }
+    }
+    steps.extend(text_events(model, text));
+    // Every call's header first, then the argument fragments round-robin across the calls.
+    for (index, (id, name, _)) in calls.iter().enumerate() {
+        steps.push(event(
+            model,
+            json!({"tool_calls": [{"index": index, "id": id, "type": "function",
+                "function": {"name": name, "arguments": ""}}]}),
+            None,
+        ));
+    }
+    let fragments: Vec<Vec<String>> = calls.iter().map(|(_, _, args)| split3(args)).collect();
+    for round in 0..3 {
+        for (index, pieces) in fragments.iter().enumerate() {
+            if let Some(piece) = pieces.get(round) {
+                steps.push(event(
+                    model,
+                    json!({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}),
+                    None,
+                ));
+            }
+        }
+    }
+    let reason = if calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
+    steps.extend(finish_events(model, reason));
+    streamed(true, steps)
+}
+
+fn text_events(model: &str, text: &str) -> Vec<Step> {
+    let mut steps = vec![event(
+        model,
+        json!({"role": "assistant", "content": ""}),
+        None,
+    )];
+    for piece in split3(text) {
+        steps.push(event(model, json!({"content": piece}), None));
+    }
+    steps
+}
+
+fn finish_events(model: &str, reason: &str) -> Vec<Step> {
+    vec![
+        event(model, json!({}), Some(reason)),
+        Step::Send("data: [DONE]\n\n".to_owned()),
+    ]
+}
+
+fn event(model: &str, delta: Value, finish_reason: Option<&str>) -> Step {
+    let chunk = json!({
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+    });
+    Step::Send(format!("data: {chunk}\n\n"))
+}
+
+fn completion(
+    model: &str,
+    text: &str,
+    reasoning: Option<&str>,
+    calls: &[(String, String, String)],
+) -> String {
+    let mut message = json!({"role": "assistant", "content": text});
+    if let Some(reasoning) = reasoning {
+        message["reasoning_content"] = json!(reasoning);
+    }
+    if !calls.is_empty() {
+        message["tool_calls"] = calls
+            .iter()
+            .map(|(id, name, args)| {
+                json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}})
+            })
+            .collect();
+    }
+    let reason = if calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
+    json!({
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": reason}],
+    })
+    .to_string()
+}
+
+/// Splits text into at most 3 non-empty pieces at character boundaries.
+fn split3(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    if chars.is_empty() {
+        return Vec::new();
+    }
+    let size = chars.len().div_ceil(3);
+    chars.chunks(size).map(|c| c.iter().collect()).collect()
+}
