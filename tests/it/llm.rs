@@ -677,3 +677,45 @@ async fn scripted_replies_come_from_model_queue_then_queue_then_handler() {
     assert_eq!(answer(a, "4").await, "echo: 4");
     assert_eq!(server.request_count(), 4);
 }
+
+#[tokio::test]
+async fn bearer_header_is_sent_only_when_a_key_is_set() {
+    use axum::http::HeaderMap;
+    let seen: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
+    let record = Arc::clone(&seen);
+    let router = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move |headers: HeaderMap| {
+            let record = Arc::clone(&record);
+            async move {
+                let auth = headers
+                    .get("authorization")
+                    .map(|v| v.to_str().unwrap().to_owned());
+                record.lock().unwrap().push(auth);
+                axum::Json(json!({"choices": [{"message": {"content": "hi"}}]}))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move { axum::serve(listener, router).await });
+    let mut keyed = endpoint(&url, "keyed");
+    keyed.api_key = Some("sk-secret".into());
+    chat(model_with(keyed, timeouts()).as_ref(), &user("x"), &[])
+        .await
+        .0
+        .unwrap();
+    chat(
+        model_with(endpoint(&url, "open"), timeouts()).as_ref(),
+        &user("x"),
+        &[],
+    )
+    .await
+    .0
+    .unwrap();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![Some("Bearer sk-secret".to_owned()), None]
+    );
+    server.abort();
+}
