@@ -196,6 +196,32 @@ fn clean_message(message: &str) -> String {
             .replace('`', "");
         return format!("unknown field (expected one of: {expected})");
     }
+    let friendlier = [
+        (
+            "expected mapping start",
+            "expected a mapping of fields (write {} for an empty section)",
+        ),
+        ("expected sequence start", "expected a list"),
+        (
+            "cannot deserialize null into string",
+            "expected a string, found nothing (write \"\" for empty)",
+        ),
+        (
+            "expected string scalar",
+            "expected a single value, found a list or mapping",
+        ),
+        ("duplicate mapping key", "duplicate key"),
+    ];
+    for (serde_text, ours) in friendlier {
+        if message.starts_with(serde_text) {
+            return ours.to_owned();
+        }
+    }
+    if let Some(kind) = message.strip_prefix("invalid ")
+        && matches!(kind, "u16" | "u32" | "u64" | "usize" | "i64")
+    {
+        return format!("expected a whole number ({kind})");
+    }
     message.to_owned()
 }
 

@@ -1,1 +1,0 @@
-//! Tests of loading and validation.
