@@ -52,22 +52,23 @@ pub fn resolve_path(explicit: Option<&Path>) -> ConfigLocation {
     resolve_path_with(explicit, &process_env)
 }
 
-/// [`resolve_path`] with the environment read through `env`.
+/// [`resolve_path`] with the environment read through `env`. Relative paths are made absolute
+/// against the current directory, so later `cd`s (e.g. of child processes) cannot change them.
 pub(crate) fn resolve_path_with(explicit: Option<&Path>, env: EnvLookup<'_>) -> ConfigLocation {
     let home = match env("SQUIDBOT_HOME") {
-        Some(home) => expand_tilde(Path::new(&home), env),
-        None => expand_tilde(Path::new("~/.squidbot"), env),
+        Some(home) => absolute(&expand_tilde(Path::new(&home), env)),
+        None => absolute(&expand_tilde(Path::new("~/.squidbot"), env)),
     };
     if let Some(path) = explicit {
         return ConfigLocation {
-            path: expand_tilde(path, env),
+            path: absolute(&expand_tilde(path, env)),
             home,
             explicit: true,
         };
     }
     if let Some(path) = env("SQUIDBOT_CONFIG") {
         return ConfigLocation {
-            path: expand_tilde(Path::new(&path), env),
+            path: absolute(&expand_tilde(Path::new(&path), env)),
             home,
             explicit: true,
         };
@@ -247,6 +248,11 @@ fn under_home(path: &Path, home: &Path, env: EnvLookup<'_>) -> PathBuf {
     } else {
         path
     }
+}
+
+/// `path` made absolute against the current directory (unchanged if that cannot be read).
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
 }
 
 /// Replaces a leading `~` component with `$HOME` (left as is when `HOME` is unset).

@@ -11,6 +11,7 @@
 //! - `load.rs`: finding, reading and deserializing the file.
 //! - `validate.rs`: semantic checks and secret resolution.
 //! - `starter.rs`: the commented starter file written by `squidbot onboard`.
+//! - `tests/`: table-driven tests of all of the above.
 
 mod index;
 mod load;

@@ -109,6 +109,16 @@ pub(crate) fn validate(
         let message = "group_policy is allowlist but the allowlist is empty: nobody is answered";
         warnings.push(Problem::new(index.line_of(field), field, message));
     }
+    let email = &config.channels.email;
+    if email.enabled && (!email.tls || !email.tls_verify) {
+        let field = if email.tls {
+            "channels.email.tls_verify"
+        } else {
+            "channels.email.tls"
+        };
+        let message = "email credentials and mail are exposed to the network path";
+        warnings.push(Problem::new(index.line_of(field), field, message));
+    }
     let mut problems = checker.problems;
     problems.sort_by_key(|problem| problem.line.unwrap_or(usize::MAX));
     (problems, warnings)

@@ -267,3 +267,41 @@ fn public_load_from_str_reads_the_process_environment() {
         .unwrap_or_default();
     assert!(text.starts_with("/x/squidbot.yaml:5: llm.providers.openrouter.api_key: environment variable SQUIDBOT_CONFIG_TEST_NEVER_SET_7F3A"), "{text}");
 }
+
+#[test]
+fn enabled_channels_load_with_warnings() {
+    let yaml = format!(
+        "{BASE}channels:
+  matrix:
+    enabled: true
+    user_id: \"@bot:example.org\"
+    access_token_env: SQUIDBOT_TEST_TOKEN
+    group_policy: allowlist
+  email:
+    enabled: true
+    imap_host: imap.example.org
+    smtp_host: smtp.example.org
+    username: bot
+    password: \"${{SQUIDBOT_TEST_KEY}}\"
+    from_address: bot@example.org
+    tls_verify: false
+"
+    );
+    let loaded = check_ok(&yaml);
+    let channels = &loaded.config.channels;
+    assert_eq!(channels.matrix.access_token.expose(), "tok-from-env");
+    assert_eq!(channels.email.password.expose(), "sk-from-env");
+    assert_eq!(
+        channels.matrix.group_policy,
+        crate::config::GroupPolicy::Allowlist
+    );
+    let warnings = loaded.warnings.join("\n");
+    assert!(
+        warnings.contains(":12: channels.matrix.allowlist: group_policy is allowlist"),
+        "{warnings}"
+    );
+    assert!(
+        warnings.contains(":24: channels.email.tls_verify: "),
+        "{warnings}"
+    );
+}
