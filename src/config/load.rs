@@ -189,13 +189,21 @@ fn clean_message(message: &str) -> String {
         _ => message,
     };
     if let Some(rest) = message.strip_prefix("unknown field `")
-        && let Some((_, expected)) = rest.split_once("`, expected ")
+        && let Some((name, expected)) = rest.split_once("`, expected ")
     {
         let expected = expected
             .trim_start_matches("one of ")
             .trim_start_matches("field ")
             .replace('`', "");
-        return format!("unknown field (expected one of: {expected})");
+        let closest = expected
+            .split(", ")
+            .map(|candidate| (edit_distance(name, candidate), candidate))
+            .min()
+            .filter(|(distance, _)| *distance <= 2.max(name.len() / 4));
+        return match closest {
+            Some((_, candidate)) => format!("unknown field, did you mean {candidate}?"),
+            None => format!("unknown field (expected one of: {expected})"),
+        };
     }
     let friendlier = [
         (
@@ -224,6 +232,22 @@ fn clean_message(message: &str) -> String {
         return format!("expected a whole number ({kind})");
     }
     message.to_owned()
+}
+
+/// Levenshtein distance of two short strings, to suggest the field a typo meant.
+fn edit_distance(left: &str, right: &str) -> usize {
+    let right: Vec<char> = right.chars().collect();
+    let mut row: Vec<usize> = (0..=right.len()).collect();
+    for (i, left_char) in left.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, right_char) in right.iter().enumerate() {
+            let substitution = diagonal + usize::from(left_char != *right_char);
+            diagonal = row[j + 1];
+            row[j + 1] = substitution.min(row[j] + 1).min(diagonal + 1);
+        }
+    }
+    row[right.len()]
 }
 
 /// Makes the configured paths absolute: `~` is the user's home, relative means under `home`, and

@@ -167,11 +167,11 @@ fn syntax_type_and_unknown_field_errors() {
         ),
         (
             "agents:\n  consolidaton_threshold: 5\n",
-            ":2: agents.consolidaton_threshold: unknown field",
+            ":2: agents.consolidaton_threshold: unknown field, did you mean consolidation_threshold?",
         ),
         (
             "llm:\n  providers:\n    p:\n      api_bse: x\n",
-            ":4: llm.providers.p.api_bse: unknown field",
+            ":4: llm.providers.p.api_bse: unknown field, did you mean api_base?",
         ),
         (
             "agents:\n  keep_recent: many\n",
