@@ -1,0 +1,139 @@
+//! The `channels` section: Matrix and email, the two ways the owner talks to squidbot.
+//!
+//! The doc comments on the fields are the reference for these settings.
+
+use serde::Deserialize;
+
+use super::Secret;
+
+/// `channels`: where messages come from.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ChannelsConfig {
+    /// The Matrix channel.
+    pub matrix: MatrixConfig,
+    /// The email channel (IMAP in, SMTP out).
+    pub email: EmailConfig,
+}
+
+/// Which messages in a Matrix room the bot answers.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupPolicy {
+    /// Every message.
+    Open,
+    /// Only messages that mention the bot.
+    #[default]
+    Mention,
+    /// Only messages from users in `allowlist`.
+    Allowlist,
+}
+
+/// `channels.matrix`: a Matrix account the bot logs in as.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct MatrixConfig {
+    /// Whether the channel runs in the gateway. Default: `false`.
+    pub enabled: bool,
+    /// Homeserver URL. Default: `https://matrix.org`.
+    pub homeserver: String,
+    /// The bot's user id, e.g. `@squidbot:example.org`. Required when enabled.
+    pub user_id: String,
+    /// Access token, or `${VAR}`. One of access token or password is required when enabled.
+    /// Default: empty.
+    pub access_token: Secret,
+    /// Name of an environment variable holding the access token. Default: empty.
+    pub access_token_env: String,
+    /// Password for password login, or `${VAR}`. Default: empty.
+    pub password: Secret,
+    /// Name of an environment variable holding the password. Default: empty.
+    pub password_env: String,
+    /// Device id of the bot's session. Default: `SQUIDBOT01`.
+    pub device_id: String,
+    /// Rooms the bot listens in; empty means every joined room. Default: none.
+    pub room_ids: Vec<String>,
+    /// `open`, `mention` or `allowlist`. Default: `mention`.
+    pub group_policy: GroupPolicy,
+    /// User ids allowed to talk to the bot (and whose invites are accepted). Default: none.
+    pub allowlist: Vec<String>,
+    /// Whether invites from allowed users are joined automatically. Default: `true`.
+    pub auto_join: bool,
+}
+
+impl Default for MatrixConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            homeserver: "https://matrix.org".to_owned(),
+            user_id: String::new(),
+            access_token: Secret::default(),
+            access_token_env: String::new(),
+            password: Secret::default(),
+            password_env: String::new(),
+            device_id: "SQUIDBOT01".to_owned(),
+            room_ids: Vec::new(),
+            group_policy: GroupPolicy::Mention,
+            allowlist: Vec::new(),
+            auto_join: true,
+        }
+    }
+}
+
+/// `channels.email`: a mailbox the bot reads (IMAP) and answers from (SMTP).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct EmailConfig {
+    /// Whether the channel runs in the gateway. Default: `false`.
+    pub enabled: bool,
+    /// IMAP server host name. Required when enabled.
+    pub imap_host: String,
+    /// IMAP port. Default: `993`.
+    pub imap_port: u16,
+    /// SMTP server host name. Required when enabled.
+    pub smtp_host: String,
+    /// SMTP port. Default: `587`.
+    pub smtp_port: u16,
+    /// Login name for IMAP and SMTP. Required when enabled.
+    pub username: String,
+    /// Password for IMAP and SMTP, or `${VAR}`. Required when enabled (here or in
+    /// `password_env`).
+    pub password: Secret,
+    /// Name of an environment variable holding the password. Default: empty.
+    pub password_env: String,
+    /// The bot's address (`From:` of replies). Required when enabled.
+    pub from_address: String,
+    /// Sender addresses the bot answers; empty means everyone. Default: none.
+    pub allow_from: Vec<String>,
+    /// Seconds between mailbox polls when the server has no IMAP IDLE. Default: `60`.
+    pub poll_interval_seconds: u64,
+    /// Whether connections use TLS at all. Default: `true`.
+    pub tls: bool,
+    /// Whether server certificates and host names are checked. Default: `true`.
+    pub tls_verify: bool,
+    /// Whether IMAP uses STARTTLS instead of implicit TLS. Default: `false`.
+    pub imap_starttls: bool,
+    /// Whether SMTP uses STARTTLS instead of implicit TLS. Default: `true`.
+    pub smtp_starttls: bool,
+}
+
+impl Default for EmailConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            imap_host: String::new(),
+            imap_port: 993,
+            smtp_host: String::new(),
+            smtp_port: 587,
+            username: String::new(),
+            password: Secret::default(),
+            password_env: String::new(),
+            from_address: String::new(),
+            allow_from: Vec::new(),
+            poll_interval_seconds: 60,
+            tls: true,
+            tls_verify: true,
+            imap_starttls: false,
+            smtp_starttls: true,
+        }
+    }
+}

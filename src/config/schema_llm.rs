@@ -1,0 +1,164 @@
+//! The `llm` section: providers (where to send requests), models (what to ask for), pools
+//! (ordered fallback lists of models), timeouts and retries.
+//!
+//! The doc comments on the fields are the reference for these settings.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::Secret;
+
+/// `llm`: which OpenAI-compatible endpoints and models the agent may use.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LlmConfig {
+    /// The pool the agent uses unless a purpose names its own. Default: `"default"`.
+    pub default_pool: String,
+    /// Named API endpoints. Default: none.
+    pub providers: BTreeMap<String, ProviderConfig>,
+    /// Named models, each served by one provider. Default: none.
+    pub models: BTreeMap<String, ModelConfig>,
+    /// Named pools: ordered lists of models; a failing model falls back to the next one.
+    /// Each entry is a model name (`- fast`) or the original's form (`- {model: fast}`).
+    /// Default: none.
+    pub pools: BTreeMap<String, Vec<PoolEntry>>,
+    /// Network timeouts of LLM requests.
+    pub timeouts: LlmTimeouts,
+    /// Retries of failed LLM requests (before falling back to the pool's next model).
+    pub retry: LlmRetry,
+}
+
+impl Default for LlmConfig {
+    fn default() -> Self {
+        Self {
+            default_pool: "default".to_owned(),
+            providers: BTreeMap::new(),
+            models: BTreeMap::new(),
+            pools: BTreeMap::new(),
+            timeouts: LlmTimeouts::default(),
+            retry: LlmRetry::default(),
+        }
+    }
+}
+
+/// `llm.providers.<name>`: one OpenAI-compatible Chat Completions endpoint.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProviderConfig {
+    /// Base URL of the API, http or https, e.g. `https://openrouter.ai/api/v1`. Required.
+    pub api_base: String,
+    /// API key, or `${VAR}` to read it from environment variable `VAR`. Default: empty (no key,
+    /// as for a local Ollama).
+    pub api_key: Secret,
+    /// Name of an environment variable holding the API key (instead of `api_key`). Default: empty.
+    pub api_key_env: String,
+    /// Whether the provider needs `reasoning_content` echoed back on tool-call turns (Moonshot /
+    /// Kimi). Default: `false`.
+    pub supports_reasoning_content: bool,
+}
+
+/// `llm.models.<name>`: a model at a provider.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelConfig {
+    /// Name of the provider (a key of `llm.providers`). Required.
+    pub provider: String,
+    /// The model id sent to the API, e.g. `anthropic/claude-opus-4-5`. Required.
+    pub model: String,
+    /// Maximum tokens of one reply. Default: `8192`.
+    pub max_tokens: u32,
+    /// The model's context window in tokens; consolidation starts early when a prompt would not
+    /// fit. Default: `100000`.
+    pub max_context_tokens: u32,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        Self {
+            provider: String::new(),
+            model: String::new(),
+            max_tokens: 8192,
+            max_context_tokens: 100_000,
+        }
+    }
+}
+
+/// One entry of a pool: the name of a model (a key of `llm.models`).
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(from = "PoolEntryRepr")]
+pub struct PoolEntry {
+    /// Name of the model (a key of `llm.models`).
+    pub model: String,
+}
+
+/// The two spellings of a pool entry: `fast` and `{model: fast}`.
+#[derive(Deserialize)]
+#[serde(untagged, expecting = "a model name, or a mapping {model: NAME}")]
+enum PoolEntryRepr {
+    Name(String),
+    Table(PoolEntryTable),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PoolEntryTable {
+    model: String,
+}
+
+impl From<PoolEntryRepr> for PoolEntry {
+    fn from(repr: PoolEntryRepr) -> Self {
+        match repr {
+            PoolEntryRepr::Name(model) | PoolEntryRepr::Table(PoolEntryTable { model }) => {
+                Self { model }
+            }
+        }
+    }
+}
+
+/// `llm.timeouts`: every wait on an LLM has a limit, so a stuck server cannot stall a session.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LlmTimeouts {
+    /// Seconds to establish the connection. Default: `10`.
+    pub connect_seconds: u64,
+    /// Seconds from sending the request to the first byte of the answer. Default: `60`.
+    pub first_byte_seconds: u64,
+    /// Longest silence, in seconds, between two chunks of a streamed answer. Default: `60`.
+    pub idle_seconds: u64,
+    /// Seconds for the whole request, streaming included. Default: `600`.
+    pub total_seconds: u64,
+}
+
+impl Default for LlmTimeouts {
+    fn default() -> Self {
+        Self {
+            connect_seconds: 10,
+            first_byte_seconds: 60,
+            idle_seconds: 60,
+            total_seconds: 600,
+        }
+    }
+}
+
+/// `llm.retry`: retries with exponential backoff (honouring `Retry-After`) on one model.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LlmRetry {
+    /// Retries after the first attempt; `0` falls back to the next model at once. Default: `2`.
+    pub max_retries: u32,
+    /// Delay before the first retry, in milliseconds; it doubles each time. Default: `500`.
+    pub base_delay_ms: u64,
+    /// Upper bound of one delay, in milliseconds. Default: `30000`.
+    pub max_delay_ms: u64,
+}
+
+impl Default for LlmRetry {
+    fn default() -> Self {
+        Self {
+            max_retries: 2,
+            base_delay_ms: 500,
+            max_delay_ms: 30_000,
+        }
+    }
+}

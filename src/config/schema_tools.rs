@@ -1,0 +1,161 @@
+//! The `tools` section: which tools the agent may call, and their settings.
+//!
+//! The doc comments on the fields are the reference for these settings.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::Secret;
+
+/// `tools`: the agent's tools.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ToolsConfig {
+    /// The `shell` tool.
+    pub shell: ShellToolConfig,
+    /// The file tools (`read_file`, `write_file`, `edit_file`, `list_files`).
+    pub files: ToolToggle,
+    /// The `fetch_url` tool.
+    pub fetch_url: ToolToggle,
+    /// The `web_search` tool.
+    pub web_search: WebSearchConfig,
+    /// The `search_history` tool.
+    pub search_history: ToolToggle,
+    /// MCP servers whose tools the agent may call, by name. Default: none.
+    pub mcp_servers: BTreeMap<String, McpServerConfig>,
+    /// Background sub-agents (`spawn`, `spawn_await`).
+    pub spawn: SpawnConfig,
+}
+
+/// A tool that only has an on/off switch.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ToolToggle {
+    /// Whether the tool is offered to the agent. Default: `true`.
+    pub enabled: bool,
+}
+
+impl Default for ToolToggle {
+    fn default() -> Self {
+        Self { enabled: true }
+    }
+}
+
+/// `tools.shell`: run shell commands (in the workspace).
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ShellToolConfig {
+    /// Whether the tool is offered to the agent. Default: `true`.
+    pub enabled: bool,
+    /// Default timeout of one command in seconds; its whole process group is killed then.
+    /// Default: `60`.
+    pub timeout_seconds: u64,
+}
+
+impl Default for ShellToolConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            timeout_seconds: 60,
+        }
+    }
+}
+
+/// Which web search service `web_search` queries.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum WebSearchProvider {
+    /// A SearXNG instance at `url` (JSON API).
+    #[default]
+    Searxng,
+    /// The Brave Search API (needs `api_key`).
+    Brave,
+    /// DuckDuckGo (no key).
+    Duckduckgo,
+}
+
+/// `tools.web_search`: search the web.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebSearchConfig {
+    /// Whether the tool is offered to the agent. Default: `false`.
+    pub enabled: bool,
+    /// `searxng`, `brave` or `duckduckgo`. Default: `searxng`.
+    pub provider: WebSearchProvider,
+    /// Base URL of the SearXNG instance (required for `searxng`). Default: empty.
+    pub url: String,
+    /// API key (required for `brave`; optional bearer token for `searxng`), or `${VAR}`.
+    /// Default: empty.
+    pub api_key: Secret,
+    /// Name of an environment variable holding the API key. Default: empty.
+    pub api_key_env: String,
+}
+
+/// How squidbot talks to an MCP server.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum McpTransport {
+    /// A child process speaking MCP on stdin/stdout (`command`, `args`, `env`, `cwd`).
+    #[default]
+    Stdio,
+    /// An MCP server over HTTP at `url`.
+    Http,
+}
+
+/// `tools.mcp_servers.<name>`: one MCP server whose tools the agent may call.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct McpServerConfig {
+    /// `stdio` or `http`. Default: `stdio`.
+    pub transport: McpTransport,
+    /// Program to start (required for `stdio`). Default: empty.
+    pub command: String,
+    /// Its arguments. Default: none.
+    pub args: Vec<String>,
+    /// Extra environment variables for it. Default: none (`null` is accepted).
+    pub env: Option<BTreeMap<String, String>>,
+    /// Its working directory. Default: squidbot's (`null` is accepted).
+    pub cwd: Option<String>,
+    /// Server URL (required for `http`). Default: empty.
+    pub url: String,
+}
+
+/// `tools.spawn`: background sub-agents.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SpawnConfig {
+    /// Whether `spawn` and `spawn_await` are offered to the agent. Default: `false`.
+    pub enabled: bool,
+    /// Most sub-agents running at once; more wait. Default: `4`.
+    pub max_concurrent: usize,
+    /// Named sub-agent profiles. Default: none.
+    pub profiles: BTreeMap<String, SpawnProfile>,
+}
+
+impl Default for SpawnConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            max_concurrent: 4,
+            profiles: BTreeMap::new(),
+        }
+    }
+}
+
+/// `tools.spawn.profiles.<name>`: a kind of sub-agent.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SpawnProfile {
+    /// System prompt text of the sub-agent. Default: empty.
+    pub system_prompt: String,
+    /// File (relative to the workspace) whose text is added to the system prompt. Default: empty.
+    pub system_prompt_file: String,
+    /// Workspace files that start the system prompt. Default: none (`AGENTS.md`,
+    /// `ENVIRONMENT.md` are used).
+    pub bootstrap_files: Vec<String>,
+    /// Names of the tools the sub-agent may use. Default: none (all but spawn itself).
+    pub tools: Vec<String>,
+    /// LLM pool of the sub-agent. Default: empty (the default pool).
+    pub pool: String,
+}

@@ -1,0 +1,367 @@
+//! Semantic checks of a deserialized configuration, and resolution of its secrets.
+//!
+//! serde has already rejected unknown fields and wrong types; this module checks what types
+//! cannot say: that every pool, model and provider named exists, that numbers are in range, that
+//! times, zones, URLs and required channel fields are valid. It collects every problem instead of
+//! stopping at the first, so one edit-and-retry fixes the whole file.
+
+use std::collections::BTreeMap;
+
+use super::index::LineIndex;
+use super::load::EnvLookup;
+use super::schema::parse_hhmm;
+use super::secret::resolve_secret;
+use super::{Config, LlmConfig, Problem, Secret};
+
+/// Collects problems, each placed at the line of its field (or nearest ancestor in the file).
+struct Checker<'a> {
+    index: &'a LineIndex,
+    problems: Vec<Problem>,
+}
+
+impl Checker<'_> {
+    fn report(&mut self, field: &str, message: impl Into<String>) {
+        let line = self.index.line_of(field);
+        self.problems.push(Problem::new(line, field, message));
+    }
+
+    /// Reports `field` unless `ok`.
+    fn require(&mut self, ok: bool, field: &str, message: &str) {
+        if !ok {
+            self.report(field, message);
+        }
+    }
+
+    /// Reports a zero `value` of `field`.
+    fn positive(&mut self, value: u64, field: &str) {
+        self.require(value > 0, field, "must be greater than 0");
+    }
+
+    /// Reports a `field` that is not an absolute http(s) URL.
+    fn http_url(&mut self, url: &str, field: &str) {
+        let ok = reqwest::Url::parse(url).is_ok_and(|parsed| {
+            matches!(parsed.scheme(), "http" | "https") && parsed.host_str().is_some()
+        });
+        if !ok {
+            self.report(field, format!("{url:?} is not an http(s) URL"));
+        }
+    }
+
+    /// Reports a non-empty pool reference `pool` that names no pool.
+    fn pool_ref(&mut self, llm: &LlmConfig, pool: &str, field: &str) {
+        if !pool.is_empty() && !llm.pools.contains_key(pool) {
+            self.report(field, unknown("pool", pool, &llm.pools));
+        }
+    }
+
+    /// Replaces `secret` by its resolved value, or reports why it cannot be resolved.
+    fn secret(&mut self, secret: &mut Secret, env_name: &str, field: &str, env: EnvLookup<'_>) {
+        match resolve_secret(secret, env_name, env) {
+            Ok(value) => *secret = value,
+            Err(error) if error.in_env_field => self.report(&format!("{field}_env"), error.message),
+            Err(error) => self.report(field, error.message),
+        }
+    }
+}
+
+/// `unknown <what> "name" (known: a, b)`.
+fn unknown<V>(what: &str, name: &str, known: &BTreeMap<String, V>) -> String {
+    let names: Vec<&str> = known.keys().map(String::as_str).collect();
+    let names = if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(", ")
+    };
+    format!("unknown {what} {name:?} (known: {names})")
+}
+
+/// Checks `config` and resolves its secrets in place. Returns the problems (in file order) and
+/// the warnings (legacy or pointless settings that do not stop startup).
+pub(crate) fn validate(
+    config: &mut Config,
+    index: &LineIndex,
+    env: EnvLookup<'_>,
+) -> (Vec<Problem>, Vec<Problem>) {
+    let mut checker = Checker {
+        index,
+        problems: Vec::new(),
+    };
+    resolve_secrets(config, &mut checker, env);
+    check_llm(&config.llm, &mut checker);
+    check_agents(config, &mut checker);
+    check_tools(config, &mut checker);
+    check_channels(config, &mut checker);
+    check_rest(config, &mut checker);
+
+    let mut warnings = Vec::new();
+    if config.agents.history_context_messages.is_some() {
+        let field = "agents.history_context_messages";
+        let message = "ignored: the history window is bounded by consolidation \
+                       (agents.consolidation_threshold) instead";
+        warnings.push(Problem::new(index.line_of(field), field, message));
+    }
+    let matrix = &config.channels.matrix;
+    if matrix.enabled
+        && matrix.group_policy == super::GroupPolicy::Allowlist
+        && matrix.allowlist.is_empty()
+    {
+        let field = "channels.matrix.allowlist";
+        let message = "group_policy is allowlist but the allowlist is empty: nobody is answered";
+        warnings.push(Problem::new(index.line_of(field), field, message));
+    }
+    let email = &config.channels.email;
+    if email.enabled && (!email.tls || !email.tls_verify) {
+        let field = if email.tls {
+            "channels.email.tls_verify"
+        } else {
+            "channels.email.tls"
+        };
+        let message = "email credentials and mail are exposed to the network path";
+        warnings.push(Problem::new(index.line_of(field), field, message));
+    }
+    let mut problems = checker.problems;
+    problems.sort_by_key(|problem| problem.line.unwrap_or(usize::MAX));
+    (problems, warnings)
+}
+
+/// Resolves every secret that will be used: providers always, the rest when their feature is on
+/// (a disabled channel's missing variable must not block startup).
+fn resolve_secrets(config: &mut Config, checker: &mut Checker<'_>, env: EnvLookup<'_>) {
+    for (name, provider) in &mut config.llm.providers {
+        let field = format!("llm.providers.{name}.api_key");
+        checker.secret(&mut provider.api_key, &provider.api_key_env, &field, env);
+    }
+    let search = &mut config.tools.web_search;
+    if search.enabled {
+        checker.secret(
+            &mut search.api_key,
+            &search.api_key_env,
+            "tools.web_search.api_key",
+            env,
+        );
+    }
+    let matrix = &mut config.channels.matrix;
+    if matrix.enabled {
+        let field = "channels.matrix.access_token";
+        checker.secret(
+            &mut matrix.access_token,
+            &matrix.access_token_env,
+            field,
+            env,
+        );
+        let field = "channels.matrix.password";
+        checker.secret(&mut matrix.password, &matrix.password_env, field, env);
+    }
+    let email = &mut config.channels.email;
+    if email.enabled {
+        let field = "channels.email.password";
+        checker.secret(&mut email.password, &email.password_env, field, env);
+    }
+    let http = &mut config.gateway.http;
+    if http.enabled {
+        checker.secret(&mut http.token, &http.token_env, "gateway.http.token", env);
+    }
+}
+
+fn check_llm(llm: &LlmConfig, checker: &mut Checker<'_>) {
+    let in_use = !llm.pools.is_empty() || !llm.providers.is_empty() || !llm.models.is_empty();
+    if in_use && !llm.pools.contains_key(&llm.default_pool) {
+        let message = unknown("pool", &llm.default_pool, &llm.pools);
+        checker.report("llm.default_pool", message);
+    }
+    for (name, provider) in &llm.providers {
+        checker.http_url(
+            &provider.api_base,
+            &format!("llm.providers.{name}.api_base"),
+        );
+    }
+    for (name, model) in &llm.models {
+        if !llm.providers.contains_key(&model.provider) {
+            let message = unknown("provider", &model.provider, &llm.providers);
+            checker.report(&format!("llm.models.{name}.provider"), message);
+        }
+        let field = format!("llm.models.{name}.model");
+        checker.require(
+            !model.model.is_empty(),
+            &field,
+            "must name the model id of the API",
+        );
+        let field = format!("llm.models.{name}.max_tokens");
+        checker.positive(model.max_tokens.into(), &field);
+        let field = format!("llm.models.{name}.max_context_tokens");
+        checker.positive(model.max_context_tokens.into(), &field);
+    }
+    for (name, entries) in &llm.pools {
+        let field = format!("llm.pools.{name}");
+        checker.require(
+            !entries.is_empty(),
+            &field,
+            "a pool needs at least one model",
+        );
+        for (position, entry) in entries.iter().enumerate() {
+            if !llm.models.contains_key(&entry.model) {
+                let message = unknown("model", &entry.model, &llm.models);
+                checker.report(&format!("llm.pools.{name}[{position}]"), message);
+            }
+        }
+    }
+    let timeouts = &llm.timeouts;
+    checker.positive(timeouts.connect_seconds, "llm.timeouts.connect_seconds");
+    checker.positive(
+        timeouts.first_byte_seconds,
+        "llm.timeouts.first_byte_seconds",
+    );
+    checker.positive(timeouts.idle_seconds, "llm.timeouts.idle_seconds");
+    checker.positive(timeouts.total_seconds, "llm.timeouts.total_seconds");
+    checker.require(
+        llm.retry.base_delay_ms <= llm.retry.max_delay_ms,
+        "llm.retry.base_delay_ms",
+        "must not exceed llm.retry.max_delay_ms",
+    );
+}
+
+fn check_agents(config: &Config, checker: &mut Checker<'_>) {
+    let agents = &config.agents;
+    checker.pool_ref(
+        &config.llm,
+        &agents.consolidation_pool,
+        "agents.consolidation_pool",
+    );
+    if agents.keep_recent == 0 {
+        checker.report("agents.keep_recent", "must be greater than 0");
+    } else if agents.keep_recent >= agents.consolidation_threshold {
+        let message = format!(
+            "must be less than agents.consolidation_threshold ({})",
+            agents.consolidation_threshold
+        );
+        checker.report("agents.keep_recent", message);
+    }
+    let limit = u64::try_from(agents.summary_word_limit).unwrap_or(u64::MAX);
+    checker.positive(limit, "agents.summary_word_limit");
+
+    let heartbeat = &agents.heartbeat;
+    checker.pool_ref(&config.llm, &heartbeat.pool, "agents.heartbeat.pool");
+    let interval = heartbeat.interval_minutes.into();
+    checker.positive(interval, "agents.heartbeat.interval_minutes");
+    if parse_hhmm(&heartbeat.active_hours_start, false).is_none() {
+        let message = format!(
+            "{:?} is not a time HH:MM (00:00 to 23:59)",
+            heartbeat.active_hours_start
+        );
+        checker.report("agents.heartbeat.active_hours_start", message);
+    }
+    if parse_hhmm(&heartbeat.active_hours_end, true).is_none() {
+        let message = format!(
+            "{:?} is not a time HH:MM (00:00 to 24:00)",
+            heartbeat.active_hours_end
+        );
+        checker.report("agents.heartbeat.active_hours_end", message);
+    }
+    let zone = heartbeat.timezone.as_str();
+    if zone != "local" && zone.parse::<chrono_tz::Tz>().is_err() {
+        let message = format!(
+            "unknown time zone {zone:?} (use an IANA name such as Europe/Berlin, or \"local\")"
+        );
+        checker.report("agents.heartbeat.timezone", message);
+    }
+    if !heartbeat.target.is_empty() && !heartbeat.target.contains(':') {
+        let message = format!("{:?} is not a session id <channel>:<key>", heartbeat.target);
+        checker.report("agents.heartbeat.target", message);
+    }
+}
+
+fn check_tools(config: &Config, checker: &mut Checker<'_>) {
+    let tools = &config.tools;
+    checker.positive(tools.shell.timeout_seconds, "tools.shell.timeout_seconds");
+    let search = &tools.web_search;
+    if search.enabled {
+        match search.provider {
+            super::WebSearchProvider::Brave => checker.require(
+                !search.api_key.is_empty(),
+                "tools.web_search.api_key",
+                "the brave provider needs an API key (api_key or api_key_env)",
+            ),
+            super::WebSearchProvider::Searxng => {
+                checker.http_url(&search.url, "tools.web_search.url");
+            }
+            super::WebSearchProvider::Duckduckgo => {}
+        }
+    }
+    for (name, server) in &tools.mcp_servers {
+        match server.transport {
+            super::McpTransport::Stdio => checker.require(
+                !server.command.is_empty(),
+                &format!("tools.mcp_servers.{name}.command"),
+                "a stdio MCP server needs a command",
+            ),
+            super::McpTransport::Http => {
+                checker.http_url(&server.url, &format!("tools.mcp_servers.{name}.url"));
+            }
+        }
+    }
+    let spawn = &tools.spawn;
+    if spawn.enabled {
+        let max = u64::try_from(spawn.max_concurrent).unwrap_or(u64::MAX);
+        checker.positive(max, "tools.spawn.max_concurrent");
+    }
+    for (name, profile) in &spawn.profiles {
+        let field = format!("tools.spawn.profiles.{name}.pool");
+        checker.pool_ref(&config.llm, &profile.pool, &field);
+    }
+}
+
+fn check_channels(config: &Config, checker: &mut Checker<'_>) {
+    let matrix = &config.channels.matrix;
+    if matrix.enabled {
+        checker.http_url(&matrix.homeserver, "channels.matrix.homeserver");
+        let user_ok = matrix.user_id.starts_with('@') && matrix.user_id.contains(':');
+        let message = "must be a Matrix user id like @squidbot:example.org";
+        checker.require(user_ok, "channels.matrix.user_id", message);
+        let login = !matrix.access_token.is_empty() || !matrix.password.is_empty();
+        let message = "set access_token or password (or access_token_env / password_env)";
+        checker.require(login, "channels.matrix.access_token", message);
+        let message = "must not be empty";
+        checker.require(
+            !matrix.device_id.is_empty(),
+            "channels.matrix.device_id",
+            message,
+        );
+    }
+    let email = &config.channels.email;
+    if email.enabled {
+        let required = [
+            (&email.imap_host, "channels.email.imap_host"),
+            (&email.smtp_host, "channels.email.smtp_host"),
+            (&email.username, "channels.email.username"),
+        ];
+        for (value, field) in required {
+            checker.require(!value.is_empty(), field, "required when email is enabled");
+        }
+        let message = "set password or password_env";
+        checker.require(
+            !email.password.is_empty(),
+            "channels.email.password",
+            message,
+        );
+        let from_ok = email.from_address.contains('@');
+        let message = "must be the bot's email address";
+        checker.require(from_ok, "channels.email.from_address", message);
+        checker.positive(email.imap_port.into(), "channels.email.imap_port");
+        checker.positive(email.smtp_port.into(), "channels.email.smtp_port");
+        let field = "channels.email.poll_interval_seconds";
+        checker.positive(email.poll_interval_seconds, field);
+    }
+}
+
+fn check_rest(config: &Config, checker: &mut Checker<'_>) {
+    let sessions = u64::try_from(config.gateway.max_parallel_sessions).unwrap_or(u64::MAX);
+    checker.positive(sessions, "gateway.max_parallel_sessions");
+    for (position, alias) in config.owner.aliases.iter().enumerate() {
+        let field = format!("owner.aliases[{position}]");
+        checker.require(
+            !alias.address.is_empty(),
+            &field,
+            "the address must not be empty",
+        );
+    }
+}
