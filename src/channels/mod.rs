@@ -1,1 +1,5 @@
-//! Placeholder: filled in by the channels work.
+//! Channels: where messages come from and where replies go.
+//!
+//! - [`terminal`]: `squidbot agent`, the interactive REPL and the one-shot `-m` mode.
+
+pub mod terminal;

@@ -214,13 +214,10 @@ impl AgentLoop {
                 end_offset: offsets[0],
             });
         }
-        if budget.is_some() {
-            // Too big to send at all: consolidate first, even though it delays this reply.
-            self.memory
-                .consolidate_if_due(session, &mut tail, budget)
-                .await
-                .map_err(TurnError::Store)?;
-        }
+        self.memory
+            .consolidate_if_over_budget(session, &mut tail, budget)
+            .await
+            .map_err(TurnError::Store)?;
         let mut prompt = self
             .memory
             .prompt(&tail, budget, self.clock.now())

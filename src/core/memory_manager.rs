@@ -198,13 +198,21 @@ impl MemoryManager {
     /// Whether consolidation is due, and why.
     pub fn due(&self, tail: &Tail, budget: Option<ContextBudget>) -> Option<Trigger> {
         if tail.messages.len() > self.settings.consolidation_threshold {
-            return Some(Trigger::Threshold);
+            Some(Trigger::Threshold)
+        } else if self.over_budget(tail, budget) {
+            Some(Trigger::TokenBudget)
+        } else {
+            None
         }
-        let budget = budget?;
+    }
+
+    /// Whether the tail and summary alone would not fit the model's prompt budget (and there is
+    /// something beyond `keep_recent` to consolidate).
+    pub fn over_budget(&self, tail: &Tail, budget: Option<ContextBudget>) -> bool {
+        let Some(budget) = budget else { return false };
         let tokens = window::approx_tokens(tail.messages.iter().map(|s| &s.message))
             + consolidation::word_count(&tail.summary);
-        let over = tokens > budget.prompt_tokens() as usize;
-        (over && tail.messages.len() > self.settings.keep_recent).then_some(Trigger::TokenBudget)
+        tokens > budget.prompt_tokens() as usize && tail.messages.len() > self.settings.keep_recent
     }
 
     /// Consolidates `tail` if due, updating it in place on success. Hold the session's mutex.
@@ -217,6 +225,21 @@ impl MemoryManager {
         match self.due(tail, budget) {
             Some(trigger) => self.consolidate(session, tail, trigger).await,
             None => Ok(Consolidation::NotDue),
+        }
+    }
+
+    /// Consolidates before a turn, only when the prompt would not fit at all: a summary delays
+    /// the reply, which is acceptable only when the call would otherwise fail.
+    pub async fn consolidate_if_over_budget(
+        &self,
+        session: &SessionId,
+        tail: &mut Tail,
+        budget: Option<ContextBudget>,
+    ) -> Result<Consolidation, StoreError> {
+        if self.over_budget(tail, budget) {
+            self.consolidate(session, tail, Trigger::TokenBudget).await
+        } else {
+            Ok(Consolidation::NotDue)
         }
     }
 
@@ -247,11 +270,11 @@ impl MemoryManager {
             summary.push_str(&entry);
         }
         let mut compressed = false;
-        if consolidation::word_count(&summary) > self.settings.summary_word_limit {
-            if let Some(short) = consolidation::compress(llm, &summary).await {
-                summary = short;
-                compressed = true;
-            }
+        if consolidation::word_count(&summary) > self.settings.summary_word_limit
+            && let Some(short) = consolidation::compress(llm, &summary).await
+        {
+            summary = short;
+            compressed = true;
         }
         let cursor = tail.cursor_after(cut);
         self.history

@@ -1,1 +1,48 @@
-//! Placeholder: filled in by the storage work.
+//! File storage: the embedded default, plain files under `$SQUIDBOT_HOME`, no server.
+//!
+//! - [`safe_id`]: the injective, filesystem-safe encoding of session ids.
+//! - [`atomic`]: whole-file writes that are atomic (temp file, fsync, rename, fsync dir).
+//! - [`jsonl_store`]: session histories, cursors and summaries ([`JsonlStore`]).
+//! - [`cursor_file`]: the `.meta.json` cursor format and its crash-safe commit protocol.
+//! - [`memory_file`]: the global MEMORY.md with its previous version ([`MemoryFile`]).
+//! - [`bootstrap`]: the workspace's bootstrap files as the base prompt ([`WorkspacePrompt`]).
+//!
+//! **Architecture Invariant:** only this module writes squidbot's state files.
+
+pub mod atomic;
+pub mod bootstrap;
+pub mod cursor_file;
+pub mod jsonl_store;
+pub mod memory_file;
+pub mod safe_id;
+
+pub use bootstrap::WorkspacePrompt;
+pub use jsonl_store::JsonlStore;
+pub use memory_file::MemoryFile;
+
+use crate::core::ports::store::StoreError;
+
+/// Wraps an I/O error with the operation and path, the context every storage error carries.
+pub(crate) fn io_error(
+    op: &'static str,
+    path: &std::path::Path,
+    source: std::io::Error,
+) -> StoreError {
+    StoreError::Io {
+        op,
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// Runs blocking file work off the async runtime; a panicking closure becomes an I/O error.
+pub(crate) async fn blocking<T: Send + 'static>(
+    op: &'static str,
+    path: &std::path::Path,
+    work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(result) => result,
+        Err(join) => Err(io_error(op, path, std::io::Error::other(join.to_string()))),
+    }
+}

@@ -1,6 +1,14 @@
-//! The integration test binary: one module per adapter, run against real servers over loopback.
+//! The integration test binary: every suite that drives squidbot over real files and HTTP.
 
-// Fakes and helpers shared by the tests (the scripted OpenAI-compatible server).
+// The scripted OpenAI-compatible server and other shared test support.
 mod support;
-// The LLM adapter against the scripted server: streaming, tool calls, retries, fallback, timeouts.
+// A real agent over real files and the scripted LLM, fresh per test.
+mod harness;
+// The LLM adapter: streaming, tool calls, retries, fallback, timeouts, faults.
 mod llm;
+// The memory system: consolidation, cursor, prompt layout, restarts, concurrency.
+mod memory;
+// The agent loop: tool rounds, persistence, errors, extra tools.
+mod agent;
+// The `squidbot` binary: one-shot agent, config errors, status, onboard.
+mod cli;

@@ -38,6 +38,9 @@ pub struct Tail {
     pub messages: Vec<StoredMessage>,
     /// The session's summary (summary.md), possibly empty.
     pub summary: String,
+    /// Lines after the cursor that could not be read (a torn write after a crash) and were
+    /// skipped.
+    pub skipped_lines: usize,
 }
 
 impl Tail {

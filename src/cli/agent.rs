@@ -1,0 +1,62 @@
+//! `squidbot agent`: the interactive REPL, or one message with `-m`.
+//!
+//! The one-shot mode prints the reply on stdout and exits 0; on failure the short error goes to
+//! stderr and the exit code is 1. Either way a due consolidation has finished before exit,
+//! because the turn awaits it.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Args;
+
+use squidbot::channels::terminal::{self, CollectingSink};
+use squidbot::core::agent_loop::TurnRequest;
+use squidbot::core::session::SessionId;
+
+use super::assemble::Assembly;
+
+/// Arguments of `squidbot agent`.
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// Send one message, print the reply and exit.
+    #[arg(short = 'm', long = "message", value_name = "TEXT")]
+    message: Option<String>,
+}
+
+/// Runs the agent command.
+pub async fn run(config: Option<&Path>, args: AgentArgs) -> Result<ExitCode> {
+    let assembly = Assembly::from_config(config)?;
+    let extra = assembly.extra_tools();
+    match args.message {
+        Some(text) => {
+            let session = SessionId::cli_local();
+            let mut request = TurnRequest::new(session.clone(), text, "owner");
+            request.extra_tools = extra(&session);
+            let sink = CollectingSink::new();
+            let result = assembly.agent.run(request, &sink).await;
+            match result {
+                Ok(outcome) => {
+                    println!("{}", outcome.reply);
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(error) => {
+                    match sink.delivered().last() {
+                        Some(told) => eprintln!("{told}"),
+                        None => eprintln!("squidbot: {error}"),
+                    }
+                    Ok(ExitCode::FAILURE)
+                }
+            }
+        }
+        None => {
+            let banner = format!(
+                "squidbot {} · pool: {}",
+                env!("CARGO_PKG_VERSION"),
+                assembly.pool_name
+            );
+            terminal::run_interactive(assembly.agent.clone(), extra.as_ref(), &banner).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! Builds the agent from the configuration: the composition of adapters behind the core.
+//!
+//! Every command that talks to the LLM goes through [`Assembly::from_config`], so the terminal,
+//! and later the gateway, run the very same agent: JSONL store, MEMORY.md, bootstrap prompt,
+//! LLM pools with retry and fallback, and the per-turn `memory_write` tool.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+
+use squidbot::channels::terminal::ExtraTools;
+use squidbot::config::{Config, LoadedConfig};
+use squidbot::core::agent_loop::AgentLoop;
+use squidbot::core::memory_manager::{MemoryManager, MemorySettings};
+use squidbot::core::ports::clock::SystemClock;
+use squidbot::core::ports::llm::LlmClient;
+use squidbot::core::ports::store::MemoryStore;
+use squidbot::core::ports::tool::Tool;
+use squidbot::core::session_locks::SessionLocks;
+use squidbot::core::tool_registry::ToolRegistry;
+use squidbot::llm::{Endpoint, LlmPool, OpenAiCompatLlm, RetryPolicy, Timeouts, http_client};
+use squidbot::storage::{JsonlStore, MemoryFile, WorkspacePrompt};
+use squidbot::tools::MemoryWriteTool;
+
+/// The assembled agent and what commands need next to it.
+pub struct Assembly {
+    /// The shared agent loop.
+    pub agent: Arc<AgentLoop>,
+    /// The default pool's name (for banners).
+    pub pool_name: String,
+    memory: Arc<dyn MemoryStore>,
+}
+
+impl Assembly {
+    /// Loads the configuration and builds the agent; fails with a clear message when no LLM is
+    /// configured.
+    pub fn from_config(config_path: Option<&Path>) -> Result<Self> {
+        let loaded = squidbot::config::load(config_path)?;
+        for warning in &loaded.warnings {
+            tracing::warn!("{warning}");
+        }
+        Self::build(&loaded)
+    }
+
+    /// Builds the agent from an already loaded configuration.
+    pub fn build(loaded: &LoadedConfig) -> Result<Self> {
+        let config = &loaded.config;
+        if !config.llm_configured() {
+            let what = if loaded.exists {
+                "has no usable LLM configured"
+            } else {
+                "does not exist"
+            };
+            bail!(
+                "{} {what}.\nConfigure an OpenAI-compatible endpoint with:\n  squidbot onboard --api-base https://api.openai.com/v1 --model gpt-4o-mini --api-key-env OPENAI_API_KEY\n(or edit the file: llm.providers, llm.models, llm.pools, llm.default_pool; see config/example.yaml).",
+                loaded.path.display()
+            );
+        }
+        let timeouts = timeouts(config);
+        let client = http_client(&timeouts).context("building the HTTP client")?;
+        let default_pool = &config.llm.default_pool;
+        let llm = build_pool(config, default_pool, &client, &timeouts)?;
+        let consolidation_pool = config.pool_or_default(&config.agents.consolidation_pool);
+        let consolidation_llm = if consolidation_pool == default_pool {
+            llm.clone()
+        } else {
+            build_pool(config, consolidation_pool, &client, &timeouts)?
+        };
+
+        let workspace = &config.agents.workspace;
+        std::fs::create_dir_all(workspace)
+            .with_context(|| format!("creating the workspace {}", workspace.display()))?;
+        let memory: Arc<dyn MemoryStore> = Arc::new(MemoryFile::new(workspace));
+        let settings = MemorySettings {
+            consolidation_threshold: config.agents.consolidation_threshold,
+            keep_recent: config.agents.keep_recent,
+            summary_word_limit: config.agents.summary_word_limit,
+        };
+        let manager = MemoryManager::new(
+            Arc::new(JsonlStore::new(&loaded.home)),
+            memory.clone(),
+            Arc::new(WorkspacePrompt::main_agent(workspace)),
+            Some(consolidation_llm),
+            settings,
+        );
+        let agent = AgentLoop::new(
+            llm,
+            Arc::new(ToolRegistry::new()),
+            Arc::new(manager),
+            Arc::new(SessionLocks::new()),
+            Arc::new(SystemClock),
+        );
+        Ok(Self {
+            agent: Arc::new(agent),
+            pool_name: default_pool.clone(),
+            memory,
+        })
+    }
+
+    /// The per-turn tools: `memory_write` bound to the turn's session.
+    pub fn extra_tools(&self) -> Arc<ExtraTools> {
+        let memory = self.memory.clone();
+        Arc::new(move |session| {
+            let tool: Arc<dyn Tool> =
+                Arc::new(MemoryWriteTool::new(memory.clone(), session.clone()));
+            vec![tool]
+        })
+    }
+}
+
+fn timeouts(config: &Config) -> Timeouts {
+    let t = &config.llm.timeouts;
+    Timeouts {
+        connect: Duration::from_secs(t.connect_seconds),
+        first_byte: Duration::from_secs(t.first_byte_seconds),
+        idle: Duration::from_secs(t.idle_seconds),
+        total: Duration::from_secs(t.total_seconds),
+    }
+}
+
+/// One pool of the configuration as an LLM client.
+fn build_pool(
+    config: &Config,
+    pool: &str,
+    client: &reqwest::Client,
+    timeouts: &Timeouts,
+) -> Result<Arc<dyn LlmClient>> {
+    let Some(members) = config.pool_members(pool) else {
+        bail!("LLM pool {pool:?} is not configured");
+    };
+    let members: Vec<Arc<dyn LlmClient>> = members
+        .into_iter()
+        .map(|member| {
+            let endpoint = Endpoint {
+                model_name: member.name.to_owned(),
+                model: member.model.model.clone(),
+                api_base: member.provider.api_base.clone(),
+                api_key: (!member.provider.api_key.is_empty())
+                    .then(|| member.provider.api_key.expose().to_owned()),
+                supports_reasoning_content: member.provider.supports_reasoning_content,
+                max_tokens: Some(member.model.max_tokens).filter(|&n| n > 0),
+                max_context_tokens: Some(member.model.max_context_tokens).filter(|&n| n > 0),
+            };
+            Arc::new(OpenAiCompatLlm::new(client.clone(), endpoint, *timeouts))
+                as Arc<dyn LlmClient>
+        })
+        .collect();
+    let r = &config.llm.retry;
+    let retry = RetryPolicy {
+        max_retries: r.max_retries,
+        base_delay: Duration::from_millis(r.base_delay_ms),
+        max_delay: Duration::from_millis(r.max_delay_ms),
+    };
+    Ok(Arc::new(LlmPool::new(pool, members, retry)))
+}

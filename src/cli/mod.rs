@@ -1,0 +1,86 @@
+//! The command line: argument parsing (clap) and dispatch to one module per command.
+//!
+//! - `assemble`: builds the agent (stores, LLM pools, tools) from the configuration.
+//! - `agent`: `squidbot agent` (REPL) and `squidbot agent -m TEXT` (one shot).
+//! - `status`: `squidbot status`, the resolved configuration in brief.
+//! - `onboard`: `squidbot onboard`, writes a starter configuration and workspace.
+
+mod agent;
+mod assemble;
+mod onboard;
+mod status;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// squidbot: a personal AI assistant with memory that never forgets and never bloats.
+#[derive(Debug, Parser)]
+#[command(name = "squidbot", version, about)]
+struct Cli {
+    /// Configuration file (else $SQUIDBOT_CONFIG, else $SQUIDBOT_HOME/squidbot.yaml).
+    #[arg(long, global = true, value_name = "PATH")]
+    config: Option<PathBuf>,
+
+    /// Log filter for stderr (error, warn, info, debug, trace, or a tracing filter);
+    /// RUST_LOG is used when this is not given.
+    #[arg(long, global = true, value_name = "LEVEL")]
+    log_level: Option<String>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Talk to the agent in the terminal (session cli:local).
+    Agent(agent::AgentArgs),
+    /// Print the resolved configuration in brief.
+    Status,
+    /// Write a starter configuration and workspace.
+    Onboard(onboard::OnboardArgs),
+}
+
+/// Parses arguments, runs the command and maps its result to an exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_level.as_deref());
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("squidbot: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Agent(args) => agent::run(cli.config.as_deref(), args).await,
+            Command::Status => status::run(cli.config.as_deref()),
+            Command::Onboard(args) => onboard::run(cli.config.as_deref(), args),
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("squidbot: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(level: Option<&str>) {
+    use tracing_subscriber::EnvFilter;
+    let filter = match level {
+        Some(level) => EnvFilter::try_new(level),
+        None => EnvFilter::try_from_default_env().or_else(|_| EnvFilter::try_new("warn")),
+    }
+    .unwrap_or_else(|_| EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

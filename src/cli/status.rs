@@ -1,0 +1,91 @@
+//! `squidbot status`: the resolved configuration in brief, without secrets.
+//!
+//! It answers "what will squidbot do with this config?": which file was read, where the state
+//! lives, which models each pool tries in order, and the memory settings in force.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+use squidbot::config::LoadedConfig;
+
+/// Runs the status command.
+pub fn run(config_path: Option<&Path>) -> Result<ExitCode> {
+    let loaded = squidbot::config::load(config_path)?;
+    print!("{}", render(&loaded));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The status text (a pure function, so its content is easy to test).
+pub fn render(loaded: &LoadedConfig) -> String {
+    let config = &loaded.config;
+    let mut out = String::new();
+    let state = if loaded.exists {
+        "loaded"
+    } else {
+        "not found; built-in defaults (run `squidbot onboard`)"
+    };
+    let _ = writeln!(out, "squidbot {}", env!("CARGO_PKG_VERSION"));
+    let _ = writeln!(out, "config:     {} ({state})", loaded.path.display());
+    let _ = writeln!(out, "home:       {}", loaded.home.display());
+    let _ = writeln!(out, "workspace:  {}", config.agents.workspace.display());
+    for warning in &loaded.warnings {
+        let _ = writeln!(out, "warning:    {warning}");
+    }
+    if config.llm_configured() {
+        let _ = writeln!(
+            out,
+            "llm:        default pool {:?}",
+            config.llm.default_pool
+        );
+    } else {
+        let _ = writeln!(out, "llm:        not configured");
+    }
+    for pool in config.llm.pools.keys() {
+        let members = config.pool_members(pool).unwrap_or_default();
+        let list: Vec<String> = members
+            .iter()
+            .map(|m| {
+                let key = if m.provider.api_key.is_empty() {
+                    "no key"
+                } else {
+                    "key set"
+                };
+                format!(
+                    "{} ({} @ {}, {key})",
+                    m.name, m.model.model, m.provider.api_base
+                )
+            })
+            .collect();
+        let _ = writeln!(out, "  pool {pool}: {}", list.join(" -> "));
+    }
+    let agents = &config.agents;
+    let _ = writeln!(
+        out,
+        "memory:     consolidation above {} unconsolidated messages, keep {} recent, pool {:?}, summary limit {} words",
+        agents.consolidation_threshold,
+        agents.keep_recent,
+        config.pool_or_default(&agents.consolidation_pool),
+        agents.summary_word_limit
+    );
+    let on = |enabled: bool| if enabled { "enabled" } else { "disabled" };
+    let _ = writeln!(
+        out,
+        "channels:   matrix {}, email {}",
+        on(config.channels.matrix.enabled),
+        on(config.channels.email.enabled)
+    );
+    let hb = &agents.heartbeat;
+    let _ = writeln!(
+        out,
+        "heartbeat:  {} every {} min, {}-{} {}",
+        on(hb.enabled),
+        hb.interval_minutes,
+        hb.active_hours_start,
+        hb.active_hours_end,
+        hb.timezone
+    );
+    out
+}

@@ -1,0 +1,108 @@
+//! [`WorkspacePrompt`]: the workspace's bootstrap files as the base of every system prompt.
+//!
+//! The files (SOUL, IDENTITY, USER, AGENTS, ENVIRONMENT, BOOTSTRAP) are re-checked on every turn
+//! and re-read only when their size or modification time changed, so an owner's edit (or the
+//! agent deleting BOOTSTRAP.md after onboarding) applies on the next message without a restart.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use async_trait::async_trait;
+
+use crate::core::ports::prompt::{PromptSections, PromptSource};
+
+/// The bootstrap files of the main agent, in prompt order.
+pub const MAIN_AGENT_FILES: [&str; 6] = [
+    "SOUL.md",
+    "IDENTITY.md",
+    "USER.md",
+    "AGENTS.md",
+    "ENVIRONMENT.md",
+    "BOOTSTRAP.md",
+];
+
+/// Separator between bootstrap files in the prompt.
+const SEPARATOR: &str = "\n\n---\n\n";
+
+type Cache = HashMap<PathBuf, (SystemTime, u64, Arc<str>)>;
+
+/// Reads bootstrap files from a workspace, cached by modification time.
+#[derive(Debug)]
+pub struct WorkspacePrompt {
+    files: Vec<PathBuf>,
+    /// A std mutex: held only while copying cache entries, never across an await.
+    cache: Arc<Mutex<Cache>>,
+}
+
+impl WorkspacePrompt {
+    /// The main agent's files in `workspace`.
+    pub fn main_agent(workspace: &Path) -> Self {
+        Self::with_files(workspace, MAIN_AGENT_FILES.iter().copied())
+    }
+
+    /// A custom list of files (spawn profiles choose theirs).
+    pub fn with_files<'a>(workspace: &Path, names: impl IntoIterator<Item = &'a str>) -> Self {
+        let files = names.into_iter().map(|name| workspace.join(name)).collect();
+        Self {
+            files,
+            cache: Arc::default(),
+        }
+    }
+}
+
+#[async_trait]
+impl PromptSource for WorkspacePrompt {
+    async fn sections(&self) -> PromptSections {
+        let files = self.files.clone();
+        let cache = self.cache.clone();
+        let base = tokio::task::spawn_blocking(move || read_all(&files, &cache))
+            .await
+            .unwrap_or_default();
+        PromptSections {
+            base,
+            ..PromptSections::default()
+        }
+    }
+}
+
+fn read_all(files: &[PathBuf], cache: &Mutex<Cache>) -> String {
+    let mut parts: Vec<Arc<str>> = Vec::with_capacity(files.len());
+    for path in files {
+        let Ok(meta) = std::fs::metadata(path) else {
+            continue;
+        };
+        let modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+        let cached = {
+            let cache = cache.lock().unwrap_or_else(|poison| poison.into_inner());
+            cache
+                .get(path)
+                .filter(|(m, len, _)| *m == modified && *len == meta.len())
+                .map(|(_, _, text)| text.clone())
+        };
+        let text = match cached {
+            Some(text) => text,
+            None => match std::fs::read_to_string(path) {
+                Ok(text) => {
+                    let text: Arc<str> = text.into();
+                    let mut cache = cache.lock().unwrap_or_else(|poison| poison.into_inner());
+                    cache.insert(path.clone(), (modified, meta.len(), text.clone()));
+                    text
+                }
+                Err(error) => {
+                    tracing::warn!(path = %path.display(), error = %error, "Could not read a bootstrap file; left it out.");
+                    continue;
+                }
+            },
+        };
+        if !text.trim().is_empty() {
+            parts.push(text);
+        }
+    }
+    parts
+        .iter()
+        .map(|t| t.trim())
+        .collect::<Vec<_>>()
+        .join(SEPARATOR)
+}

@@ -1,0 +1,351 @@
+//! [`JsonlStore`]: session histories as append-only JSONL, with cursor and summary files.
+//!
+//! Layout under `$SQUIDBOT_HOME`: `sessions/<safe-id>.jsonl`, `sessions/<safe-id>.meta.json`,
+//! `memory/<safe-id>/summary.md`. Appends are whole lines written with one `write` and made
+//! durable with `fdatasync` before returning; if a crash left a torn last line, the next append
+//! first ends it with a newline so the torn fragment stays an isolated, skippable line.
+//! Loading seeks to the cursor's byte offset, so it reads only the unconsolidated tail.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufRead, BufReader, ErrorKind, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+
+use super::cursor_file::{self, CursorFile, PendingCommit};
+use super::{atomic, blocking, io_error, safe_id};
+use crate::core::message::Message;
+use crate::core::ports::store::{Cursor, HistoryStore, StoreError, StoredMessage, Tail};
+use crate::core::session::SessionId;
+
+/// Session histories, cursors and summaries in plain files.
+#[derive(Debug, Clone)]
+pub struct JsonlStore {
+    sessions_dir: PathBuf,
+    memory_dir: PathBuf,
+}
+
+/// The three files of one session.
+#[derive(Debug, Clone)]
+struct SessionPaths {
+    history: PathBuf,
+    cursor: PathBuf,
+    summary: PathBuf,
+}
+
+impl JsonlStore {
+    /// A store rooted at `home` (`$SQUIDBOT_HOME`).
+    pub fn new(home: &Path) -> Self {
+        Self {
+            sessions_dir: home.join("sessions"),
+            memory_dir: home.join("memory"),
+        }
+    }
+
+    /// The JSONL file of a session (for tools and tests that read history directly).
+    pub fn history_path(&self, session: &SessionId) -> PathBuf {
+        self.paths(session).history
+    }
+
+    /// The directory holding every session's history.
+    pub fn sessions_dir(&self) -> &Path {
+        &self.sessions_dir
+    }
+
+    fn paths(&self, session: &SessionId) -> SessionPaths {
+        let stem = safe_id::encode(session);
+        SessionPaths {
+            history: self.sessions_dir.join(format!("{stem}.jsonl")),
+            cursor: self.sessions_dir.join(format!("{stem}.meta.json")),
+            summary: self.memory_dir.join(&stem).join("summary.md"),
+        }
+    }
+}
+
+#[async_trait]
+impl HistoryStore for JsonlStore {
+    async fn append(
+        &self,
+        session: &SessionId,
+        messages: &[Message],
+    ) -> Result<Vec<u64>, StoreError> {
+        let path = self.paths(session).history;
+        let mut buffer = Vec::with_capacity(messages.len() * 256);
+        let mut ends = Vec::with_capacity(messages.len());
+        for message in messages {
+            serde_json::to_writer(&mut buffer, message).map_err(|source| StoreError::Encode {
+                path: path.display().to_string(),
+                source,
+            })?;
+            buffer.push(b'\n');
+            ends.push(buffer.len() as u64);
+        }
+        let dir = self.sessions_dir.clone();
+        blocking("append", &path.clone(), move || {
+            append_lines(&dir, &path, buffer, ends)
+        })
+        .await
+    }
+
+    async fn load_tail(&self, session: &SessionId) -> Result<Tail, StoreError> {
+        let paths = self.paths(session);
+        let id = session.clone();
+        let tail = blocking("load", &paths.history.clone(), move || {
+            load_tail(&id, &paths)
+        })
+        .await?;
+        if tail.skipped_lines > 0 {
+            tracing::warn!(
+                session = %session,
+                skipped = tail.skipped_lines,
+                "Skipped unreadable history lines (a torn write after a crash?)."
+            );
+        }
+        Ok(tail)
+    }
+
+    async fn commit_consolidation(
+        &self,
+        session: &SessionId,
+        summary: &str,
+        cursor: Cursor,
+    ) -> Result<(), StoreError> {
+        let paths = self.paths(session);
+        let summary = summary.to_owned();
+        let session = session.clone();
+        blocking("commit", &paths.cursor.clone(), move || {
+            commit(&session, &paths, &summary, cursor)
+        })
+        .await
+    }
+}
+
+/// Appends pre-encoded lines; `ends` are offsets relative to the start of `buffer`.
+fn append_lines(
+    dir: &Path,
+    path: &Path,
+    mut buffer: Vec<u8>,
+    ends: Vec<u64>,
+) -> Result<Vec<u64>, StoreError> {
+    let open = || {
+        OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .open(path)
+    };
+    let mut file = match open() {
+        Err(error) if error.kind() == ErrorKind::NotFound => {
+            fs::create_dir_all(dir).map_err(|e| io_error("create", dir, e))?;
+            open()
+        }
+        other => other,
+    }
+    .map_err(|e| io_error("open", path, e))?;
+    let len = file
+        .metadata()
+        .map_err(|e| io_error("stat", path, e))?
+        .len();
+    let mut base = len;
+    if len > 0 {
+        let mut last = [0u8];
+        file.read_exact_at(&mut last, len - 1)
+            .map_err(|e| io_error("read", path, e))?;
+        if last[0] != b'\n' {
+            tracing::warn!(path = %path.display(), "History ended with a torn line; closing it before appending.");
+            buffer.insert(0, b'\n');
+            base += 1;
+        }
+    }
+    file.write_all(&buffer)
+        .map_err(|e| io_error("append", path, e))?;
+    file.sync_data().map_err(|e| io_error("sync", path, e))?;
+    if len == 0 {
+        atomic::sync_dir(dir).map_err(|e| io_error("sync", dir, e))?;
+    }
+    Ok(ends.into_iter().map(|end| base + end).collect())
+}
+
+fn read_optional(path: &Path) -> Result<String, StoreError> {
+    match fs::read_to_string(path) {
+        Ok(text) => Ok(text),
+        Err(error) if error.kind() == ErrorKind::NotFound => Ok(String::new()),
+        Err(error) => Err(io_error("read", path, error)),
+    }
+}
+
+fn read_cursor_file(path: &Path) -> Result<CursorFile, StoreError> {
+    let text = read_optional(path)?;
+    if text.trim().is_empty() {
+        return Ok(CursorFile::default());
+    }
+    Ok(serde_json::from_str(&text).unwrap_or_else(|error| {
+        tracing::warn!(path = %path.display(), error = %error, "Unreadable cursor file; starting from 0.");
+        CursorFile::default()
+    }))
+}
+
+fn write_cursor_file(path: &Path, file: &CursorFile) -> Result<(), StoreError> {
+    let bytes = serde_json::to_vec(file).map_err(|source| StoreError::Encode {
+        path: path.display().to_string(),
+        source,
+    })?;
+    atomic::write(path, &bytes).map_err(|e| io_error("write", path, e))
+}
+
+fn load_tail(session: &SessionId, paths: &SessionPaths) -> Result<Tail, StoreError> {
+    let summary = read_optional(&paths.summary)?;
+    let (mut cursor_file, mut dirty) = read_cursor_file(&paths.cursor)?.recover(&summary);
+    let mut file = match File::open(&paths.history) {
+        Ok(file) => file,
+        Err(error) if error.kind() == ErrorKind::NotFound => {
+            return Ok(Tail {
+                summary,
+                ..Tail::default()
+            });
+        }
+        Err(error) => return Err(io_error("open", &paths.history, error)),
+    };
+    let len = file
+        .metadata()
+        .map_err(|e| io_error("stat", &paths.history, e))?
+        .len();
+    let valid = |offset: u64| -> bool {
+        let mut before = [0u8];
+        offset == 0
+            || (offset <= len
+                && file.read_exact_at(&mut before, offset - 1).is_ok()
+                && before[0] == b'\n')
+    };
+    let offset = match cursor_file.offset.filter(|&o| valid(o)) {
+        Some(offset) => offset,
+        None if cursor_file.last_consolidated == 0 => 0,
+        None => {
+            let (found, offset) =
+                scan_offset(&mut file, cursor_file.last_consolidated, &paths.history)?;
+            if found < cursor_file.last_consolidated {
+                tracing::warn!(session = %session, cursor = cursor_file.last_consolidated, messages = found, "Cursor points past the history; clamped.");
+            }
+            cursor_file.last_consolidated = found;
+            cursor_file.offset = Some(offset);
+            dirty = true;
+            offset
+        }
+    };
+    if dirty {
+        write_cursor_file(
+            &paths.cursor,
+            &CursorFile {
+                pending: None,
+                ..cursor_file.clone()
+            },
+        )?;
+    }
+    file.seek(SeekFrom::Start(offset))
+        .map_err(|e| io_error("seek", &paths.history, e))?;
+    let (messages, skipped_lines) = read_messages(file, offset, &paths.history)?;
+    Ok(Tail {
+        cursor: Cursor {
+            messages: cursor_file.last_consolidated,
+            offset,
+        },
+        messages,
+        summary,
+        skipped_lines,
+    })
+}
+
+/// Reads messages from the current position; returns them and how many lines were unreadable.
+fn read_messages(
+    file: File,
+    start: u64,
+    path: &Path,
+) -> Result<(Vec<StoredMessage>, usize), StoreError> {
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let mut line = Vec::with_capacity(512);
+    let mut position = start;
+    let mut messages = Vec::new();
+    let mut skipped = 0;
+    loop {
+        line.clear();
+        let n = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| io_error("read", path, e))?;
+        if n == 0 {
+            break;
+        }
+        position += n as u64;
+        if line.last() != Some(&b'\n') {
+            skipped += 1; // A torn last line: the crash happened mid-write.
+            break;
+        }
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<Message>(&line) {
+            Ok(message) => messages.push(StoredMessage {
+                message,
+                end_offset: position,
+            }),
+            Err(_) => skipped += 1,
+        }
+    }
+    Ok((messages, skipped))
+}
+
+/// Finds the byte offset just past the `count`-th readable message (a one-time scan for cursor
+/// files written without an offset). Returns how many messages were found and the offset.
+fn scan_offset(file: &mut File, count: u64, path: &Path) -> Result<(u64, u64), StoreError> {
+    file.seek(SeekFrom::Start(0))
+        .map_err(|e| io_error("seek", path, e))?;
+    let mut reader = BufReader::with_capacity(64 * 1024, Read::by_ref(file));
+    let mut line = Vec::with_capacity(512);
+    let (mut found, mut position, mut offset) = (0u64, 0u64, 0u64);
+    while found < count {
+        line.clear();
+        let n = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| io_error("read", path, e))?;
+        if n == 0 || line.last() != Some(&b'\n') {
+            break;
+        }
+        position += n as u64;
+        if serde_json::from_slice::<Message>(&line).is_ok() {
+            found += 1;
+            offset = position;
+        }
+    }
+    Ok((found, offset))
+}
+
+fn commit(
+    session: &SessionId,
+    paths: &SessionPaths,
+    summary: &str,
+    cursor: Cursor,
+) -> Result<(), StoreError> {
+    let current = read_cursor_file(&paths.cursor)?;
+    let (current, _) = current.recover(&read_optional(&paths.summary)?);
+    if cursor.messages < current.last_consolidated {
+        return Err(StoreError::BadCursor {
+            session: session.to_string(),
+            detail: format!(
+                "{} is behind {}",
+                cursor.messages, current.last_consolidated
+            ),
+        });
+    }
+    let pending = CursorFile {
+        pending: Some(PendingCommit {
+            last_consolidated: cursor.messages,
+            offset: cursor.offset,
+            summary_sha256: cursor_file::digest(summary),
+        }),
+        ..current
+    };
+    write_cursor_file(&paths.cursor, &pending)?;
+    atomic::write(&paths.summary, summary.as_bytes())
+        .map_err(|e| io_error("write", &paths.summary, e))?;
+    write_cursor_file(&paths.cursor, &CursorFile::settled(cursor))
+}

@@ -1,0 +1,91 @@
+//! `memory_write`: the agent's only way to change the global memory document (MEMORY.md).
+//!
+//! It is built for each turn with that turn's session and handed to the agent loop as an extra
+//! tool, so the shared registry is never mutated. The content replaces the whole document (the
+//! agent merges); an empty write is refused because it would erase everything by accident; an
+//! oversized one is accepted with a warning in the result, since refusing would lose the facts.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::core::ports::store::MemoryStore;
+use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, ToolSpec, parse_arguments};
+use crate::core::session::SessionId;
+
+/// Above this many words the result asks the agent to condense.
+pub const SOFT_WORD_LIMIT: usize = 600;
+
+/// Replaces MEMORY.md; one instance per turn.
+pub struct MemoryWriteTool {
+    store: Arc<dyn MemoryStore>,
+    session: SessionId,
+    spec: ToolSpec,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Arguments {
+    content: String,
+}
+
+impl MemoryWriteTool {
+    /// The tool for one turn of `session`.
+    pub fn new(store: Arc<dyn MemoryStore>, session: SessionId) -> Self {
+        let spec = ToolSpec {
+            name: "memory_write".to_owned(),
+            description:
+                "Replace your global memory (shown as '## Your Memory' in every session). \
+                Merge new facts into the current text; keep it under ~300 words of bullet points."
+                    .to_owned(),
+            parameters: json!({
+                "type": "object",
+                "properties": {"content": {"type": "string", "description": "The complete new memory document (Markdown)."}},
+                "required": ["content"],
+                "additionalProperties": false
+            }),
+        };
+        Self {
+            store,
+            session,
+            spec,
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for MemoryWriteTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, arguments: Value, _context: &ToolContext) -> ToolOutput {
+        let arguments: Arguments = match parse_arguments("memory_write", arguments) {
+            Ok(arguments) => arguments,
+            Err(output) => return output,
+        };
+        if arguments.content.trim().is_empty() {
+            return ToolOutput::error(
+                "Error: refused to write empty memory; it would erase everything. Send the full merged document.",
+            );
+        }
+        if let Err(error) = self.store.replace(&arguments.content).await {
+            tracing::error!(session = %self.session, error = %error, "memory_write failed.");
+            return ToolOutput::error(format!("Error: could not save memory: {error}"));
+        }
+        let words = arguments.content.split_whitespace().count();
+        tracing::info!(session = %self.session, words, "Global memory updated.");
+        if words > SOFT_WORD_LIMIT {
+            ToolOutput::ok(format!(
+                "Memory updated ({words} words). Warning: that is long; it is paid for on every turn. \
+                 Condense it to ~300 words soon."
+            ))
+        } else {
+            ToolOutput::ok(format!(
+                "Memory updated ({words} words). The previous version was kept."
+            ))
+        }
+    }
+}

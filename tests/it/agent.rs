@@ -1,0 +1,200 @@
+//! The agent loop against the scripted LLM: tool rounds, persistence, errors, extra tools,
+//! streaming without duplication.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use squidbot::core::agent_loop::TurnError;
+use squidbot::core::memory_manager::MemorySettings;
+use squidbot::core::message::Role;
+use squidbot::core::ports::tool::{Tool, ToolContext, ToolOutput, ToolSpec};
+use squidbot::core::session::SessionId;
+
+use crate::harness::Harness;
+use crate::support::scripted_llm::Reply;
+
+/// A per-turn tool that counts its calls.
+struct Probe {
+    spec: ToolSpec,
+    calls: Arc<AtomicUsize>,
+}
+
+impl Probe {
+    fn new(calls: Arc<AtomicUsize>) -> Self {
+        let spec = ToolSpec {
+            name: "probe".into(),
+            description: "Test probe.".into(),
+            parameters: json!({"type": "object", "properties": {}}),
+        };
+        Self { spec, calls }
+    }
+}
+
+#[async_trait]
+impl Tool for Probe {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    async fn call(&self, _arguments: Value, context: &ToolContext) -> ToolOutput {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        ToolOutput::ok(format!("probed {}", context.session))
+    }
+}
+
+fn session() -> SessionId {
+    SessionId::new("test", "agent").unwrap()
+}
+
+fn tool_names(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .map(|t| {
+                    t["function"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned()
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn calls(list: &[(&str, &str, &str)]) -> Reply {
+    Reply::ToolCalls {
+        text: String::new(),
+        calls: list
+            .iter()
+            .map(|(id, name, args)| ((*id).into(), (*name).into(), (*args).into()))
+            .collect(),
+    }
+}
+
+#[tokio::test]
+async fn an_extra_tool_is_usable_in_its_turn_and_absent_afterwards() {
+    let h = Harness::start(MemorySettings::default()).await;
+    let count = Arc::new(AtomicUsize::new(0));
+    h.llm
+        .enqueue(calls(&[("p1", "probe", "{}"), ("p2", "probe", "{}")]));
+    h.llm.enqueue(Reply::Text("done".into()));
+    let probe: Arc<dyn Tool> = Arc::new(Probe::new(count.clone()));
+    let (result, delivered) = h.say_with(&session(), "go", vec![probe]).await;
+    assert_eq!(result.unwrap().tool_rounds, 1);
+    assert_eq!(delivered, ["done"]);
+    assert_eq!(count.load(Ordering::SeqCst), 2, "both parallel calls ran");
+    assert!(
+        h.agent.tools().get("probe").is_none(),
+        "the registry never saw it"
+    );
+
+    h.say(&session(), "again").await.0.unwrap();
+    let requests = h.chat_requests();
+    assert!(tool_names(&requests[0]).contains(&"probe".to_owned()));
+    assert!(!tool_names(requests.last().unwrap()).contains(&"probe".to_owned()));
+
+    // The whole exchange is persisted in order, with results linked to their calls.
+    let history = h.history(&session());
+    let roles: Vec<Role> = history.iter().take(5).map(|m| m.role).collect();
+    assert_eq!(
+        roles,
+        [
+            Role::User,
+            Role::Assistant,
+            Role::Tool,
+            Role::Tool,
+            Role::Assistant
+        ]
+    );
+    assert_eq!(history[2].tool_call_id.as_deref(), Some("p1"));
+    assert_eq!(history[2].content, "probed test:agent");
+    // Tool-call arguments go back to the API as a JSON string, not a language-specific repr.
+    let second_call = &requests[1]["messages"];
+    let assistant = second_call
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["tool_calls"].is_array())
+        .unwrap();
+    assert_eq!(assistant["tool_calls"][0]["function"]["arguments"], "{}");
+}
+
+#[tokio::test]
+async fn bad_tool_calls_become_error_results_and_the_turn_goes_on() {
+    let h = Harness::start(MemorySettings::default()).await;
+    h.llm.enqueue(calls(&[
+        ("a", "memory_write", "{not json"),
+        ("b", "no_such_tool", "{}"),
+        ("c", "memory_write", r#"{"text": "x"}"#),
+    ]));
+    h.llm.enqueue(Reply::Text("recovered".into()));
+    let (result, delivered) = h.say(&session(), "go").await;
+    result.unwrap();
+    assert_eq!(delivered, ["recovered"]);
+    let history = h.history(&session());
+    let result_of = |id: &str| {
+        history
+            .iter()
+            .find(|m| m.tool_call_id.as_deref() == Some(id))
+            .unwrap()
+            .content
+            .clone()
+    };
+    assert!(
+        result_of("a").contains("not valid JSON"),
+        "{}",
+        result_of("a")
+    );
+    assert!(
+        result_of("b").contains("unknown tool"),
+        "{}",
+        result_of("b")
+    );
+    assert!(
+        result_of("c").contains("invalid arguments"),
+        "{}",
+        result_of("c")
+    );
+}
+
+#[tokio::test]
+async fn an_llm_failure_is_told_to_the_user_and_no_reply_is_persisted() {
+    let h = Harness::start(MemorySettings::default()).await;
+    for (status, words) in [(401, "API key"), (429, "rate limit"), (500, "HTTP 500")] {
+        h.llm.enqueue(Reply::Status {
+            status,
+            body: "nope".into(),
+            retry_after: None,
+        });
+        let (result, delivered) = h.say(&session(), &format!("status {status}")).await;
+        assert!(matches!(result, Err(TurnError::Llm(_))), "{status}");
+        assert_eq!(delivered.len(), 1);
+        assert!(delivered[0].contains(words), "{status}: {}", delivered[0]);
+    }
+    let history = h.history(&session());
+    assert_eq!(
+        history.len(),
+        3,
+        "only the three user messages are persisted"
+    );
+    assert!(history.iter().all(|m| m.role == Role::User));
+}
+
+#[tokio::test]
+async fn an_endless_tool_loop_is_stopped() {
+    let h = Harness::start(MemorySettings::default()).await;
+    h.llm.set_handler(|_| Reply::ToolCalls {
+        text: String::new(),
+        calls: vec![("x".into(), "probe".into(), "{}".into())],
+    });
+    let count = Arc::new(AtomicUsize::new(0));
+    let probe: Arc<dyn Tool> = Arc::new(Probe::new(count.clone()));
+    let (result, delivered) = h.say_with(&session(), "loop", vec![probe]).await;
+    assert!(matches!(result, Err(TurnError::TooManyToolRounds(20))));
+    assert_eq!(count.load(Ordering::SeqCst), 20);
+    assert!(delivered[0].contains("20 tool rounds"));
+    assert_eq!(h.llm.request_count(), 20);
+}

@@ -1,0 +1,225 @@
+//! The `squidbot` binary as a user runs it: one-shot agent against the scripted LLM, config
+//! resolution and errors, status, onboard, and memory across separate processes.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use crate::harness::{SUMMARY_MARK, default_reply, system_text};
+use crate::support::scripted_llm::{Reply, ScriptedLlm};
+
+struct Home {
+    dir: tempfile::TempDir,
+}
+
+impl Home {
+    fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn config(&self) -> PathBuf {
+        self.path().join("squidbot.yaml")
+    }
+
+    fn write_config(&self, url: &str, extra: &str) {
+        let text = format!(
+            "llm:\n  default_pool: default\n  providers:\n    local:\n      api_base: \"{url}\"\n      api_key: test-key\n  models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\n{extra}"
+        );
+        std::fs::write(self.config(), text).unwrap();
+    }
+
+    /// Runs the binary with this home and no inherited squidbot settings.
+    async fn run(&self, args: &[&str]) -> Output {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_squidbot"));
+        command
+            .args(args)
+            .env("SQUIDBOT_HOME", self.path())
+            .env("HOME", self.path())
+            .env_remove("SQUIDBOT_CONFIG")
+            .env_remove("RUST_LOG")
+            .env("SQUIDBOT_TEST_KEY", "test-key-from-env")
+            .stdin(std::process::Stdio::null());
+        command.output().await.unwrap()
+    }
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[tokio::test]
+async fn one_shot_prints_the_reply_and_exits_zero() {
+    let llm = ScriptedLlm::start().await;
+    llm.enqueue(Reply::Text("Hello! How can I help?".into()));
+    let home = Home::new();
+    home.write_config(&llm.url(), "");
+    let output = home.run(&["agent", "-m", "hello"]).await;
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    assert_eq!(stdout(&output), "Hello! How can I help?\n");
+    let history = std::fs::read_to_string(home.path().join("sessions/cli_3Alocal.jsonl")).unwrap();
+    assert_eq!(history.lines().count(), 2);
+}
+
+#[tokio::test]
+async fn config_flag_works_before_and_after_the_subcommand() {
+    let llm = ScriptedLlm::start().await;
+    let home = Home::new();
+    let elsewhere = home.path().join("elsewhere.yaml");
+    home.write_config(&llm.url(), "");
+    std::fs::rename(home.config(), &elsewhere).unwrap();
+    let path = elsewhere.to_str().unwrap();
+    for args in [
+        vec!["--config", path, "agent", "--message", "a"],
+        vec!["agent", "--message", "b", "--config", path],
+    ] {
+        let output = home.run(&args).await;
+        assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+        assert_eq!(stdout(&output), "ok\n");
+    }
+}
+
+#[tokio::test]
+async fn an_unreachable_llm_is_a_clear_error_and_a_failing_exit() {
+    let home = Home::new();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    home.write_config(&format!("http://127.0.0.1:{port}/v1"), "");
+    let output = home.run(&["agent", "-m", "hello"]).await;
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("could not reach the LLM"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(stdout(&output), "");
+}
+
+#[tokio::test]
+async fn a_missing_config_says_how_to_configure_one() {
+    let home = Home::new();
+    let output = home.run(&["agent", "-m", "hello"]).await;
+    assert!(!output.status.success());
+    let text = stderr(&output);
+    assert!(text.contains("squidbot onboard"), "{text}");
+    assert!(text.contains("squidbot.yaml"), "{text}");
+}
+
+#[tokio::test]
+async fn an_invalid_config_names_file_line_and_field_before_anything_runs() {
+    let llm = ScriptedLlm::start().await;
+    let home = Home::new();
+    home.write_config(&llm.url(), "agents:\n  consolidation_treshold: 5\n");
+    let output = home.run(&["agent", "-m", "hello"]).await;
+    assert!(!output.status.success());
+    let text = stderr(&output);
+    let expected = format!("{}:16", home.config().display());
+    assert!(text.contains(&expected), "{text}");
+    assert!(text.contains("consolidation_treshold"), "{text}");
+    assert_eq!(llm.request_count(), 0, "nothing ran");
+    assert!(!home.path().join("sessions").exists());
+}
+
+#[tokio::test]
+async fn status_prints_the_resolved_configuration() {
+    let llm = ScriptedLlm::start().await;
+    let home = Home::new();
+    home.write_config(&llm.url(), "");
+    let output = home.run(&["status"]).await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    for needle in [
+        "default",
+        "small",
+        "scripted-model",
+        "consolidation",
+        "workspace",
+    ] {
+        assert!(text.contains(needle), "status lacks {needle}:\n{text}");
+    }
+    assert!(
+        !text.contains("test-key"),
+        "a secret leaked into status:\n{text}"
+    );
+}
+
+#[tokio::test]
+async fn onboard_writes_a_config_that_loads_and_does_not_clobber_it() {
+    let llm = ScriptedLlm::start().await;
+    let home = Home::new();
+    let url = llm.url();
+    let output = home
+        .run(&[
+            "onboard",
+            "--api-base",
+            &url,
+            "--model",
+            "scripted-model",
+            "--api-key-env",
+            "SQUIDBOT_TEST_KEY",
+        ])
+        .await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(home.config().exists());
+    assert!(home.path().join("workspace").is_dir());
+    let first = std::fs::read_to_string(home.config()).unwrap();
+
+    let again = home
+        .run(&["onboard", "--api-base", "http://other/v1", "--model", "x"])
+        .await;
+    assert!(
+        !again.status.success(),
+        "a second onboard without --force must not overwrite"
+    );
+    assert_eq!(std::fs::read_to_string(home.config()).unwrap(), first);
+
+    let status = home.run(&["status"]).await;
+    assert!(status.status.success(), "{}", stderr(&status));
+}
+
+#[tokio::test]
+async fn separate_processes_never_summarize_a_message_twice() {
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(default_reply);
+    let home = Home::new();
+    home.write_config(
+        &llm.url(),
+        "agents:\n  consolidation_threshold: 4\n  keep_recent: 2\n",
+    );
+    for i in 0..9 {
+        let output = home.run(&["agent", "-m", &format!("m{i}")]).await;
+        assert!(output.status.success(), "{}", stderr(&output));
+        assert_eq!(stdout(&output), format!("re: m{i}\n"));
+    }
+    let lines: Vec<String> = llm
+        .requests()
+        .iter()
+        .filter(|r| system_text(r).starts_with(SUMMARY_MARK))
+        .flat_map(|r| {
+            let prompt = r["messages"][1]["content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            prompt
+                .lines()
+                .filter(|l| l.starts_with("user: "))
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(lines.len() >= 5, "consolidations ran: {lines:?}");
+    let unique: HashSet<&String> = lines.iter().collect();
+    assert_eq!(unique.len(), lines.len(), "summarized twice: {lines:?}");
+}
