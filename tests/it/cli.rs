@@ -223,3 +223,19 @@ async fn separate_processes_never_summarize_a_message_twice() {
     let unique: HashSet<&String> = lines.iter().collect();
     assert_eq!(unique.len(), lines.len(), "summarized twice: {lines:?}");
 }
+
+#[tokio::test]
+async fn the_example_config_loads() {
+    let home = Home::new();
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/config/example.yaml");
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_squidbot"));
+    command
+        .args(["status", "--config", example])
+        .env("SQUIDBOT_HOME", home.path())
+        .env("OPENROUTER_API_KEY", "example-key");
+    let output = command.output().await.unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(text.contains("pool default: main (anthropic/claude-sonnet-4"), "{text}");
+    assert!(!text.contains("example-key"));
+}
