@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use crate::harness::{SUMMARY_MARK, default_reply, system_text};
+use crate::harness::{default_reply, summarized_lines};
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 struct Home {
@@ -203,22 +203,7 @@ async fn separate_processes_never_summarize_a_message_twice() {
         assert!(output.status.success(), "{}", stderr(&output));
         assert_eq!(stdout(&output), format!("re: m{i}\n"));
     }
-    let lines: Vec<String> = llm
-        .requests()
-        .iter()
-        .filter(|r| system_text(r).starts_with(SUMMARY_MARK))
-        .flat_map(|r| {
-            let prompt = r["messages"][1]["content"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            prompt
-                .lines()
-                .filter(|l| l.starts_with("user: "))
-                .map(str::to_owned)
-                .collect::<Vec<_>>()
-        })
-        .collect();
+    let lines = summarized_lines(&llm.requests());
     assert!(lines.len() >= 5, "consolidations ran: {lines:?}");
     let unique: HashSet<&String> = lines.iter().collect();
     assert_eq!(unique.len(), lines.len(), "summarized twice: {lines:?}");
@@ -236,6 +221,38 @@ async fn the_example_config_loads() {
     let output = command.output().await.unwrap();
     assert!(output.status.success(), "{}", stderr(&output));
     let text = stdout(&output);
-    assert!(text.contains("pool default: main (anthropic/claude-sonnet-4"), "{text}");
+    assert!(
+        text.contains("pool default: main (anthropic/claude-sonnet-4"),
+        "{text}"
+    );
     assert!(!text.contains("example-key"));
+}
+
+#[tokio::test]
+async fn the_interactive_agent_answers_each_line_and_stops_at_an_exit_word_or_eof() {
+    use tokio::io::AsyncWriteExt;
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(default_reply);
+    let home = Home::new();
+    home.write_config(&llm.url(), "");
+    for (input, replies) in [("one\n\ntwo\nQUIT\nnever\n", 2), ("one\ntwo\nthree\n", 3)] {
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_squidbot"))
+            .arg("agent")
+            .env("SQUIDBOT_HOME", home.path())
+            .env("HOME", home.path())
+            .env_remove("SQUIDBOT_CONFIG")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(input.as_bytes()).await.unwrap();
+        drop(stdin); // EOF after the last line, like Ctrl-D.
+        let output = child.wait_with_output().await.unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+        let text = stdout(&output);
+        assert_eq!(text.matches("re: ").count(), replies, "{text}");
+        assert!(!text.contains("re: never"), "{text}");
+    }
 }

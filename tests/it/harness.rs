@@ -76,6 +76,25 @@ pub fn default_reply(request: &Value) -> Reply {
     }
 }
 
+/// The user lines (`user: ...`) that consolidation requests among `requests` asked to summarize.
+pub fn summarized_lines(requests: &[Value]) -> Vec<String> {
+    requests
+        .iter()
+        .filter(|r| system_text(r).starts_with(SUMMARY_MARK))
+        .flat_map(|r| {
+            let prompt = r["messages"][1]["content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            prompt
+                .lines()
+                .filter(|l| l.starts_with("user: "))
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 impl Harness {
     pub async fn start(settings: MemorySettings) -> Self {
         Self::start_with(settings, None).await

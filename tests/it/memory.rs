@@ -25,20 +25,7 @@ fn session(key: &str) -> SessionId {
 
 /// The user texts covered by every summary request, in order.
 fn summarized_lines(h: &Harness) -> Vec<String> {
-    h.requests_marked(SUMMARY_MARK)
-        .iter()
-        .flat_map(|r| {
-            let prompt = r["messages"][1]["content"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            prompt
-                .lines()
-                .filter(|l| l.starts_with("user: "))
-                .map(str::to_owned)
-                .collect::<Vec<_>>()
-        })
-        .collect()
+    crate::harness::summarized_lines(&h.llm.requests())
 }
 
 #[tokio::test]
