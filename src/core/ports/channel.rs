@@ -1,9 +1,26 @@
-//! **API Boundary.** The reply port: where a turn's output goes.
+//! **API Boundary.** The channel ports: how messages enter the agent and replies leave it.
 //!
-//! A channel hands the agent loop a [`ReplySink`] for each turn. Streaming sinks get text as it
-//! arrives and must honour [`ReplySink::reset`]; others only get the final reply.
+//! - [`ReplySink`]: where one turn's output goes (streamed text, typing, the final reply).
+//! - [`Inbound`]: one received message, with its reply sink and its acknowledgement hook.
+//! - [`Dispatch`]: the router's entry point; channels submit inbound messages through it.
+//! - [`Channel`]: a long-running source of messages (Matrix, email, HTTP, heartbeat, cron),
+//!   run and restarted by the gateway's supervisor, which can also ask it for an outbox to
+//!   send proactive messages (cron, heartbeat) to one of its sessions.
+//!
+//! The acknowledgement rule: a channel acknowledges a message (read marker, `\Seen`, HTTP
+//! answer) only after [`Inbound::persisted`] fired, so a crash never loses a message the user
+//! sent.
+
+use std::sync::Arc;
 
 use async_trait::async_trait;
+use serde_json::{Map, Value};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use crate::core::ports::llm::LlmClient;
+use crate::core::ports::tool::Tool;
+use crate::core::session::SessionId;
 
 /// Delivery failed; the turn is still persisted, the failure is logged and reported.
 #[derive(Debug, thiserror::Error)]
@@ -34,4 +51,161 @@ pub trait ReplySink: Send + Sync {
 
     /// Delivers the final reply (or a user-facing error text).
     async fn deliver(&self, text: &str) -> Result<(), DeliveryError>;
+}
+
+/// How a dispatched turn ended, for submitters that wait for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnResult {
+    /// The reply that was delivered.
+    Replied(String),
+    /// The turn failed; the text is what the user was told (or the internal error).
+    Failed(String),
+    /// The gateway shut down before the turn ran; the message was not persisted.
+    Dropped,
+}
+
+/// One message received by a channel.
+pub struct Inbound {
+    /// The session it belongs to.
+    pub session: SessionId,
+    /// The text (attachments are referenced by path in it).
+    pub text: String,
+    /// Who sent it (`heartbeat` and `cron:<id>` for the built-in sources).
+    pub sender_id: String,
+    /// Routing data (room, thread, mail headers) kept for replies and visible to tools.
+    pub metadata: Map<String, Value>,
+    /// Where the reply goes.
+    pub reply: Arc<dyn ReplySink>,
+    /// Fired once the message is durably persisted.
+    pub persisted: Option<oneshot::Sender<()>>,
+    /// A client to use instead of the default pool (the heartbeat's pool).
+    pub llm: Option<Arc<dyn LlmClient>>,
+    /// Whether the per-turn tools that create jobs (`cron_add`) are offered.
+    pub allow_cron_add: bool,
+}
+
+impl Inbound {
+    /// A message with no metadata, no override and `cron_add` allowed.
+    pub fn new(
+        session: SessionId,
+        text: impl Into<String>,
+        sender_id: impl Into<String>,
+        reply: Arc<dyn ReplySink>,
+    ) -> Self {
+        Self {
+            session,
+            text: text.into(),
+            sender_id: sender_id.into(),
+            metadata: Map::new(),
+            reply,
+            persisted: None,
+            llm: None,
+            allow_cron_add: true,
+        }
+    }
+}
+
+/// The router refused a message because the gateway is shutting down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the gateway is shutting down; message not accepted")]
+pub struct DispatchClosed;
+
+/// Accepts inbound messages and runs them as turns: in order within a session, in parallel
+/// across sessions.
+pub trait Dispatch: Send + Sync {
+    /// Queues `inbound`; the receiver yields how the turn ended.
+    fn submit(&self, inbound: Inbound) -> Result<oneshot::Receiver<TurnResult>, DispatchClosed>;
+}
+
+/// Extra tools a turn of a session gets (built per turn, never registered).
+pub trait TurnTools: Send + Sync {
+    /// The tools for one turn of `session` with the channel's routing `metadata`.
+    fn for_turn(
+        &self,
+        session: &SessionId,
+        metadata: &Map<String, Value>,
+        allow_cron_add: bool,
+    ) -> Vec<Arc<dyn Tool>>;
+}
+
+/// Why a channel task stopped with an error; the supervisor logs it and restarts the task.
+#[derive(Debug, thiserror::Error)]
+#[error("channel {channel}: {detail}")]
+pub struct ChannelError {
+    /// The channel name.
+    pub channel: String,
+    /// What went wrong.
+    pub detail: String,
+}
+
+impl ChannelError {
+    /// An error of `channel`.
+    pub fn new(channel: &str, detail: impl Into<String>) -> Self {
+        Self {
+            channel: channel.to_owned(),
+            detail: detail.into(),
+        }
+    }
+}
+
+/// What a running channel gets from the supervisor.
+#[derive(Clone)]
+pub struct ChannelContext {
+    /// Where to submit inbound messages.
+    pub dispatch: Arc<dyn Dispatch>,
+    /// Cancelled when the gateway shuts down: stop accepting, return promptly.
+    pub shutdown: CancellationToken,
+    /// Cancelled by the channel once it is up (connected, listening); feeds `/readyz`.
+    pub ready: CancellationToken,
+}
+
+/// A long-running message source, run by the supervisor.
+#[async_trait]
+pub trait Channel: Send + Sync {
+    /// The channel's name (`http`, `matrix`, `email`, `heartbeat`, `cron`); also the session
+    /// prefix it serves.
+    fn name(&self) -> &str;
+
+    /// Runs until `context.shutdown` is cancelled (then returns `Ok`) or it fails (then the
+    /// supervisor restarts it with backoff).
+    async fn run(&self, context: ChannelContext) -> Result<(), ChannelError>;
+
+    /// A sink for a proactive message (cron, heartbeat) to `session`, if this channel serves
+    /// that session and can reach it now.
+    fn outbox(
+        &self,
+        _session: &SessionId,
+        _metadata: &Map<String, Value>,
+    ) -> Option<Arc<dyn ReplySink>> {
+        None
+    }
+}
+
+/// No running channel can deliver to a session.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no running channel can deliver to {session}: {reason}")]
+pub struct NoRoute {
+    /// The target session.
+    pub session: String,
+    /// Why (`channel matrix is not running`, `channel xmpp does not exist`).
+    pub reason: String,
+}
+
+/// Finds the outbox of a session among the running channels (implemented by the supervisor).
+pub trait Outboxes: Send + Sync {
+    /// A sink for a proactive message to `session`, or why there is none.
+    fn outbox(
+        &self,
+        session: &SessionId,
+        metadata: &Map<String, Value>,
+    ) -> Result<Arc<dyn ReplySink>, NoRoute>;
+}
+
+/// The last session a person (not heartbeat or cron) talked in, with its routing metadata;
+/// the heartbeat's default target. Implementations persist it across restarts.
+pub trait ActivityLog: Send + Sync {
+    /// Records that a person sent a message in `session`.
+    fn record(&self, session: &SessionId, metadata: &Map<String, Value>);
+    /// The most recent such session, if any.
+    fn last(&self) -> Option<(SessionId, Map<String, Value>)>;
 }
