@@ -6,11 +6,13 @@
 //! - [`llm`]: the OpenAI-compatible streaming client and pools with retry and fallback.
 //! - [`storage`]: JSONL histories, cursors, summaries, MEMORY.md, atomic writes, bootstrap files.
 //! - [`tools`]: tools the agent can call (`memory_write`, ...).
-//! - [`channels`]: where messages come from and replies go (the terminal so far).
+//! - [`channels`]: where messages come from and replies go (terminal, HTTP API, heartbeat, cron).
+//! - [`gateway`]: the daemon: supervisor, router, live state, metrics, shutdown.
 
 pub mod channels;
 pub mod config;
 pub mod core;
+pub mod gateway;
 pub mod llm;
 pub mod storage;
 pub mod tools;

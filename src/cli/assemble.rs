@@ -14,12 +14,15 @@ use squidbot::channels::terminal::ExtraTools;
 use squidbot::config::{Config, LoadedConfig};
 use squidbot::core::agent_loop::AgentLoop;
 use squidbot::core::memory_manager::{MemoryManager, MemorySettings};
+use squidbot::core::ports::channel::TurnTools;
 use squidbot::core::ports::clock::SystemClock;
 use squidbot::core::ports::llm::LlmClient;
 use squidbot::core::ports::store::MemoryStore;
 use squidbot::core::ports::tool::Tool;
+use squidbot::core::session::SessionId;
 use squidbot::core::session_locks::SessionLocks;
 use squidbot::core::tool_registry::ToolRegistry;
+use squidbot::gateway::{MeteredLlm, Metrics};
 use squidbot::llm::{Endpoint, LlmPool, OpenAiCompatLlm, RetryPolicy, Timeouts, http_client};
 use squidbot::storage::{JsonlStore, MemoryFile, WorkspacePrompt};
 use squidbot::tools::MemoryWriteTool;
@@ -31,6 +34,33 @@ pub struct Assembly {
     /// The default pool's name (for banners).
     pub pool_name: String,
     memory: Arc<dyn MemoryStore>,
+    pools: Pools,
+}
+
+/// What building more pools later needs.
+struct Pools {
+    client: reqwest::Client,
+    timeouts: Timeouts,
+    metrics: Option<Arc<Metrics>>,
+}
+
+/// The tools built for each turn: `memory_write` bound to the turn's session.
+struct AgentTurnTools {
+    memory: Arc<dyn MemoryStore>,
+}
+
+impl TurnTools for AgentTurnTools {
+    fn for_turn(
+        &self,
+        session: &SessionId,
+        _metadata: &serde_json::Map<String, serde_json::Value>,
+        _allow_cron_add: bool,
+    ) -> Vec<Arc<dyn Tool>> {
+        vec![Arc::new(MemoryWriteTool::new(
+            self.memory.clone(),
+            session.clone(),
+        ))]
+    }
 }
 
 impl Assembly {
@@ -41,11 +71,12 @@ impl Assembly {
         for warning in &loaded.warnings {
             tracing::warn!("{warning}");
         }
-        Self::build(&loaded)
+        Self::build(&loaded, None)
     }
 
-    /// Builds the agent from an already loaded configuration.
-    pub fn build(loaded: &LoadedConfig) -> Result<Self> {
+    /// Builds the agent from an already loaded configuration; with `metrics`, every model call
+    /// is counted.
+    pub fn build(loaded: &LoadedConfig, metrics: Option<Arc<Metrics>>) -> Result<Self> {
         let config = &loaded.config;
         if !config.llm_configured() {
             let what = if loaded.exists {
@@ -61,12 +92,18 @@ impl Assembly {
         let timeouts = timeouts(config);
         let client = http_client(&timeouts).context("building the HTTP client")?;
         let default_pool = &config.llm.default_pool;
-        let llm = build_pool(config, default_pool, &client, &timeouts)?;
+        let llm = build_pool(config, default_pool, &client, &timeouts, metrics.as_ref())?;
         let consolidation_pool = config.pool_or_default(&config.agents.consolidation_pool);
         let consolidation_llm = if consolidation_pool == default_pool {
             llm.clone()
         } else {
-            build_pool(config, consolidation_pool, &client, &timeouts)?
+            build_pool(
+                config,
+                consolidation_pool,
+                &client,
+                &timeouts,
+                metrics.as_ref(),
+            )?
         };
 
         let workspace = &config.agents.workspace;
@@ -92,10 +129,35 @@ impl Assembly {
             Arc::new(SessionLocks::new()),
             Arc::new(SystemClock),
         );
+        let pools = Pools {
+            client,
+            timeouts,
+            metrics,
+        };
         Ok(Self {
             agent: Arc::new(agent),
             pool_name: default_pool.clone(),
             memory,
+            pools,
+        })
+    }
+
+    /// A client for another pool of the configuration (heartbeat, spawn profiles).
+    pub fn pool(&self, config: &Config, name: &str) -> Result<Arc<dyn LlmClient>> {
+        let pools = &self.pools;
+        build_pool(
+            config,
+            name,
+            &pools.client,
+            &pools.timeouts,
+            pools.metrics.as_ref(),
+        )
+    }
+
+    /// The per-turn tools for the gateway's router.
+    pub fn turn_tools(&self) -> Arc<dyn TurnTools> {
+        Arc::new(AgentTurnTools {
+            memory: self.memory.clone(),
         })
     }
 
@@ -126,6 +188,7 @@ fn build_pool(
     pool: &str,
     client: &reqwest::Client,
     timeouts: &Timeouts,
+    metrics: Option<&Arc<Metrics>>,
 ) -> Result<Arc<dyn LlmClient>> {
     let Some(members) = config.pool_members(pool) else {
         bail!("LLM pool {pool:?} is not configured");
@@ -143,8 +206,13 @@ fn build_pool(
                 max_tokens: Some(member.model.max_tokens).filter(|&n| n > 0),
                 max_context_tokens: Some(member.model.max_context_tokens).filter(|&n| n > 0),
             };
-            Arc::new(OpenAiCompatLlm::new(client.clone(), endpoint, *timeouts))
-                as Arc<dyn LlmClient>
+            let model: Arc<dyn LlmClient> =
+                Arc::new(OpenAiCompatLlm::new(client.clone(), endpoint, *timeouts));
+            match metrics {
+                Some(metrics) => Arc::new(MeteredLlm::new(model, member.name, metrics.clone()))
+                    as Arc<dyn LlmClient>,
+                None => model,
+            }
         })
         .collect();
     let r = &config.llm.retry;

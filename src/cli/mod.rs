@@ -2,11 +2,13 @@
 //!
 //! - `assemble`: builds the agent (stores, LLM pools, tools) from the configuration.
 //! - `agent`: `squidbot agent` (REPL) and `squidbot agent -m TEXT` (one shot).
+//! - `gateway`: `squidbot gateway`, the daemon.
 //! - `status`: `squidbot status`, the resolved configuration in brief.
 //! - `onboard`: `squidbot onboard`, writes a starter configuration and workspace.
 
 mod agent;
 mod assemble;
+mod gateway;
 mod onboard;
 mod status;
 
@@ -36,6 +38,8 @@ struct Cli {
 enum Command {
     /// Talk to the agent in the terminal (session cli:local).
     Agent(agent::AgentArgs),
+    /// Run the daemon: HTTP API, heartbeat, cron and the configured channels.
+    Gateway,
     /// Print the resolved configuration in brief.
     Status,
     /// Write a starter configuration and workspace.
@@ -45,7 +49,12 @@ enum Command {
 /// Parses arguments, runs the command and maps its result to an exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.log_level.as_deref());
+    let default_level = if matches!(cli.command, Command::Gateway) {
+        "info"
+    } else {
+        "warn"
+    };
+    init_logging(cli.log_level.as_deref(), default_level);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -59,6 +68,7 @@ pub fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Agent(args) => agent::run(cli.config.as_deref(), args).await,
+            Command::Gateway => gateway::run(cli.config.as_deref()).await,
             Command::Status => status::run(cli.config.as_deref()),
             Command::Onboard(args) => onboard::run(cli.config.as_deref(), args),
         }
@@ -72,13 +82,13 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn init_logging(level: Option<&str>) {
+fn init_logging(level: Option<&str>, default_level: &str) {
     use tracing_subscriber::EnvFilter;
     let filter = match level {
         Some(level) => EnvFilter::try_new(level),
-        None => EnvFilter::try_from_default_env().or_else(|_| EnvFilter::try_new("warn")),
+        None => EnvFilter::try_from_default_env().or_else(|_| EnvFilter::try_new(default_level)),
     }
-    .unwrap_or_else(|_| EnvFilter::new("warn"));
+    .unwrap_or_else(|_| EnvFilter::new(default_level));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

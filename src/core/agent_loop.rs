@@ -70,8 +70,20 @@ pub struct TurnOutcome {
     pub reply: String,
     /// How many tool rounds ran.
     pub tool_rounds: usize,
+    /// The tools called, in order (for metrics).
+    pub tools_called: Vec<String>,
+    /// Messages in the session's history after the turn.
+    pub history_len: u64,
     /// What consolidation did after the reply.
     pub consolidation: Consolidation,
+}
+
+/// What the LLM/tool rounds of a turn produced.
+struct Conversation {
+    reply: String,
+    tool_rounds: usize,
+    tools_called: Vec<String>,
+    tail: Tail,
 }
 
 /// Why a turn did not produce a reply. The user has been told (except for `Persist`).
@@ -173,7 +185,12 @@ impl AgentLoop {
         sink.typing(true).await;
         let result = self.converse(&request, &channel, user, offsets, sink).await;
         sink.typing(false).await;
-        let (reply, tool_rounds, mut tail) = result?;
+        let Conversation {
+            reply,
+            tool_rounds,
+            tools_called,
+            mut tail,
+        } = result?;
 
         let llm = request.llm.as_deref().unwrap_or(self.llm.as_ref());
         let budget = llm.context_budget();
@@ -185,6 +202,8 @@ impl AgentLoop {
         Ok(TurnOutcome {
             reply,
             tool_rounds,
+            tools_called,
+            history_len: tail.total(),
             consolidation,
         })
     }
@@ -197,7 +216,7 @@ impl AgentLoop {
         user: Message,
         offsets: Vec<u64>,
         sink: &dyn ReplySink,
-    ) -> Result<(String, usize, Tail), TurnError> {
+    ) -> Result<Conversation, TurnError> {
         let session = &request.session;
         let llm = request.llm.as_deref().unwrap_or(self.llm.as_ref());
         let budget = llm.context_budget();
@@ -228,6 +247,7 @@ impl AgentLoop {
             session: session.clone(),
             metadata: request.metadata.clone(),
         };
+        let mut tools_called = Vec::new();
 
         for round in 0..self.max_tool_rounds {
             let response = match self.call_llm(llm, &prompt, &tools, sink).await {
@@ -254,7 +274,12 @@ impl AgentLoop {
                 reply.sender_id = Some("assistant".to_owned());
                 self.persist(session, &mut tail, vec![reply]).await?;
                 self.deliver(sink, &response.text).await;
-                return Ok((response.text, round, tail));
+                return Ok(Conversation {
+                    reply: response.text,
+                    tool_rounds: round,
+                    tools_called,
+                    tail,
+                });
             }
             let mut assistant = Message::new(Role::Assistant, response.text, self.clock.now());
             assistant.reasoning_content = response.reasoning_content;
@@ -267,6 +292,7 @@ impl AgentLoop {
                     .map(|call| tools.call(&call.name, call.arguments.clone(), &context)),
             )
             .await;
+            tools_called.extend(response.tool_calls.iter().map(|call| call.name.clone()));
             let mut batch = Vec::with_capacity(outputs.len() + 1);
             for (call, output) in response.tool_calls.iter().zip(outputs) {
                 tracing::debug!(tool = %call.name, is_error = output.is_error, "Tool call finished.");

@@ -12,3 +12,7 @@ mod memory;
 mod agent;
 // The `squidbot` binary: one-shot agent, config errors, status, onboard.
 mod cli;
+// A real `squidbot gateway` process per test (start, requests, signals).
+mod daemon;
+// The gateway end to end: HTTP API, auth, ordering, status, metrics, restarts, SIGTERM.
+mod gateway;

@@ -1,0 +1,104 @@
+//! [`HttpChannel`]: the HTTP listener as a supervised channel.
+//!
+//! It binds `gateway.http.listen`, reports ready once bound, and serves until shutdown, then
+//! stops accepting and lets in-flight requests finish (the router bounds how long turns may
+//! take). A bind failure is a channel error, so the supervisor retries with backoff.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+
+use super::hub::HttpHub;
+use super::routes::{AppState, router};
+use crate::core::ports::channel::{Channel, ChannelContext, ChannelError, ReplySink};
+use crate::core::session::SessionId;
+use crate::gateway::GatewayState;
+
+/// What the HTTP channel needs from the configuration.
+#[derive(Clone)]
+pub struct HttpSettings {
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// The message API's bearer token; `None` turns the message API off.
+    pub token: Option<String>,
+}
+
+impl std::fmt::Debug for HttpSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpSettings")
+            .field("listen", &self.listen)
+            .field("token", &self.token.as_ref().map(|_| "***"))
+            .finish()
+    }
+}
+
+/// The HTTP API channel (`http:<id>` sessions).
+pub struct HttpChannel {
+    settings: HttpSettings,
+    state: Arc<GatewayState>,
+    hub: Arc<HttpHub>,
+    bound: std::sync::Mutex<Option<SocketAddr>>,
+}
+
+impl HttpChannel {
+    /// A channel serving `settings` with `state` behind `/status` and `/metrics`.
+    pub fn new(settings: HttpSettings, state: Arc<GatewayState>) -> Self {
+        Self {
+            settings,
+            state,
+            hub: Arc::new(HttpHub::new()),
+            bound: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// The address actually bound (useful with port 0), once listening.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        *self.bound.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[async_trait]
+impl Channel for HttpChannel {
+    fn name(&self) -> &str {
+        "http"
+    }
+
+    async fn run(&self, context: ChannelContext) -> Result<(), ChannelError> {
+        let listener = tokio::net::TcpListener::bind(self.settings.listen)
+            .await
+            .map_err(|e| {
+                ChannelError::new(
+                    "http",
+                    format!("cannot listen on {}: {e}", self.settings.listen),
+                )
+            })?;
+        let local = listener
+            .local_addr()
+            .map_err(|e| ChannelError::new("http", e.to_string()))?;
+        *self.bound.lock().unwrap_or_else(|p| p.into_inner()) = Some(local);
+        tracing::info!(listen = %local, message_api = self.settings.token.is_some(), "HTTP API listening.");
+        let app = AppState {
+            dispatch: context.dispatch.clone(),
+            state: self.state.clone(),
+            hub: self.hub.clone(),
+            token: self.settings.token.as_deref().map(Arc::from),
+            shutdown: context.shutdown.clone(),
+        };
+        context.ready.cancel();
+        let shutdown = context.shutdown.clone();
+        axum::serve(listener, router(app))
+            .with_graceful_shutdown(async move { shutdown.cancelled().await })
+            .await
+            .map_err(|e| ChannelError::new("http", format!("server failed: {e}")))
+    }
+
+    fn outbox(
+        &self,
+        session: &SessionId,
+        _metadata: &Map<String, Value>,
+    ) -> Option<Arc<dyn ReplySink>> {
+        Some(self.hub.outbox(session))
+    }
+}

@@ -1,0 +1,121 @@
+//! [`HttpHub`]: where proactive messages (cron results, heartbeat alerts) for `http:` sessions
+//! wait for their reader.
+//!
+//! Each session has a mailbox: a live broadcast for connected `events` streams and a bounded
+//! backlog for when nobody is listening, replayed to the next reader. The reply itself is
+//! already persisted in the session's JSONL by the agent loop; the mailbox is only delivery.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use tokio::sync::broadcast;
+
+use crate::core::ports::channel::{DeliveryError, ReplySink};
+use crate::core::session::SessionId;
+
+/// Messages kept per session while nobody listens.
+const BACKLOG: usize = 100;
+/// Mailboxes kept before idle ones are pruned.
+const MAX_MAILBOXES: usize = 1_000;
+
+#[derive(Debug)]
+struct Mailbox {
+    backlog: VecDeque<String>,
+    live: broadcast::Sender<String>,
+}
+
+impl Default for Mailbox {
+    fn default() -> Self {
+        Self {
+            backlog: VecDeque::new(),
+            live: broadcast::channel(64).0,
+        }
+    }
+}
+
+/// Mailboxes of the HTTP sessions.
+#[derive(Debug, Default)]
+pub struct HttpHub {
+    /// A std mutex: held for map operations only, never across an await.
+    boxes: Mutex<HashMap<SessionId, Mailbox>>,
+}
+
+impl HttpHub {
+    /// An empty hub.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Hands `text` to the session's live readers, or keeps it for the next one.
+    pub fn post(&self, session: &SessionId, text: &str) {
+        let mut boxes = self.boxes.lock().unwrap_or_else(|p| p.into_inner());
+        prune(&mut boxes);
+        let mailbox = boxes.entry(session.clone()).or_default();
+        if mailbox.live.receiver_count() > 0 && mailbox.live.send(text.to_owned()).is_ok() {
+            return;
+        }
+        if mailbox.backlog.len() == BACKLOG {
+            mailbox.backlog.pop_front();
+            tracing::warn!(session = %session, "HTTP mailbox full; dropped its oldest message (still in history).");
+        }
+        mailbox.backlog.push_back(text.to_owned());
+    }
+
+    /// The backlog (taken) and a live subscription, for one `events` stream.
+    pub fn subscribe(&self, session: &SessionId) -> (Vec<String>, broadcast::Receiver<String>) {
+        let mut boxes = self.boxes.lock().unwrap_or_else(|p| p.into_inner());
+        prune(&mut boxes);
+        let mailbox = boxes.entry(session.clone()).or_default();
+        (
+            mailbox.backlog.drain(..).collect(),
+            mailbox.live.subscribe(),
+        )
+    }
+
+    /// A sink that posts to `session`'s mailbox.
+    pub fn outbox(self: &Arc<Self>, session: &SessionId) -> Arc<dyn ReplySink> {
+        Arc::new(MailboxSink {
+            hub: self.clone(),
+            session: session.clone(),
+        })
+    }
+}
+
+fn prune(boxes: &mut HashMap<SessionId, Mailbox>) {
+    if boxes.len() >= MAX_MAILBOXES {
+        boxes.retain(|_, m| !m.backlog.is_empty() || m.live.receiver_count() > 0);
+    }
+}
+
+struct MailboxSink {
+    hub: Arc<HttpHub>,
+    session: SessionId,
+}
+
+#[async_trait]
+impl ReplySink for MailboxSink {
+    async fn deliver(&self, text: &str) -> Result<(), DeliveryError> {
+        self.hub.post(&self.session, text);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn backlog_is_replayed_then_live_messages_flow() {
+        let hub = HttpHub::new();
+        let session = SessionId::new("http", "a").unwrap();
+        hub.post(&session, "one");
+        hub.post(&session, "two");
+        let (backlog, mut live) = hub.subscribe(&session);
+        assert_eq!(backlog, ["one", "two"]);
+        hub.post(&session, "three");
+        assert_eq!(live.recv().await.unwrap(), "three");
+        let (again, _) = hub.subscribe(&session);
+        assert!(again.is_empty(), "a delivered message is not replayed");
+    }
+}

@@ -1,0 +1,247 @@
+//! The axum router of the HTTP API and its handlers.
+//!
+//! Operator routes (`/healthz`, `/readyz`, `/status`, `/metrics`) are open, as the listener is
+//! on loopback by default. Message routes under `/v1` exist only when a token is configured and
+//! answer 401 to a missing or wrong `Authorization: Bearer` header before touching anything.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures_util::stream::{self, Stream, StreamExt};
+use serde::Deserialize;
+use serde_json::json;
+use subtle::ConstantTimeEq;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::hub::HttpHub;
+use super::sse::{SseSink, event};
+use crate::core::ports::channel::{DeliveryError, Dispatch, Inbound, ReplySink, TurnResult};
+use crate::core::session::SessionId;
+use crate::gateway::GatewayState;
+
+/// The largest request body accepted.
+const MAX_BODY: usize = 1024 * 1024;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    pub dispatch: Arc<dyn Dispatch>,
+    pub state: Arc<GatewayState>,
+    pub hub: Arc<HttpHub>,
+    pub token: Option<Arc<str>>,
+    pub shutdown: CancellationToken,
+}
+
+/// The router for `app`.
+pub fn router(app: AppState) -> axum::Router {
+    let operator = axum::Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/status", get(status))
+        .route("/metrics", get(metrics));
+    let api = axum::Router::new()
+        .route("/v1/sessions/{id}/messages", post(message))
+        .route("/v1/sessions/{id}/events", get(events))
+        .layer(middleware::from_fn_with_state(app.clone(), require_token))
+        .layer(DefaultBodyLimit::max(MAX_BODY));
+    let routes = if app.token.is_some() {
+        operator.merge(api)
+    } else {
+        operator
+    };
+    routes.with_state(app)
+}
+
+async fn readyz(State(app): State<AppState>) -> Response {
+    let waiting = app.state.not_ready();
+    if waiting.is_empty() {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "not_ready": waiting })),
+        )
+            .into_response()
+    }
+}
+
+async fn status(State(app): State<AppState>) -> Json<serde_json::Value> {
+    Json(app.state.snapshot())
+}
+
+async fn metrics(State(app): State<AppState>) -> Response {
+    let content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+    (
+        [(header::CONTENT_TYPE, content_type)],
+        app.state.metrics().render(),
+    )
+        .into_response()
+}
+
+async fn require_token(State(app): State<AppState>, request: Request, next: Next) -> Response {
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    let expected = app.token.as_deref().unwrap_or("");
+    let matches = !expected.is_empty() && bool::from(given.as_bytes().ct_eq(expected.as_bytes()));
+    if !matches {
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer")],
+            Json(json!({ "error": "missing or wrong bearer token" })),
+        )
+            .into_response();
+    }
+    next.run(request).await
+}
+
+/// The body of `POST /v1/sessions/{id}/messages`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MessageBody {
+    text: String,
+}
+
+fn bad_request(message: impl std::fmt::Display) -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        Json(json!({ "error": message.to_string() })),
+    )
+        .into_response()
+}
+
+fn session_of(id: &str) -> Result<SessionId, Box<Response>> {
+    SessionId::new("http", id).map_err(|error| Box::new(bad_request(error)))
+}
+
+/// A sink that discards output: the JSON answer is built from the turn's result.
+struct QuietSink;
+
+#[async_trait::async_trait]
+impl ReplySink for QuietSink {
+    async fn deliver(&self, _text: &str) -> Result<(), DeliveryError> {
+        Ok(())
+    }
+}
+
+async fn message(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let session = match session_of(&id) {
+        Ok(session) => session,
+        Err(response) => return *response,
+    };
+    let body: MessageBody = match serde_json::from_slice(&body) {
+        Ok(body) => body,
+        Err(error) => return bad_request(format!("expected {{\"text\": \"...\"}}: {error}")),
+    };
+    if body.text.trim().is_empty() {
+        return bad_request("text is empty");
+    }
+    let wants_stream = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/event-stream"));
+    if wants_stream {
+        return stream_reply(app, session, body.text).into_response();
+    }
+    let inbound = Inbound::new(session, body.text, "http", Arc::new(QuietSink));
+    let Ok(done) = app.dispatch.submit(inbound) else {
+        return unavailable();
+    };
+    match done.await {
+        Ok(TurnResult::Replied(reply)) => Json(json!({ "reply": reply })).into_response(),
+        Ok(TurnResult::Failed(error)) => {
+            (StatusCode::BAD_GATEWAY, Json(json!({ "error": error }))).into_response()
+        }
+        Ok(TurnResult::Dropped) | Err(_) => unavailable(),
+    }
+}
+
+fn unavailable() -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        Json(json!({ "error": "squidbot is shutting down" })),
+    )
+        .into_response()
+}
+
+fn stream_reply(
+    app: AppState,
+    session: SessionId,
+    text: String,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let (events, received) = mpsc::unbounded_channel();
+    let sink = Arc::new(SseSink::new(events.clone()));
+    let inbound = Inbound::new(session, text, "http", sink);
+    match app.dispatch.submit(inbound) {
+        Ok(done) => {
+            tokio::spawn(async move {
+                let last = match done.await {
+                    Ok(TurnResult::Replied(reply)) => event("done", json!({ "reply": reply })),
+                    Ok(TurnResult::Failed(error)) => event("error", json!({ "error": error })),
+                    Ok(TurnResult::Dropped) | Err(_) => {
+                        event("error", json!({ "error": "squidbot is shutting down" }))
+                    }
+                };
+                let _ = events.send(last);
+            });
+        }
+        Err(_) => {
+            let _ = events.send(event(
+                "error",
+                json!({ "error": "squidbot is shutting down" }),
+            ));
+        }
+    }
+    let stream = stream::unfold(received, |mut received| async move {
+        let event = received.recv().await?;
+        Some((Ok(event), received))
+    });
+    Sse::new(stream)
+}
+
+async fn events(State(app): State<AppState>, Path(id): Path<String>) -> Response {
+    let session = match session_of(&id) {
+        Ok(session) => session,
+        Err(response) => return *response,
+    };
+    let (backlog, live) = app.hub.subscribe(&session);
+    let replay = stream::iter(
+        backlog
+            .into_iter()
+            .map(|text| Ok::<_, Infallible>(event("message", json!({ "text": text })))),
+    );
+    let live = stream::unfold(live, |mut live| async move {
+        loop {
+            match live.recv().await {
+                Ok(text) => return Some((Ok(event("message", json!({ "text": text }))), live)),
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::warn!(skipped = n, "An events reader fell behind.");
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    });
+    let shutdown = app.shutdown.clone();
+    let stream = replay
+        .chain(live)
+        .take_until(async move { shutdown.cancelled().await });
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}

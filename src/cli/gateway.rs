@@ -1,0 +1,107 @@
+//! `squidbot gateway`: the daemon.
+//!
+//! It assembles the agent with metered LLM pools, builds the router, the live state and the
+//! enabled channels, and hands them to the supervisor. SIGTERM or SIGINT stops accepting,
+//! drains in-flight turns within `gateway.shutdown_grace_seconds`, lets the channels stop, and
+//! exits 0.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use tokio_util::sync::CancellationToken;
+
+use squidbot::channels::http::{HttpChannel, HttpSettings};
+use squidbot::core::ports::channel::{Channel, Dispatch};
+use squidbot::gateway::fault::FaultChannel;
+use squidbot::gateway::{ChannelDirectory, GatewayState, Metrics, Router, Supervisor, shutdown};
+
+use super::assemble::Assembly;
+
+/// How long channels get to stop after the turns drained.
+const CHANNEL_STOP: Duration = Duration::from_secs(5);
+
+/// Runs the gateway until a stop signal.
+pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
+    let started = Instant::now();
+    let loaded = squidbot::config::load(config_path)?;
+    for warning in &loaded.warnings {
+        tracing::warn!("{warning}");
+    }
+    let config = &loaded.config;
+    let metrics = Arc::new(Metrics::new());
+    let assembly = Assembly::build(&loaded, Some(metrics.clone()))?;
+    metrics.register_tool("memory_write");
+    let state = Arc::new(GatewayState::new(metrics));
+    state.add_section(Arc::new(NoSkills));
+    let router = Arc::new(Router::new(
+        assembly.agent.clone(),
+        assembly.turn_tools(),
+        None,
+        state.clone(),
+        config.gateway.max_parallel_sessions,
+    ));
+    let directory = Arc::new(ChannelDirectory::new(state.clone()));
+
+    let http = &config.gateway.http;
+    if http.enabled {
+        let token = (!http.token.is_empty()).then(|| http.token.expose().to_owned());
+        if token.is_none() {
+            tracing::info!("No gateway.http.token configured; the /v1 message API is off.");
+        }
+        let settings = HttpSettings {
+            listen: http.listen,
+            token,
+        };
+        directory.register(Arc::new(HttpChannel::new(settings, state.clone())));
+    }
+    if let Ok(spec) = std::env::var("SQUIDBOT_FAULT_CHANNEL") {
+        match FaultChannel::parse(&spec) {
+            Some(fault) => directory.register(Arc::new(fault)),
+            None => tracing::warn!(
+                spec,
+                "Ignored SQUIDBOT_FAULT_CHANNEL: expected panic:<ms> or error:<ms>."
+            ),
+        }
+    }
+
+    let channels: Vec<Arc<dyn Channel>> = directory.all();
+    let names: Vec<&str> = channels.iter().map(|c| c.name()).collect();
+    tracing::info!(channels = ?names, pool = %assembly.pool_name, startup_ms = started.elapsed().as_millis() as u64, "Gateway starting.");
+    let stop = CancellationToken::new();
+    let signals = tokio::spawn(shutdown::on_signal(stop.clone()));
+    let dispatch: Arc<dyn Dispatch> = router.clone();
+    let supervisor = Supervisor::new(state.clone(), dispatch);
+    let supervised = tokio::spawn({
+        let stop = stop.clone();
+        async move { supervisor.run(channels, stop).await }
+    });
+
+    stop.cancelled().await;
+    let grace = Duration::from_secs(config.gateway.shutdown_grace_seconds);
+    let drained = router.shutdown(grace).await;
+    if tokio::time::timeout(CHANNEL_STOP, supervised)
+        .await
+        .is_err()
+    {
+        tracing::warn!("Channels did not stop in time; exiting anyway.");
+    }
+    signals.abort();
+    tracing::info!(drained, "Gateway stopped.");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The skills section of `/status`, until a skills loader exists: none are loaded.
+struct NoSkills;
+
+impl squidbot::gateway::StatusSection for NoSkills {
+    fn key(&self) -> &str {
+        "skills"
+    }
+
+    fn render(&self) -> serde_json::Value {
+        serde_json::json!([])
+    }
+}

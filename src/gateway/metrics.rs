@@ -1,0 +1,248 @@
+//! The gateway's Prometheus metrics, defined once so that `/metrics` and the logs agree.
+//!
+//! Counters and the turn-latency histogram live in one [`Metrics`] value shared by the router,
+//! the supervisor and the LLM decorator [`MeteredLlm`]; `/metrics` renders them in the
+//! OpenMetrics text format with `prometheus-client`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use crate::core::ports::llm::{
+    ChatRequest, ChatResponse, ContextBudget, LlmClient, LlmError, StreamObserver,
+};
+
+/// Declares a one-label set, so every family gets a label name that says what it counts.
+macro_rules! label {
+    ($type:ident, $field:ident) => {
+        #[doc = concat!("The `", stringify!($field), "` label.")]
+        #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+        pub struct $type {
+            $field: String,
+        }
+
+        impl $type {
+            fn of(value: &str) -> Self {
+                Self {
+                    $field: value.to_owned(),
+                }
+            }
+        }
+    };
+}
+
+label!(Outcome, outcome);
+label!(Model, model);
+label!(ToolName, tool);
+label!(ChannelName, channel);
+label!(ConsolidationResult, result);
+
+/// Every metric the gateway exports.
+pub struct Metrics {
+    registry: Registry,
+    turns: Family<Outcome, Counter>,
+    turn_seconds: Histogram,
+    llm_calls: Family<Model, Counter>,
+    llm_failures: Family<Model, Counter>,
+    consolidations: Family<ConsolidationResult, Counter>,
+    tool_calls: Family<ToolName, Counter>,
+    channel_restarts: Family<ChannelName, Counter>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// A registry with every metric registered at zero.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("squidbot");
+        let turns = Family::<Outcome, Counter>::default();
+        registry.register(
+            "turns",
+            "Turns finished, by outcome (replied, failed, dropped)",
+            turns.clone(),
+        );
+        let buckets = [
+            0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+        ];
+        let turn_seconds = Histogram::new(buckets);
+        registry.register(
+            "turn_duration_seconds",
+            "Time from a turn's start to its reply",
+            turn_seconds.clone(),
+        );
+        let llm_calls = Family::<Model, Counter>::default();
+        registry.register("llm_calls", "LLM requests, by model", llm_calls.clone());
+        let llm_failures = Family::<Model, Counter>::default();
+        registry.register(
+            "llm_failures",
+            "Failed LLM requests, by model",
+            llm_failures.clone(),
+        );
+        let consolidations = Family::<ConsolidationResult, Counter>::default();
+        registry.register(
+            "consolidations",
+            "Consolidation attempts, by result (done, failed)",
+            consolidations.clone(),
+        );
+        let tool_calls = Family::<ToolName, Counter>::default();
+        registry.register("tool_calls", "Tool calls, by tool", tool_calls.clone());
+        let channel_restarts = Family::<ChannelName, Counter>::default();
+        registry.register(
+            "channel_restarts",
+            "Channel task restarts, by channel",
+            channel_restarts.clone(),
+        );
+        for outcome in ["replied", "failed", "dropped"] {
+            let _ = turns.get_or_create(&Outcome::of(outcome));
+        }
+        for result in ["done", "failed"] {
+            let _ = consolidations.get_or_create(&ConsolidationResult::of(result));
+        }
+        Self {
+            registry,
+            turns,
+            turn_seconds,
+            llm_calls,
+            llm_failures,
+            consolidations,
+            tool_calls,
+            channel_restarts,
+        }
+    }
+
+    /// Starts a channel's restart counter at zero, so the series exists before any failure.
+    pub fn register_channel(&self, channel: &str) {
+        let _ = self
+            .channel_restarts
+            .get_or_create(&ChannelName::of(channel));
+    }
+
+    /// Starts a tool's call counter at zero.
+    pub fn register_tool(&self, tool: &str) {
+        let _ = self.tool_calls.get_or_create(&ToolName::of(tool));
+    }
+
+    /// Records a finished turn.
+    pub fn turn(&self, outcome: &str, duration: Duration) {
+        self.turns.get_or_create(&Outcome::of(outcome)).inc();
+        self.turn_seconds.observe(duration.as_secs_f64());
+    }
+
+    /// Records a consolidation attempt.
+    pub fn consolidation(&self, result: &str) {
+        self.consolidations
+            .get_or_create(&ConsolidationResult::of(result))
+            .inc();
+    }
+
+    /// Records a tool call.
+    pub fn tool_call(&self, tool: &str) {
+        self.tool_calls.get_or_create(&ToolName::of(tool)).inc();
+    }
+
+    /// Records a channel restart.
+    pub fn channel_restart(&self, channel: &str) {
+        self.channel_restarts
+            .get_or_create(&ChannelName::of(channel))
+            .inc();
+    }
+
+    /// The metrics in the OpenMetrics text format.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            tracing::error!("Encoding metrics failed.");
+        }
+        out
+    }
+}
+
+/// Counts the calls and failures of one model; wraps each pool member.
+pub struct MeteredLlm {
+    inner: Arc<dyn LlmClient>,
+    model: String,
+    metrics: Arc<Metrics>,
+}
+
+impl MeteredLlm {
+    /// Wraps `inner`, reporting under `model`.
+    pub fn new(inner: Arc<dyn LlmClient>, model: &str, metrics: Arc<Metrics>) -> Self {
+        let _ = metrics.llm_calls.get_or_create(&Model::of(model));
+        let _ = metrics.llm_failures.get_or_create(&Model::of(model));
+        Self {
+            inner,
+            model: model.to_owned(),
+            metrics,
+        }
+    }
+}
+
+#[async_trait]
+impl LlmClient for MeteredLlm {
+    async fn chat(
+        &self,
+        request: ChatRequest<'_>,
+        observer: StreamObserver<'_>,
+    ) -> Result<ChatResponse, LlmError> {
+        self.metrics
+            .llm_calls
+            .get_or_create(&Model::of(&self.model))
+            .inc();
+        let result = self.inner.chat(request, observer).await;
+        if result.is_err() {
+            self.metrics
+                .llm_failures
+                .get_or_create(&Model::of(&self.model))
+                .inc();
+        }
+        result
+    }
+
+    fn context_budget(&self) -> Option<ContextBudget> {
+        self.inner.context_budget()
+    }
+
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_every_family() {
+        let metrics = Metrics::new();
+        metrics.turn("replied", Duration::from_millis(3));
+        metrics.tool_call("memory_write");
+        metrics.channel_restart("chaos");
+        metrics.consolidation("done");
+        let text = metrics.render();
+        for needle in [
+            "squidbot_turns_total{outcome=\"replied\"} 1",
+            "squidbot_turn_duration_seconds_count 1",
+            "squidbot_tool_calls_total{tool=\"memory_write\"} 1",
+            "squidbot_channel_restarts_total{channel=\"chaos\"} 1",
+            "squidbot_consolidations_total{result=\"done\"} 1",
+        ] {
+            assert!(text.contains(needle), "missing {needle} in\n{text}");
+        }
+    }
+}

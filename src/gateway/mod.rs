@@ -1,0 +1,20 @@
+//! The gateway daemon's machinery: supervision, routing, live state, metrics, shutdown.
+//!
+//! - [`supervisor`]: one task per channel, restarted with backoff; the outbox directory.
+//! - [`router`]: inbound messages to turns, ordered per session, parallel across sessions.
+//! - [`state`]: what `/status` and `/readyz` report.
+//! - [`metrics`]: what `/metrics` reports, and the metered LLM decorator.
+//! - [`shutdown`]: SIGTERM/SIGINT to one cancellation token.
+//! - [`fault`]: a channel that fails on purpose (test support, off unless asked for).
+
+pub mod fault;
+pub mod metrics;
+pub mod router;
+pub mod shutdown;
+pub mod state;
+pub mod supervisor;
+
+pub use metrics::{MeteredLlm, Metrics};
+pub use router::Router;
+pub use state::{GatewayState, StatusSection};
+pub use supervisor::{ChannelDirectory, Supervisor};

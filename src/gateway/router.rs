@@ -1,0 +1,206 @@
+//! [`Router`]: runs inbound messages as turns, in order within a session and in parallel
+//! across sessions, at most `max_parallel` at once.
+//!
+//! Each session with pending messages has one worker task fed by an unbounded FIFO queue; the
+//! worker runs its queue one turn at a time and exits when the queue is empty, so idle sessions
+//! cost nothing and the map of queues never outgrows the sessions in flight. A global semaphore
+//! bounds how many turns run at once. The queue map's lock is held both for enqueueing and for
+//! a worker's decision to exit, so no message can slip into a queue whose worker just left.
+//!
+//! On shutdown the router stops accepting, answers queued-but-unstarted messages with
+//! [`TurnResult::Dropped`] (they were not persisted, so their channels do not acknowledge them
+//! and will deliver them again), and waits for running turns up to a grace period.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio_util::task::TaskTracker;
+
+use super::state::GatewayState;
+use crate::core::agent_loop::{AgentLoop, TurnError, TurnRequest};
+use crate::core::memory_manager::Consolidation;
+use crate::core::ports::channel::{
+    ActivityLog, Dispatch, DispatchClosed, Inbound, TurnResult, TurnTools,
+};
+use crate::core::session::SessionId;
+
+/// One queued message and where to report its end.
+struct Job {
+    inbound: Inbound,
+    done: oneshot::Sender<TurnResult>,
+}
+
+type Queues = HashMap<SessionId, mpsc::UnboundedSender<Job>>;
+
+/// The gateway's dispatcher.
+pub struct Router {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    agent: Arc<AgentLoop>,
+    tools: Arc<dyn TurnTools>,
+    activity: Option<Arc<dyn ActivityLog>>,
+    state: Arc<GatewayState>,
+    /// A std mutex: held only to look up, insert or remove a queue, never across an await.
+    queues: Mutex<Queues>,
+    permits: Semaphore,
+    closed: AtomicBool,
+    tracker: TaskTracker,
+}
+
+impl Router {
+    /// A router running at most `max_parallel` turns at once.
+    pub fn new(
+        agent: Arc<AgentLoop>,
+        tools: Arc<dyn TurnTools>,
+        activity: Option<Arc<dyn ActivityLog>>,
+        state: Arc<GatewayState>,
+        max_parallel: usize,
+    ) -> Self {
+        let inner = Inner {
+            agent,
+            tools,
+            activity,
+            state,
+            queues: Mutex::default(),
+            permits: Semaphore::new(max_parallel.max(1)),
+            closed: AtomicBool::new(false),
+            tracker: TaskTracker::new(),
+        };
+        Self {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// Sessions with queued or running messages.
+    pub fn busy_sessions(&self) -> usize {
+        self.inner
+            .queues
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
+    }
+
+    /// Stops accepting and waits up to `grace` for running turns. Returns whether every turn
+    /// finished in time.
+    pub async fn shutdown(&self, grace: Duration) -> bool {
+        self.inner.closed.store(true, Ordering::SeqCst);
+        self.inner.tracker.close();
+        let finished = tokio::time::timeout(grace, self.inner.tracker.wait())
+            .await
+            .is_ok();
+        if !finished {
+            tracing::warn!(
+                grace_seconds = grace.as_secs(),
+                "Turns still running after the grace period; cancelling them."
+            );
+        }
+        finished
+    }
+}
+
+impl Dispatch for Router {
+    fn submit(&self, inbound: Inbound) -> Result<oneshot::Receiver<TurnResult>, DispatchClosed> {
+        if self.inner.closed.load(Ordering::SeqCst) {
+            return Err(DispatchClosed);
+        }
+        let (done, receiver) = oneshot::channel();
+        let session = inbound.session.clone();
+        let mut job = Job { inbound, done };
+        let mut queues = self.inner.queues.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(queue) = queues.get(&session) {
+            match queue.send(job) {
+                Ok(()) => return Ok(receiver),
+                Err(mpsc::error::SendError(returned)) => job = returned,
+            }
+        }
+        let (queue, jobs) = mpsc::unbounded_channel();
+        let _ = queue.send(job);
+        queues.insert(session.clone(), queue);
+        drop(queues);
+        let inner = self.inner.clone();
+        self.inner
+            .tracker
+            .spawn(async move { inner.work(session, jobs).await });
+        Ok(receiver)
+    }
+}
+
+impl Inner {
+    /// Runs one session's queue until it is empty.
+    async fn work(self: Arc<Self>, session: SessionId, mut jobs: mpsc::UnboundedReceiver<Job>) {
+        loop {
+            let job = {
+                let mut queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+                match jobs.try_recv() {
+                    Ok(job) => job,
+                    Err(_) => {
+                        queues.remove(&session);
+                        return;
+                    }
+                }
+            };
+            if self.closed.load(Ordering::SeqCst) {
+                let _ = job.done.send(TurnResult::Dropped);
+                continue;
+            }
+            let result = self.run(job.inbound).await;
+            let _ = job.done.send(result);
+        }
+    }
+
+    async fn run(&self, inbound: Inbound) -> TurnResult {
+        let Ok(_permit) = self.permits.acquire().await else {
+            return TurnResult::Dropped;
+        };
+        let started = Instant::now();
+        let session = inbound.session.clone();
+        let from_person =
+            !(inbound.sender_id == "heartbeat" || inbound.sender_id.starts_with("cron:"));
+        if from_person && let Some(activity) = &self.activity {
+            activity.record(&session, &inbound.metadata);
+        }
+        let mut request = TurnRequest::new(session.clone(), inbound.text, inbound.sender_id);
+        request.extra_tools =
+            self.tools
+                .for_turn(&session, &inbound.metadata, inbound.allow_cron_add);
+        request.metadata = inbound.metadata;
+        request.persisted = inbound.persisted;
+        request.llm = inbound.llm;
+        let metrics = self.state.metrics();
+        let result = self.agent.run(request, inbound.reply.as_ref()).await;
+        match result {
+            Ok(outcome) => {
+                for tool in &outcome.tools_called {
+                    metrics.tool_call(tool);
+                }
+                match outcome.consolidation {
+                    Consolidation::Done { .. } => metrics.consolidation("done"),
+                    Consolidation::Failed => metrics.consolidation("failed"),
+                    Consolidation::NotDue | Consolidation::NoLlm => {}
+                }
+                self.state.turn_finished(&session, outcome.history_len);
+                metrics.turn("replied", started.elapsed());
+                TurnResult::Replied(outcome.reply)
+            }
+            Err(TurnError::Persist(error)) => {
+                tracing::error!(session = %session, error = %error, "Inbound message could not be persisted; not acknowledged.");
+                metrics.turn("failed", started.elapsed());
+                TurnResult::Failed(error.to_string())
+            }
+            Err(error) => {
+                tracing::warn!(session = %session, error = %error, "Turn failed.");
+                metrics.turn("failed", started.elapsed());
+                let told = match &error {
+                    TurnError::Llm(llm) => llm.user_message(),
+                    other => format!("Error: {other}"),
+                };
+                TurnResult::Failed(told)
+            }
+        }
+    }
+}

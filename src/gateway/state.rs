@@ -1,0 +1,197 @@
+//! The gateway's live state, read by `/status` and `/readyz`: channels, sessions, uptime.
+//!
+//! Writers (supervisor, router) update it as things happen; readers take a snapshot. Channel
+//! sources that have more to say (cron jobs, heartbeat) register a [`StatusSection`] that
+//! renders their part of the status JSON.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::metrics::Metrics;
+use crate::core::session::SessionId;
+
+/// Where a channel task is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChannelPhase {
+    /// Started, not ready yet.
+    Starting,
+    /// Up and ready.
+    Running,
+    /// Failed; waiting for its restart.
+    Failing,
+    /// Stopped for shutdown.
+    Stopped,
+}
+
+/// One channel's status.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChannelStatus {
+    /// Its phase.
+    pub state: ChannelPhase,
+    /// The last error it stopped with, if any.
+    pub last_error: Option<String>,
+    /// How often it was restarted.
+    pub restarts: u64,
+    /// When the phase last changed.
+    pub since: DateTime<Utc>,
+}
+
+/// What the gateway knows of one session since start.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionActivity {
+    /// Messages in its history after the last turn.
+    pub messages: u64,
+    /// Turns run since start.
+    pub turns: u64,
+    /// When its last turn ended.
+    pub last_turn: DateTime<Utc>,
+}
+
+/// A part of `/status` contributed by a channel (cron jobs, heartbeat).
+pub trait StatusSection: Send + Sync {
+    /// The key in the status object.
+    fn key(&self) -> &str;
+    /// The section's JSON.
+    fn render(&self) -> Value;
+}
+
+/// Sessions kept in the activity table; older ones are dropped first beyond this.
+const MAX_SESSIONS: usize = 10_000;
+
+/// The shared live state.
+pub struct GatewayState {
+    started: Instant,
+    started_at: DateTime<Utc>,
+    /// A std lock: held for map updates only, never across an await.
+    channels: RwLock<BTreeMap<String, ChannelStatus>>,
+    /// A std lock: held for map updates only, never across an await.
+    sessions: Mutex<HashMap<SessionId, SessionActivity>>,
+    sections: RwLock<Vec<Arc<dyn StatusSection>>>,
+    metrics: Arc<Metrics>,
+}
+
+impl GatewayState {
+    /// Fresh state, started now.
+    pub fn new(metrics: Arc<Metrics>) -> Self {
+        Self {
+            started: Instant::now(),
+            started_at: Utc::now(),
+            channels: RwLock::default(),
+            sessions: Mutex::default(),
+            sections: RwLock::default(),
+            metrics,
+        }
+    }
+
+    /// The metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Sets a channel's phase (and error), counting a restart when it fails.
+    pub fn set_channel(&self, name: &str, state: ChannelPhase, error: Option<String>) {
+        let mut channels = self.channels.write().unwrap_or_else(|p| p.into_inner());
+        let entry = channels
+            .entry(name.to_owned())
+            .or_insert_with(|| ChannelStatus {
+                state,
+                last_error: None,
+                restarts: 0,
+                since: Utc::now(),
+            });
+        if state == ChannelPhase::Failing {
+            entry.restarts += 1;
+        }
+        entry.state = state;
+        entry.since = Utc::now();
+        if error.is_some() {
+            entry.last_error = error;
+        }
+    }
+
+    /// Whether `name` is running.
+    pub fn channel_running(&self, name: &str) -> bool {
+        let channels = self.channels.read().unwrap_or_else(|p| p.into_inner());
+        channels
+            .get(name)
+            .is_some_and(|c| c.state == ChannelPhase::Running)
+    }
+
+    /// Channels that are not running (for `/readyz`); empty means ready.
+    pub fn not_ready(&self) -> Vec<String> {
+        let channels = self.channels.read().unwrap_or_else(|p| p.into_inner());
+        channels
+            .iter()
+            .filter(|(_, c)| c.state != ChannelPhase::Running)
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    /// Records a finished turn of `session`, whose history now holds `messages` messages.
+    pub fn turn_finished(&self, session: &SessionId, messages: u64) {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if sessions.len() >= MAX_SESSIONS
+            && !sessions.contains_key(session)
+            && let Some(oldest) = sessions
+                .iter()
+                .min_by_key(|(_, a)| a.last_turn)
+                .map(|(s, _)| s.clone())
+        {
+            sessions.remove(&oldest);
+        }
+        let entry = sessions.entry(session.clone()).or_insert(SessionActivity {
+            messages,
+            turns: 0,
+            last_turn: Utc::now(),
+        });
+        entry.messages = messages.max(entry.messages);
+        entry.turns += 1;
+        entry.last_turn = Utc::now();
+    }
+
+    /// Adds a status section.
+    pub fn add_section(&self, section: Arc<dyn StatusSection>) {
+        self.sections
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(section);
+    }
+
+    /// The `/status` document.
+    pub fn snapshot(&self) -> Value {
+        let channels = self
+            .channels
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let sessions: BTreeMap<String, SessionActivity> = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(s, a)| (s.to_string(), a.clone()))
+            .collect();
+        let mut status = serde_json::json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "started_at": self.started_at,
+            "uptime_seconds": self.started.elapsed().as_secs(),
+            "channels": channels,
+            "sessions": sessions,
+        });
+        for section in self
+            .sections
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            status[section.key()] = section.render();
+        }
+        status
+    }
+}

@@ -1,0 +1,213 @@
+//! [`Supervisor`]: one task per channel, restarted with capped exponential backoff.
+//!
+//! A channel task that returns an error, returns early or panics is logged with its name,
+//! shown as `failing` in `/status`, counted in `squidbot_channel_restarts_total`, and started
+//! again after 1 s, 2 s, 4 s … up to 60 s (reset after a run of a minute or more). It never
+//! takes the other channels or the daemon down. On shutdown every task is asked to stop through
+//! the shared cancellation token and awaited.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use futures_util::FutureExt;
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use super::state::{ChannelPhase, GatewayState};
+use crate::core::ports::channel::{
+    Channel, ChannelContext, Dispatch, NoRoute, Outboxes, ReplySink,
+};
+use crate::core::session::SessionId;
+
+/// Delay before the first restart.
+const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+/// The longest delay between restarts.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// A run at least this long resets the backoff.
+const HEALTHY_RUN: Duration = Duration::from_secs(60);
+
+/// The channels of the gateway, by name; also the outbox lookup for cron and heartbeat.
+pub struct ChannelDirectory {
+    channels: RwLock<Vec<Arc<dyn Channel>>>,
+    state: Arc<GatewayState>,
+}
+
+impl ChannelDirectory {
+    /// An empty directory.
+    pub fn new(state: Arc<GatewayState>) -> Self {
+        Self {
+            channels: RwLock::default(),
+            state,
+        }
+    }
+
+    /// Adds a channel.
+    pub fn register(&self, channel: Arc<dyn Channel>) {
+        self.channels
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(channel);
+    }
+
+    /// Every registered channel.
+    pub fn all(&self) -> Vec<Arc<dyn Channel>> {
+        self.channels
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+impl Outboxes for ChannelDirectory {
+    fn outbox(
+        &self,
+        session: &SessionId,
+        metadata: &Map<String, Value>,
+    ) -> Result<Arc<dyn ReplySink>, NoRoute> {
+        let name = session.channel();
+        let no_route = |reason: String| NoRoute {
+            session: session.to_string(),
+            reason,
+        };
+        let channel = self
+            .all()
+            .into_iter()
+            .find(|c| c.name() == name)
+            .ok_or_else(|| no_route(format!("no channel {name:?} is configured")))?;
+        if !self.state.channel_running(name) {
+            return Err(no_route(format!("channel {name:?} is not running")));
+        }
+        channel.outbox(session, metadata).ok_or_else(|| {
+            no_route(format!(
+                "channel {name:?} cannot start a conversation with this session"
+            ))
+        })
+    }
+}
+
+/// Runs and restarts channel tasks.
+pub struct Supervisor {
+    state: Arc<GatewayState>,
+    dispatch: Arc<dyn Dispatch>,
+}
+
+impl Supervisor {
+    /// A supervisor submitting through `dispatch` and reporting into `state`.
+    pub fn new(state: Arc<GatewayState>, dispatch: Arc<dyn Dispatch>) -> Self {
+        Self { state, dispatch }
+    }
+
+    /// Runs every channel until `shutdown` is cancelled and all of them have stopped.
+    pub async fn run(&self, channels: Vec<Arc<dyn Channel>>, shutdown: CancellationToken) {
+        for channel in &channels {
+            self.state
+                .set_channel(channel.name(), ChannelPhase::Starting, None);
+            self.state.metrics().register_channel(channel.name());
+        }
+        let tasks: Vec<_> = channels
+            .into_iter()
+            .map(|channel| {
+                let state = self.state.clone();
+                let dispatch = self.dispatch.clone();
+                let shutdown = shutdown.clone();
+                tokio::spawn(supervise(channel, state, dispatch, shutdown))
+            })
+            .collect();
+        for task in tasks {
+            if let Err(error) = task.await {
+                tracing::error!(error = %error, "A supervision task ended abnormally.");
+            }
+        }
+    }
+}
+
+/// Keeps one channel running until shutdown.
+async fn supervise(
+    channel: Arc<dyn Channel>,
+    state: Arc<GatewayState>,
+    dispatch: Arc<dyn Dispatch>,
+    shutdown: CancellationToken,
+) {
+    let name = channel.name().to_owned();
+    let mut failures: u32 = 0;
+    loop {
+        state.set_channel(&name, ChannelPhase::Starting, None);
+        let ready = CancellationToken::new();
+        let context = ChannelContext {
+            dispatch: dispatch.clone(),
+            shutdown: shutdown.clone(),
+            ready: ready.clone(),
+        };
+        let started = Instant::now();
+        let runner = channel.clone();
+        let mut task =
+            tokio::spawn(async move { AssertUnwindSafe(runner.run(context)).catch_unwind().await });
+        let outcome = tokio::select! {
+            outcome = &mut task => outcome,
+            () = ready.cancelled() => {
+                state.set_channel(&name, ChannelPhase::Running, None);
+                tracing::info!(channel = %name, "Channel is ready.");
+                task.await
+            }
+        };
+        let error = match outcome {
+            Ok(Ok(Ok(()))) if shutdown.is_cancelled() => {
+                state.set_channel(&name, ChannelPhase::Stopped, None);
+                tracing::info!(channel = %name, "Channel stopped.");
+                return;
+            }
+            Ok(Ok(Ok(()))) => "stopped without being asked to".to_owned(),
+            Ok(Ok(Err(error))) => error.to_string(),
+            Ok(Err(panic)) => format!("panicked: {}", panic_text(panic.as_ref())),
+            Err(join) => format!("task failed: {join}"),
+        };
+        if shutdown.is_cancelled() {
+            state.set_channel(&name, ChannelPhase::Stopped, Some(error));
+            return;
+        }
+        if started.elapsed() >= HEALTHY_RUN {
+            failures = 0;
+        }
+        let delay = backoff(failures);
+        failures = failures.saturating_add(1);
+        state.set_channel(&name, ChannelPhase::Failing, Some(error.clone()));
+        state.metrics().channel_restart(&name);
+        tracing::error!(channel = %name, error = %error, retry_in_ms = delay.as_millis() as u64, "Channel failed; restarting.");
+        tokio::select! {
+            biased;
+            () = shutdown.cancelled() => {
+                state.set_channel(&name, ChannelPhase::Stopped, None);
+                return;
+            }
+            () = tokio::time::sleep(delay) => {}
+        }
+    }
+}
+
+/// The delay before restart number `failures + 1`.
+pub fn backoff(failures: u32) -> Duration {
+    FIRST_BACKOFF
+        .saturating_mul(1u32.checked_shl(failures.min(16)).unwrap_or(u32::MAX))
+        .min(MAX_BACKOFF)
+}
+
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        let delays: Vec<u64> = (0..9).map(|n| backoff(n).as_secs()).collect();
+        assert_eq!(delays, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
+        assert_eq!(backoff(u32::MAX), MAX_BACKOFF);
+    }
+}

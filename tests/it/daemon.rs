@@ -1,0 +1,165 @@
+//! A real `squidbot gateway` process for one test: its own home, port and scripted LLM.
+//!
+//! [`Gateway::start`] writes a config, starts the binary, and waits for `/readyz`; dropping it
+//! kills the process. Requests go through reqwest over loopback.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::process::{Child, Command};
+
+pub const TOKEN: &str = "test-token-5f2a";
+
+pub struct Gateway {
+    pub child: Child,
+    pub base: String,
+    pub home: tempfile::TempDir,
+    pub http: reqwest::Client,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Gateway {
+    /// Starts a gateway talking to `llm_url`, with `extra` YAML appended and `env` set.
+    pub async fn start(llm_url: &str, extra: &str, env: &[(&str, &str)]) -> Self {
+        Self::start_with_token(llm_url, Some(TOKEN), extra, env).await
+    }
+
+    /// Like [`Gateway::start`], with the message API's token chosen (`None`: no token).
+    pub async fn start_with_token(
+        llm_url: &str,
+        token: Option<&str>,
+        extra: &str,
+        env: &[(&str, &str)],
+    ) -> Self {
+        let home = tempfile::tempdir().unwrap();
+        let token_line = token
+            .map(|t| format!("    token: {t}\n"))
+            .unwrap_or_default();
+        let port = free_port();
+        let config = format!(
+            "llm:\n  providers:\n    local:\n      api_base: \"{llm_url}\"\n  models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\nagents:\n  heartbeat:\n    enabled: false\ngateway:\n  shutdown_grace_seconds: 10\n  http:\n    listen: 127.0.0.1:{port}\n{token_line}{extra}"
+        );
+        std::fs::write(home.path().join("squidbot.yaml"), config).unwrap();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_squidbot"));
+        command
+            .arg("gateway")
+            .env("SQUIDBOT_HOME", home.path())
+            .env("HOME", home.path())
+            .env_remove("SQUIDBOT_CONFIG")
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let child = command.spawn().unwrap();
+        let gateway = Self {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            home,
+            http: reqwest::Client::new(),
+        };
+        gateway.wait_ready().await;
+        gateway
+    }
+
+    async fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if let Ok(response) = self.http.get(format!("{}/healthz", self.base)).send().await
+                && response.status().is_success()
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("gateway did not come up");
+    }
+
+    pub fn home(&self) -> &Path {
+        self.home.path()
+    }
+
+    pub fn session_file(&self, id: &str) -> PathBuf {
+        let session = squidbot::core::session::SessionId::new("http", id).unwrap();
+        self.home().join("sessions").join(format!(
+            "{}.jsonl",
+            squidbot::storage::safe_id::encode(&session)
+        ))
+    }
+
+    /// POSTs a message with the right token; returns status and JSON body.
+    pub async fn say(&self, id: &str, text: &str) -> (u16, Value) {
+        let response = self
+            .http
+            .post(format!("{}/v1/sessions/{id}/messages", self.base))
+            .bearer_auth(TOKEN)
+            .json(&serde_json::json!({ "text": text }))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn get_json(&self, path: &str) -> Value {
+        self.http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    pub async fn get_text(&self, path: &str) -> String {
+        self.http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
+    /// Sends SIGTERM.
+    pub fn terminate(&self) {
+        let pid = self.child.id().unwrap();
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
+
+/// Parses an SSE body into (event, data) pairs.
+pub fn sse_events(body: &str) -> Vec<(String, Value)> {
+    body.split("\n\n")
+        .filter_map(|block| {
+            let mut name = None;
+            let mut data = None;
+            for line in block.lines() {
+                if let Some(rest) = line.strip_prefix("event:") {
+                    name = Some(rest.trim().to_owned());
+                } else if let Some(rest) = line.strip_prefix("data:") {
+                    data = serde_json::from_str(rest.trim()).ok();
+                }
+            }
+            Some((name?, data.unwrap_or(Value::Null)))
+        })
+        .collect()
+}

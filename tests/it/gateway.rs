@@ -1,0 +1,305 @@
+//! The real `squidbot gateway` binary end to end: the HTTP message API (plain and streamed),
+//! auth, ordering across 20 concurrent sessions, /status and /metrics, a crashing channel
+//! restarted while others answer, and SIGTERM in the middle of a turn.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::daemon::{Gateway, TOKEN, sse_events};
+use crate::harness::default_reply;
+use crate::support::scripted_llm::{Reply, ScriptedLlm};
+
+#[tokio::test]
+async fn the_message_api_answers_plain_and_streamed() {
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(default_reply);
+    let gw = Gateway::start(&llm.url(), "", &[]).await;
+    let (status, body) = gw.say("alice", "hello").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body, serde_json::json!({ "reply": "re: hello" }));
+
+    llm.enqueue(Reply::Text("streamed answer here".into()));
+    let response = gw
+        .http
+        .post(format!("{}/v1/sessions/alice/messages", gw.base))
+        .bearer_auth(TOKEN)
+        .header("accept", "text/event-stream")
+        .json(&serde_json::json!({ "text": "stream please" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let events = sse_events(&response.text().await.unwrap());
+    let deltas: String = events
+        .iter()
+        .filter(|(n, _)| n == "delta")
+        .map(|(_, d)| d["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(deltas, "streamed answer here");
+    assert!(
+        events.iter().filter(|(n, _)| n == "delta").count() > 1,
+        "it arrived in pieces: {events:?}"
+    );
+    assert_eq!(
+        events.last().unwrap(),
+        &(
+            "done".to_owned(),
+            serde_json::json!({ "reply": "streamed answer here" })
+        )
+    );
+
+    let history = std::fs::read_to_string(gw.session_file("alice")).unwrap();
+    assert_eq!(history.lines().count(), 4);
+}
+
+#[tokio::test]
+async fn the_message_api_refuses_a_missing_or_wrong_token_and_bad_input() {
+    let llm = ScriptedLlm::start().await;
+    let gw = Gateway::start(&llm.url(), "", &[]).await;
+    let url = format!("{}/v1/sessions/mallory/messages", gw.base);
+    let body = serde_json::json!({ "text": "let me in" });
+    let missing = gw.http.post(&url).json(&body).send().await.unwrap();
+    assert_eq!(missing.status(), 401);
+    let wrong = gw
+        .http
+        .post(&url)
+        .bearer_auth("nope")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    let events = gw
+        .http
+        .get(format!("{}/v1/sessions/mallory/events", gw.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(events.status(), 401);
+    assert_eq!(llm.request_count(), 0, "nothing reached the agent");
+    assert!(!gw.session_file("mallory").exists());
+
+    let bad_json = gw
+        .http
+        .post(&url)
+        .bearer_auth(TOKEN)
+        .body("{\"txt\": 1}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad_json.status(), 400);
+    let bad_id = gw
+        .http
+        .post(format!("{}/v1/sessions/a%0Ab/messages", gw.base))
+        .bearer_auth(TOKEN)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad_id.status(), 400);
+    assert_eq!(llm.request_count(), 0);
+}
+
+#[tokio::test]
+async fn without_a_token_the_message_api_does_not_exist() {
+    let llm = ScriptedLlm::start().await;
+    let gw = Gateway::start_with_token(&llm.url(), None, "", &[]).await;
+    let response = gw
+        .http
+        .post(format!("{}/v1/sessions/x/messages", gw.base))
+        .bearer_auth(TOKEN)
+        .json(&serde_json::json!({ "text": "hi" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 404);
+    assert_eq!(
+        gw.get_text("/healthz").await,
+        "ok\n",
+        "operator routes stay up"
+    );
+    assert_eq!(llm.request_count(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn twenty_sessions_at_once_keep_each_sessions_replies_in_order() {
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(|request| Reply::Delay {
+        ms: 20,
+        then: Box::new(default_reply(request)),
+    });
+    let gw = std::sync::Arc::new(Gateway::start(&llm.url(), "", &[]).await);
+    // All 20 sessions run at once; within a session a client sends its next message when the
+    // previous one is answered (separate HTTP requests have no order of their own).
+    let started = std::time::Instant::now();
+    let mut tasks = Vec::new();
+    for s in 0..20 {
+        let gw = gw.clone();
+        tasks.push(tokio::spawn(async move {
+            for m in 0..5 {
+                let text = format!("s{s}-m{m}");
+                let (status, body) = gw.say(&format!("s{s}"), &text).await;
+                assert_eq!(status, 200, "{body}");
+                assert_eq!(body["reply"], format!("re: {text}"));
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    // 100 turns of >= 20 ms each: serial handling would need >= 2 s.
+    assert!(
+        started.elapsed() < Duration::from_millis(1_900),
+        "sessions ran in parallel: {:?}",
+        started.elapsed()
+    );
+    for s in 0..20 {
+        let text = std::fs::read_to_string(gw.session_file(&format!("s{s}"))).unwrap();
+        let records: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(records.len(), 10);
+        let users: Vec<&str> = records
+            .iter()
+            .step_by(2)
+            .map(|r| r["content"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            users,
+            (0..5).map(|m| format!("s{s}-m{m}")).collect::<Vec<_>>(),
+            "arrival order kept"
+        );
+        for pair in records.chunks(2) {
+            assert_eq!(
+                pair[1]["content"],
+                format!("re: {}", pair[0]["content"].as_str().unwrap())
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn status_and_metrics_describe_the_running_gateway() {
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(default_reply);
+    let gw = Gateway::start(&llm.url(), "", &[]).await;
+    for i in 0..3 {
+        assert_eq!(gw.say("bob", &format!("m{i}")).await.0, 200);
+    }
+    let status = gw.get_json("/status").await;
+    assert_eq!(status["version"], env!("CARGO_PKG_VERSION"));
+    assert!(status["uptime_seconds"].is_u64());
+    assert_eq!(status["channels"]["http"]["state"], "running");
+    assert_eq!(status["sessions"]["http:bob"]["messages"], 6);
+    assert_eq!(status["sessions"]["http:bob"]["turns"], 3);
+    assert!(status["skills"].is_array());
+    let ready = gw
+        .http
+        .get(format!("{}/readyz", gw.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 200);
+
+    let metrics = gw.get_text("/metrics").await;
+    for needle in [
+        "squidbot_turns_total{outcome=\"replied\"} 3",
+        "squidbot_turn_duration_seconds_count 3",
+        "squidbot_llm_calls_total{model=\"small\"} 3",
+        "# TYPE squidbot_channel_restarts counter",
+        "# TYPE squidbot_tool_calls counter",
+        "# TYPE squidbot_consolidations counter",
+        "# TYPE squidbot_llm_failures counter",
+    ] {
+        assert!(
+            metrics.contains(needle),
+            "missing {needle:?} in:\n{metrics}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_crashing_channel_is_restarted_while_the_others_keep_answering() {
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(default_reply);
+    let gw = Gateway::start(&llm.url(), "", &[("SQUIDBOT_FAULT_CHANNEL", "panic:50")]).await;
+    let mut restarts = 0;
+    for i in 0..40 {
+        let (status, body) = gw.say("steady", &format!("m{i}")).await;
+        assert_eq!(status, 200, "{body}");
+        let snapshot = gw.get_json("/status").await;
+        restarts = snapshot["channels"]["fault"]["restarts"]
+            .as_u64()
+            .unwrap_or(0);
+        if restarts >= 2 {
+            assert!(
+                snapshot["channels"]["fault"]["last_error"]
+                    .as_str()
+                    .unwrap()
+                    .contains("injected panic")
+            );
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        restarts >= 2,
+        "the fault channel was restarted ({restarts})"
+    );
+    let metrics = gw.get_text("/metrics").await;
+    assert!(
+        metrics.contains("squidbot_channel_restarts_total{channel=\"fault\"}"),
+        "{metrics}"
+    );
+    assert_eq!(
+        gw.get_json("/status").await["channels"]["http"]["state"],
+        "running"
+    );
+}
+
+#[tokio::test]
+async fn sigterm_mid_turn_finishes_the_turn_and_exits_zero() {
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(|request| Reply::Delay {
+        ms: 800,
+        then: Box::new(default_reply(request)),
+    });
+    let mut gw = Gateway::start(&llm.url(), "", &[]).await;
+    let url = format!("{}/v1/sessions/late/messages", gw.base);
+    let client = gw.http.clone();
+    let pending = tokio::spawn(async move {
+        client
+            .post(url)
+            .bearer_auth(TOKEN)
+            .json(&serde_json::json!({ "text": "slow one" }))
+            .send()
+            .await
+    });
+    while llm.request_count() == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    gw.terminate();
+    let status = tokio::time::timeout(Duration::from_secs(15), gw.child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    let response = pending.await.unwrap().unwrap();
+    assert_eq!(
+        response.status(),
+        200,
+        "the in-flight turn was drained, not cut"
+    );
+    for entry in std::fs::read_dir(gw.home().join("sessions")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "jsonl") {
+            for line in std::fs::read_to_string(&path).unwrap().lines() {
+                serde_json::from_str::<Value>(line).expect("every JSONL line loads");
+            }
+        }
+    }
+    let history = std::fs::read_to_string(gw.session_file("late")).unwrap();
+    assert_eq!(history.lines().count(), 2);
+}
