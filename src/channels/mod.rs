@@ -1,5 +1,7 @@
 //! Channels: where messages come from and where replies go.
 //!
+//! - [`heartbeat`]: the agent checks in on its own, on a timer, within active hours.
 //! - [`terminal`]: `squidbot agent`, the interactive REPL and the one-shot `-m` mode.
 
+pub mod heartbeat;
 pub mod terminal;
