@@ -48,6 +48,8 @@ struct FakeDispatch {
     reply: String,
     /// When set, the turn never ends (to test shutdown during a turn).
     hang: bool,
+    /// When set, the turn reports failure after delivering its (error) text.
+    fail: bool,
     submitted: Mutex<Vec<Submitted>>,
     hung: Mutex<Vec<oneshot::Sender<TurnResult>>>,
 }
@@ -57,6 +59,7 @@ impl FakeDispatch {
         Arc::new(Self {
             reply: reply.to_owned(),
             hang: false,
+            fail: false,
             submitted: Mutex::new(Vec::new()),
             hung: Mutex::new(Vec::new()),
         })
@@ -66,6 +69,13 @@ impl FakeDispatch {
         Arc::new(Self {
             hang: true,
             ..Arc::into_inner(Self::replying("")).unwrap()
+        })
+    }
+
+    fn failing(error_text: &str) -> Arc<Self> {
+        Arc::new(Self {
+            fail: true,
+            ..Arc::into_inner(Self::replying(error_text)).unwrap()
         })
     }
 
@@ -91,12 +101,18 @@ impl Dispatch for FakeDispatch {
             return Ok(receiver);
         }
         let reply = self.reply.clone();
+        let fail = self.fail;
         tokio::spawn(async move {
             if inbound.reply.streaming() {
                 inbound.reply.delta(&reply).await;
             }
             let _ = inbound.reply.deliver(&reply).await;
-            let _ = sender.send(TurnResult::Replied(reply));
+            let result = if fail {
+                TurnResult::Failed(reply)
+            } else {
+                TurnResult::Replied(reply)
+            };
+            let _ = sender.send(result);
         });
         Ok(receiver)
     }
@@ -252,11 +268,28 @@ fn heartbeat(
     activity: Arc<dyn ActivityLog>,
     outboxes: Arc<FakeOutboxes>,
 ) -> Arc<HeartbeatChannel> {
+    heartbeat_at(
+        "2026-01-15T11:00:00Z",
+        config,
+        workspace,
+        activity,
+        outboxes,
+    )
+}
+
+/// A heartbeat whose wall clock starts at `start` (RFC 3339).
+fn heartbeat_at(
+    start: &str,
+    config: &HeartbeatConfig,
+    workspace: &Path,
+    activity: Arc<dyn ActivityLog>,
+    outboxes: Arc<FakeOutboxes>,
+) -> Arc<HeartbeatChannel> {
     let llm: Arc<dyn LlmClient> = Arc::new(FakeLlm);
     let channel =
         HeartbeatChannel::new(config, workspace.to_owned(), activity, outboxes, Some(llm))
             .unwrap()
-            .with_clock(PausedClock::at("2026-01-15T11:00:00Z"));
+            .with_clock(PausedClock::at(start));
     Arc::new(channel)
 }
 
@@ -344,6 +377,27 @@ async fn heartbeat_ok_is_never_delivered() {
         assert_eq!(outboxes.delivered(), vec![], "reply {reply:?}");
         assert_eq!(channel.status().last_outcome, Some(TickOutcome::Ok));
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_turn_delivers_its_error_text_and_is_reported() {
+    let workspace = tempfile::tempdir().unwrap();
+    write_checklist(workspace.path(), "- [ ] check the server\n");
+    let error_text = "Error: could not reach the LLM.";
+    let dispatch = FakeDispatch::failing(error_text);
+    let outboxes = FakeOutboxes::new(&[ROOM]);
+    let channel = heartbeat(
+        &config(("00:00", "24:00"), ""),
+        workspace.path(),
+        room_activity(),
+        Arc::clone(&outboxes),
+    );
+    run_for(Arc::clone(&channel), dispatch, 31 * MINUTE).await;
+    assert_eq!(
+        outboxes.delivered(),
+        vec![(ROOM.to_owned(), error_text.to_owned())]
+    );
+    assert_eq!(channel.status().last_outcome, Some(TickOutcome::Failed));
 }
 
 /// Runs one interval and checks that nothing was dispatched and the tick ended as `expected`.
@@ -469,6 +523,30 @@ async fn the_window_follows_the_clock_across_midnight() {
         16,
         "22:00 through 06:00 exclusive"
     );
+}
+
+/// Counts the turns of a 22:00-06:00 Berlin heartbeat run for a day from `start`.
+async fn overnight_ticks(start: &str) -> usize {
+    let workspace = tempfile::tempdir().unwrap();
+    write_checklist(workspace.path(), "- [ ] check the server\n");
+    let dispatch = FakeDispatch::replying("HEARTBEAT_OK");
+    let channel = heartbeat_at(
+        start,
+        &config(("22:00", "06:00"), ""),
+        workspace.path(),
+        room_activity(),
+        FakeOutboxes::new(&[ROOM]),
+    );
+    run_for(channel, Arc::clone(&dispatch), 24 * 60 * MINUTE + MINUTE).await;
+    dispatch.submitted().len()
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_window_follows_the_zone_across_dst_nights() {
+    // Spring forward (2025-03-30): 22:00 CET to 06:00 CEST is 7 real hours, 21:00-04:00 UTC.
+    assert_eq!(overnight_ticks("2025-03-29T11:00:00Z").await, 14);
+    // Fall back (2025-10-26): 22:00 CEST to 06:00 CET is 9 real hours, 20:00-05:00 UTC.
+    assert_eq!(overnight_ticks("2025-10-25T10:00:00Z").await, 18);
 }
 
 #[tokio::test(start_paused = true)]
