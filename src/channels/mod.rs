@@ -1,7 +1,9 @@
 //! Channels: where messages come from and where replies go.
 //!
+//! - [`heartbeat`]: the agent checks in on its own, on a timer, within active hours.
 //! - [`http`]: the HTTP API (operator routes and the `/v1` message API).
 //! - [`terminal`]: `squidbot agent`, the interactive REPL and the one-shot `-m` mode.
 
+pub mod heartbeat;
 pub mod http;
 pub mod terminal;

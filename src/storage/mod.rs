@@ -1,5 +1,6 @@
 //! File storage: the embedded default, plain files under `$SQUIDBOT_HOME`, no server.
 //!
+//! - [`activity_log`]: the last active session, the heartbeat's default target ([`ActivityFile`]).
 //! - [`safe_id`]: the injective, filesystem-safe encoding of session ids.
 //! - [`atomic`]: whole-file writes that are atomic (temp file, fsync, rename, fsync dir).
 //! - [`jsonl_store`]: session histories, cursors and summaries ([`JsonlStore`]).
@@ -9,6 +10,7 @@
 //!
 //! **Architecture Invariant:** only this module writes squidbot's state files.
 
+pub mod activity_log;
 pub mod atomic;
 pub mod bootstrap;
 pub mod cursor_file;
@@ -16,6 +18,7 @@ pub mod jsonl_store;
 pub mod memory_file;
 pub mod safe_id;
 
+pub use activity_log::ActivityFile;
 pub use bootstrap::WorkspacePrompt;
 pub use jsonl_store::JsonlStore;
 pub use memory_file::MemoryFile;
