@@ -13,10 +13,13 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use tokio_util::sync::CancellationToken;
 
+use squidbot::channels::heartbeat::HeartbeatChannel;
 use squidbot::channels::http::{HttpChannel, HttpSettings};
-use squidbot::core::ports::channel::{Channel, Dispatch};
+use squidbot::core::ports::channel::{ActivityLog, Channel, Dispatch, Outboxes};
+use squidbot::gateway::StatusSection;
 use squidbot::gateway::fault::FaultChannel;
 use squidbot::gateway::{ChannelDirectory, GatewayState, Metrics, Router, Supervisor, shutdown};
+use squidbot::storage::ActivityFile;
 
 use super::assemble::Assembly;
 
@@ -36,14 +39,17 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     metrics.register_tool("memory_write");
     let state = Arc::new(GatewayState::new(metrics));
     state.add_section(Arc::new(NoSkills));
+    let activity = Arc::new(ActivityFile::new(&loaded.home));
+    let activity_log: Arc<dyn ActivityLog> = activity.clone();
     let router = Arc::new(Router::new(
         assembly.agent.clone(),
         assembly.turn_tools(),
-        None,
+        Some(activity_log.clone()),
         state.clone(),
         config.gateway.max_parallel_sessions,
     ));
     let directory = Arc::new(ChannelDirectory::new(state.clone()));
+    let outboxes: Arc<dyn Outboxes> = directory.clone();
 
     let http = &config.gateway.http;
     if http.enabled {
@@ -56,6 +62,22 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
             token,
         };
         directory.register(Arc::new(HttpChannel::new(settings, state.clone())));
+    }
+    let heartbeat = &config.agents.heartbeat;
+    if heartbeat.enabled {
+        let pool = config.pool_or_default(&heartbeat.pool);
+        let llm = (pool != config.llm.default_pool)
+            .then(|| assembly.pool(config, pool))
+            .transpose()?;
+        let channel = Arc::new(HeartbeatChannel::new(
+            heartbeat,
+            config.agents.workspace.clone(),
+            activity_log.clone(),
+            outboxes.clone(),
+            llm,
+        )?);
+        state.add_section(Arc::new(HeartbeatSection(channel.clone())));
+        directory.register(channel);
     }
     if let Ok(spec) = std::env::var("SQUIDBOT_FAULT_CHANNEL") {
         match FaultChannel::parse(&spec) {
@@ -89,14 +111,30 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
         tracing::warn!("Channels did not stop in time; exiting anyway.");
     }
     signals.abort();
+    if let Err(error) = activity.save() {
+        tracing::warn!(error = %error, "Could not save the last active session.");
+    }
     tracing::info!(drained, "Gateway stopped.");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The heartbeat section of `/status`.
+struct HeartbeatSection(Arc<HeartbeatChannel>);
+
+impl StatusSection for HeartbeatSection {
+    fn key(&self) -> &str {
+        "heartbeat"
+    }
+
+    fn render(&self) -> serde_json::Value {
+        serde_json::to_value(self.0.status()).unwrap_or_default()
+    }
 }
 
 /// The skills section of `/status`, until a skills loader exists: none are loaded.
 struct NoSkills;
 
-impl squidbot::gateway::StatusSection for NoSkills {
+impl StatusSection for NoSkills {
     fn key(&self) -> &str {
         "skills"
     }
