@@ -1,0 +1,129 @@
+//! Benchmark: the gateway under load through its HTTP API, with a scripted LLM that answers at
+//! once.
+//!
+//! It starts the real `squidbot gateway` (release build) on a fresh home and measures:
+//! - startup: exec to the first `200` from `/readyz`;
+//! - idle RSS after start;
+//! - turns per second and p50/p99 latency of `POST /v1/sessions/{id}/messages` for 1, 10 and
+//!   100 concurrent sessions (each session a client that sends its next message when the last
+//!   one is answered; every turn is a full turn: durable appends, prompt, LLM over HTTP);
+//! - RSS after 10 000 turns.
+//!
+//! Run: `cargo bench --bench gateway_load` (`-- --quick` for a shorter run).
+
+#[path = "../tests/it/support/scripted_llm.rs"]
+#[allow(dead_code)]
+mod scripted_llm;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use scripted_llm::{Reply, ScriptedLlm};
+
+const TOKEN: &str = "bench-token";
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index.min(sorted.len() - 1)]
+}
+
+async fn run_load(client: &reqwest::Client, base: &str, sessions: usize, turns_per_session: usize) -> (f64, Duration, Duration) {
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..sessions)
+        .map(|s| {
+            let client = client.clone();
+            let url = format!("{base}/v1/sessions/load{sessions}-{s}/messages");
+            tokio::spawn(async move {
+                let mut latencies = Vec::with_capacity(turns_per_session);
+                for m in 0..turns_per_session {
+                    let t = Instant::now();
+                    let response = client
+                        .post(&url)
+                        .bearer_auth(TOKEN)
+                        .json(&serde_json::json!({ "text": format!("message {m}") }))
+                        .send()
+                        .await
+                        .expect("request");
+                    assert!(response.status().is_success(), "status {}", response.status());
+                    let _ = response.bytes().await;
+                    latencies.push(t.elapsed());
+                }
+                latencies
+            })
+        })
+        .collect();
+    let mut all = Vec::with_capacity(sessions * turns_per_session);
+    for task in tasks {
+        all.extend(task.await.expect("client task"));
+    }
+    let elapsed = started.elapsed();
+    all.sort();
+    (all.len() as f64 / elapsed.as_secs_f64(), percentile(&all, 0.5), percentile(&all, 0.99))
+}
+
+#[tokio::main]
+async fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(|_| Reply::Text("ok".into()));
+    let home = tempfile::tempdir().expect("tempdir");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = format!(
+        "llm:\n  providers:\n    local:\n      api_base: \"{}\"\n  models:\n    small:\n      provider: local\n      model: scripted\n  pools:\n    default: [small]\nagents:\n  consolidation_threshold: 100\n  keep_recent: 20\n  heartbeat:\n    enabled: false\ngateway:\n  max_parallel_sessions: 128\n  http:\n    listen: 127.0.0.1:{port}\n    token: {TOKEN}\n",
+        llm.url()
+    );
+    std::fs::write(home.path().join("squidbot.yaml"), config).unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::builder().pool_max_idle_per_host(256).tcp_nodelay(true).build().unwrap();
+
+    let exec = Instant::now();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_squidbot"))
+        .arg("gateway")
+        .env("SQUIDBOT_HOME", home.path())
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn gateway");
+    let pid = child.id().unwrap();
+    loop {
+        if let Ok(r) = client.get(format!("{base}/readyz")).send().await
+            && r.status().is_success()
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_micros(500)).await;
+    }
+    let ready = exec.elapsed();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let idle = rss_kib(pid);
+    println!("gateway_load: squidbot gateway (release), scripted LLM answering at once, {} cores", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    println!("  exec -> /readyz: {:.1} ms", ready.as_secs_f64() * 1e3);
+    println!("  idle RSS after start: {:.1} MiB", idle as f64 / 1024.0);
+
+    let total_turns = if quick { 2_000 } else { 10_000 };
+    for sessions in [1usize, 10, 100] {
+        let per_session = (total_turns / sessions).max(1);
+        let (tps, p50, p99) = run_load(&client, &base, sessions, per_session).await;
+        println!(
+            "  {sessions:>3} concurrent sessions: {tps:>7.0} turns/s, p50 {:>6.2} ms, p99 {:>6.2} ms ({} turns)",
+            p50.as_secs_f64() * 1e3,
+            p99.as_secs_f64() * 1e3,
+            per_session * sessions
+        );
+    }
+    let after = rss_kib(pid);
+    println!("  RSS after {} turns: {:.1} MiB", total_turns * 3, after as f64 / 1024.0);
+    child.kill().await.ok();
+}
