@@ -1,0 +1,1 @@
+//! Tests of the cron channel over a fake clock: claims, restarts, missed runs, races.
