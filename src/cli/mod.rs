@@ -2,11 +2,13 @@
 //!
 //! - `assemble`: builds the agent (stores, LLM pools, tools) from the configuration.
 //! - `agent`: `squidbot agent` (REPL) and `squidbot agent -m TEXT` (one shot).
+//! - `cron`: `squidbot cron list|add|remove|enable|disable`, editing `cron/jobs.json`.
 //! - `status`: `squidbot status`, the resolved configuration in brief.
 //! - `onboard`: `squidbot onboard`, writes a starter configuration and workspace.
 
 mod agent;
 mod assemble;
+mod cron;
 mod onboard;
 mod status;
 
@@ -40,6 +42,8 @@ enum Command {
     Status,
     /// Write a starter configuration and workspace.
     Onboard(onboard::OnboardArgs),
+    /// Manage scheduled jobs (cron/jobs.json).
+    Cron(cron::CronArgs),
 }
 
 /// Parses arguments, runs the command and maps its result to an exit code.
@@ -61,6 +65,7 @@ pub fn main() -> ExitCode {
             Command::Agent(args) => agent::run(cli.config.as_deref(), args).await,
             Command::Status => status::run(cli.config.as_deref()),
             Command::Onboard(args) => onboard::run(cli.config.as_deref(), args),
+            Command::Cron(args) => cron::run(cli.config.as_deref(), args).await,
         }
     });
     match result {

@@ -12,3 +12,5 @@ mod memory;
 mod agent;
 // The `squidbot` binary: one-shot agent, config errors, status, onboard.
 mod cli;
+// `squidbot cron`: add, list, enable, disable, remove through the binary.
+mod cron_cli;
