@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::Utc;
 
 use super::admin::{JobStatus, job_status};
 use super::scheduler::{CronScheduler, Fire};
@@ -151,9 +150,4 @@ impl Channel for CronChannel {
             }
         }
     }
-}
-
-/// The current UTC time of a clock (kept here so callers need not convert).
-pub fn now_utc(clock: &dyn Clock) -> chrono::DateTime<Utc> {
-    clock.now().with_timezone(&Utc)
 }

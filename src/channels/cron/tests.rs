@@ -313,8 +313,11 @@ impl Outboxes for EmailOnly {
     }
 }
 
+/// What the recorder saw of one inbound: session, text, sender, `allow_cron_add`, metadata.
+type Submitted = (String, String, String, bool, Map<String, Value>);
+
 /// Records what was submitted and answers every turn at once.
-struct Recorder(mpsc::UnboundedSender<(String, String, String, bool, Map<String, Value>)>);
+struct Recorder(mpsc::UnboundedSender<Submitted>);
 
 impl Dispatch for Recorder {
     fn submit(&self, inbound: Inbound) -> Result<oneshot::Receiver<TurnResult>, DispatchClosed> {
