@@ -3,12 +3,14 @@
 //! - `assemble`: builds the agent (stores, LLM pools, tools) from the configuration.
 //! - `agent`: `squidbot agent` (REPL) and `squidbot agent -m TEXT` (one shot).
 //! - `gateway`: `squidbot gateway`, the daemon.
+//! - `cron`: `squidbot cron list|add|remove|enable|disable`, editing `cron/jobs.json`.
 //! - `status`: `squidbot status`, the resolved configuration in brief.
 //! - `onboard`: `squidbot onboard`, writes a starter configuration and workspace.
 
 mod agent;
 mod assemble;
 mod gateway;
+mod cron;
 mod onboard;
 mod status;
 
@@ -44,6 +46,8 @@ enum Command {
     Status,
     /// Write a starter configuration and workspace.
     Onboard(onboard::OnboardArgs),
+    /// Manage scheduled jobs (cron/jobs.json).
+    Cron(cron::CronArgs),
 }
 
 /// Parses arguments, runs the command and maps its result to an exit code.
@@ -71,6 +75,7 @@ pub fn main() -> ExitCode {
             Command::Gateway => gateway::run(cli.config.as_deref()).await,
             Command::Status => status::run(cli.config.as_deref()),
             Command::Onboard(args) => onboard::run(cli.config.as_deref(), args),
+            Command::Cron(args) => cron::run(cli.config.as_deref(), args).await,
         }
     });
     match result {

@@ -3,6 +3,7 @@
 //! - [`activity_log`]: the last active session, the heartbeat's default target ([`ActivityFile`]).
 //! - [`safe_id`]: the injective, filesystem-safe encoding of session ids.
 //! - [`atomic`]: whole-file writes that are atomic (temp file, fsync, rename, fsync dir).
+//! - [`cron_jobs`]: `cron/jobs.json`, locked read-modify-write shared across processes ([`CronJobs`]).
 //! - [`jsonl_store`]: session histories, cursors and summaries ([`JsonlStore`]).
 //! - [`cursor_file`]: the `.meta.json` cursor format and its crash-safe commit protocol.
 //! - [`memory_file`]: the global MEMORY.md with its previous version ([`MemoryFile`]).
@@ -13,6 +14,7 @@
 pub mod activity_log;
 pub mod atomic;
 pub mod bootstrap;
+pub mod cron_jobs;
 pub mod cursor_file;
 pub mod jsonl_store;
 pub mod memory_file;
@@ -20,6 +22,7 @@ pub mod safe_id;
 
 pub use activity_log::ActivityFile;
 pub use bootstrap::WorkspacePrompt;
+pub use cron_jobs::{CronJob, CronJobs, CronStoreError};
 pub use jsonl_store::JsonlStore;
 pub use memory_file::MemoryFile;
 

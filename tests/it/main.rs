@@ -16,3 +16,5 @@ mod cli;
 mod daemon;
 // The gateway end to end: HTTP API, auth, ordering, status, metrics, restarts, SIGTERM.
 mod gateway;
+// `squidbot cron`: add, list, enable, disable, remove through the binary.
+mod cron_cli;

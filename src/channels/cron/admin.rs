@@ -1,0 +1,202 @@
+//! Managing jobs: the operations the agent's cron tools and `squidbot cron` share.
+//!
+//! Each change is one locked store update, so an add from the CLI, a toggle from a tool and a
+//! claim by the scheduler never overwrite each other. Adding validates the schedule, the zone
+//! and the target, and fills in the routing metadata the target channel needs to deliver.
+
+use std::fmt::Write as _;
+
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+
+use super::CronError;
+use super::schedule::validate;
+use super::scheduler::next_run;
+use crate::core::session::SessionId;
+use crate::storage::cron_jobs::{CronJob, CronJobs, NewJob};
+
+/// Checks `target` and returns the metadata a job for it needs.
+///
+/// `current` is the session (and its metadata) the job is created from, if any: a Matrix job
+/// for that same session keeps its room and thread. Otherwise a Matrix room comes from the
+/// session id itself (`matrix:!room:server`). Email jobs get the subject `[squidbot] <name>`.
+pub fn target_metadata(
+    target: &SessionId,
+    name: &str,
+    current: Option<(&SessionId, &Map<String, Value>)>,
+) -> Result<Map<String, Value>, CronError> {
+    let mut metadata = Map::new();
+    match target.channel() {
+        "matrix" => {
+            let same = current.filter(|(session, _)| *session == target);
+            if let Some((_, current)) = same
+                && let Some(room) = current.get("matrix_room_id")
+            {
+                metadata.insert("matrix_room_id".into(), room.clone());
+                if let Some(root) = current.get("matrix_thread_root") {
+                    metadata.insert("matrix_thread_root".into(), root.clone());
+                }
+            } else if target.key().starts_with('!') {
+                metadata.insert("matrix_room_id".into(), Value::from(target.key()));
+            } else {
+                return Err(CronError::InvalidTarget {
+                    target: target.to_string(),
+                    reason: "a Matrix target must name a room: matrix:!room:server".into(),
+                });
+            }
+        }
+        "email" => {
+            metadata.insert(
+                "email_subject".into(),
+                Value::from(format!("[squidbot] {name}")),
+            );
+        }
+        "cli" => {
+            return Err(CronError::InvalidTarget {
+                target: target.to_string(),
+                reason: "the terminal cannot receive scheduled replies; name a matrix: or email: session".into(),
+            });
+        }
+        _ => {}
+    }
+    Ok(metadata)
+}
+
+/// Validates and stores a new job; returns it. `new.metadata` is used as given.
+pub async fn add_job(
+    store: &CronJobs,
+    new: NewJob,
+    now: DateTime<Utc>,
+) -> Result<CronJob, CronError> {
+    validate(&new.schedule, &new.timezone, now)?;
+    SessionId::parse(&new.channel).map_err(|error| CronError::InvalidTarget {
+        target: new.channel.clone(),
+        reason: error.to_string(),
+    })?;
+    let job = store
+        .update(move |jobs| {
+            let mut job = CronJob::new(jobs, new, now);
+            job.next_run = next_run(&job, now);
+            jobs.push(job.clone());
+            job
+        })
+        .await?;
+    tracing::info!(job_id = %job.id, name = %job.name, schedule = %job.schedule, target = %job.channel, "Cron job added.");
+    Ok(job)
+}
+
+/// Removes the job `id`; returns it.
+pub async fn remove_job(store: &CronJobs, id: &str) -> Result<CronJob, CronError> {
+    let wanted = id.to_owned();
+    let removed = store
+        .update(move |jobs| {
+            let index = jobs.iter().position(|job| job.id == wanted)?;
+            Some(jobs.remove(index))
+        })
+        .await?;
+    let job = removed.ok_or_else(|| CronError::UnknownJob { id: id.to_owned() })?;
+    tracing::info!(job_id = %job.id, name = %job.name, "Cron job removed.");
+    Ok(job)
+}
+
+/// Enables or disables the job `id`; returns it as saved.
+pub async fn set_enabled(
+    store: &CronJobs,
+    id: &str,
+    enabled: bool,
+    now: DateTime<Utc>,
+) -> Result<CronJob, CronError> {
+    let wanted = id.to_owned();
+    let changed = store
+        .update(move |jobs| {
+            let job = jobs.iter_mut().find(|job| job.id == wanted)?;
+            job.set_enabled(enabled, now);
+            job.next_run = next_run(job, now);
+            Some(job.clone())
+        })
+        .await?;
+    let job = changed.ok_or_else(|| CronError::UnknownJob { id: id.to_owned() })?;
+    tracing::info!(job_id = %job.id, enabled, "Cron job toggled.");
+    Ok(job)
+}
+
+/// One job as status reports show it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobStatus {
+    /// The job id.
+    pub id: String,
+    /// The job name.
+    pub name: String,
+    /// Whether it fires.
+    pub enabled: bool,
+    /// The schedule text.
+    pub schedule: String,
+    /// The zone name.
+    pub timezone: String,
+    /// The target session id.
+    pub target: String,
+    /// When it fires next.
+    pub next_run: Option<DateTime<Utc>>,
+    /// The last slot handled (fired or skipped).
+    pub last_slot: Option<DateTime<Utc>>,
+    /// Why the last run failed or could not start.
+    pub last_error: Option<String>,
+    /// How many slots were skipped (`missed_runs: skip`).
+    pub skipped: u64,
+    /// The latest skipped slot.
+    pub last_skipped: Option<DateTime<Utc>>,
+}
+
+/// The status of `job` at `now`.
+pub fn job_status(job: &CronJob, now: DateTime<Utc>) -> JobStatus {
+    JobStatus {
+        id: job.id.clone(),
+        name: job.name.clone(),
+        enabled: job.enabled,
+        schedule: job.schedule.clone(),
+        timezone: job.timezone.clone(),
+        target: job.channel.clone(),
+        next_run: next_run(job, now),
+        last_slot: job.last_slot,
+        last_error: job.last_error.clone(),
+        skipped: job.skipped.count,
+        last_skipped: job.skipped.last,
+    }
+}
+
+/// The job list as the tools and the CLI print it.
+pub fn format_jobs(jobs: &[CronJob], now: DateTime<Utc>) -> String {
+    if jobs.is_empty() {
+        return "No cron jobs configured.".to_owned();
+    }
+    let mut out = String::new();
+    for job in jobs {
+        let status = job_status(job, now);
+        let state = if status.enabled { "on" } else { "off" };
+        let _ = writeln!(out, "  [{state}] {}  {}", status.id, status.name);
+        let _ = writeln!(
+            out,
+            "       schedule: {}  timezone: {}  channel: {}",
+            status.schedule, status.timezone, status.target
+        );
+        let _ = writeln!(out, "       message:  {}", job.message);
+        let mut state_line = Vec::new();
+        if let Some(next) = status.next_run {
+            state_line.push(format!("next: {}", next.to_rfc3339()));
+        }
+        if let Some(last) = status.last_slot {
+            state_line.push(format!("last: {}", last.to_rfc3339()));
+        }
+        if status.skipped > 0 {
+            state_line.push(format!("skipped: {}", status.skipped));
+        }
+        if let Some(error) = &status.last_error {
+            state_line.push(format!("error: {error}"));
+        }
+        if !state_line.is_empty() {
+            let _ = writeln!(out, "       {}", state_line.join("  "));
+        }
+    }
+    out.truncate(out.trim_end().len());
+    out
+}

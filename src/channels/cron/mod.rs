@@ -1,0 +1,62 @@
+//! The cron channel: jobs from `cron/jobs.json` fire as agent turns in their target session.
+//!
+//! - [`schedule`]: parsing schedules (`cron`, `every N`, `at`) and zones; computing slots.
+//! - [`scheduler`]: which slots are due, and the locked claim that fires each at most once.
+//! - [`channel`]: [`CronChannel`], the running task that sleeps until the next slot and submits
+//!   due jobs through the dispatcher, reporting jobs whose target cannot be reached.
+//! - [`admin`]: adding, removing, toggling and listing jobs; shared by the agent's cron tools
+//!   and `squidbot cron`.
+//!
+//! The store itself is [`crate::storage::cron_jobs`].
+
+pub mod admin;
+pub mod channel;
+pub mod schedule;
+pub mod scheduler;
+#[cfg(test)]
+mod tests;
+
+pub use admin::{JobStatus, add_job, format_jobs, job_status, remove_job, set_enabled};
+pub use channel::CronChannel;
+pub use schedule::{Schedule, Zone};
+pub use scheduler::{Claim, CronScheduler, Fire, claim_due, due};
+
+use crate::storage::cron_jobs::CronStoreError;
+
+/// Why a cron operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CronError {
+    /// The schedule is not a 5-field cron expression, `every N` or `at <RFC 3339 time>`.
+    #[error("invalid schedule {schedule:?}: {reason}")]
+    InvalidSchedule {
+        /// The schedule text.
+        schedule: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The zone is not an IANA name, `UTC`, `local` or `±HH:MM`.
+    #[error(
+        "unknown timezone {zone:?} (use an IANA name like Europe/Berlin, UTC, local or +02:00)"
+    )]
+    UnknownZone {
+        /// The zone text.
+        zone: String,
+    },
+    /// The target session cannot receive cron replies.
+    #[error("invalid target {target:?}: {reason}")]
+    InvalidTarget {
+        /// The target session id text.
+        target: String,
+        /// Why.
+        reason: String,
+    },
+    /// No job has this id.
+    #[error("no job found with id {id:?}")]
+    UnknownJob {
+        /// The id asked for.
+        id: String,
+    },
+    /// The job store failed.
+    #[error(transparent)]
+    Store(#[from] CronStoreError),
+}

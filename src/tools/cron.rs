@@ -1,0 +1,444 @@
+//! The cron tools: `cron_list`, `cron_remove`, `cron_set_enabled` (registered once, holding the
+//! job store) and `cron_add` (built per turn with that turn's session and routing metadata, so
+//! a job made in a Matrix room replies in that room).
+//!
+//! They share `cron/jobs.json` with the scheduler and `squidbot cron` through locked updates
+//! (see `storage::cron_jobs`), so nothing they change is lost. `cron_add` is not offered in cron
+//! or heartbeat turns (`Inbound::allow_cron_add`).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::channels::cron::admin::{self, target_metadata};
+use crate::channels::cron::{CronError, format_jobs};
+use crate::core::ports::clock::Clock;
+use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, ToolSpec, parse_arguments};
+use crate::core::session::SessionId;
+use crate::storage::cron_jobs::{CronJobs, NewJob};
+
+/// The registry tools (`cron_list`, `cron_remove`, `cron_set_enabled`) over `store`.
+pub fn registry_tools(store: &CronJobs, clock: &Arc<dyn Clock>) -> Vec<Arc<dyn Tool>> {
+    vec![
+        Arc::new(CronListTool::new(store.clone(), clock.clone())),
+        Arc::new(CronRemoveTool::new(store.clone())),
+        Arc::new(CronSetEnabledTool::new(store.clone(), clock.clone())),
+    ]
+}
+
+fn now(clock: &Arc<dyn Clock>) -> chrono::DateTime<chrono::Utc> {
+    clock.now().with_timezone(&chrono::Utc)
+}
+
+fn failure(tool: &str, error: &CronError) -> ToolOutput {
+    if matches!(error, CronError::Store(_)) {
+        tracing::error!(tool, error = %error, "Cron tool could not use the job store.");
+    }
+    ToolOutput::error(format!("Error: {error}"))
+}
+
+/// `cron_list`: the jobs with their schedules, next runs and errors.
+pub struct CronListTool {
+    store: CronJobs,
+    clock: Arc<dyn Clock>,
+    spec: ToolSpec,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoArguments {}
+
+impl CronListTool {
+    /// The tool over `store`.
+    pub fn new(store: CronJobs, clock: Arc<dyn Clock>) -> Self {
+        let spec = ToolSpec {
+            name: "cron_list".to_owned(),
+            description: "List scheduled cron jobs.".to_owned(),
+            parameters: json!({"type": "object", "properties": {}, "additionalProperties": false}),
+        };
+        Self { store, clock, spec }
+    }
+}
+
+#[async_trait]
+impl Tool for CronListTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, arguments: Value, _context: &ToolContext) -> ToolOutput {
+        if let Err(output) = parse_arguments::<NoArguments>("cron_list", arguments) {
+            return output;
+        }
+        match self.store.load().await {
+            Ok(jobs) => ToolOutput::ok(format_jobs(&jobs, now(&self.clock))),
+            Err(error) => failure("cron_list", &CronError::Store(error)),
+        }
+    }
+}
+
+/// `cron_remove`: deletes a job.
+pub struct CronRemoveTool {
+    store: CronJobs,
+    spec: ToolSpec,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RemoveArguments {
+    job_id: String,
+}
+
+impl CronRemoveTool {
+    /// The tool over `store`.
+    pub fn new(store: CronJobs) -> Self {
+        let spec = ToolSpec {
+            name: "cron_remove".to_owned(),
+            description: "Remove a cron job by id.".to_owned(),
+            parameters: json!({
+                "type": "object",
+                "properties": {"job_id": {"type": "string", "description": "The job id (from cron_list)."}},
+                "required": ["job_id"],
+                "additionalProperties": false
+            }),
+        };
+        Self { store, spec }
+    }
+}
+
+#[async_trait]
+impl Tool for CronRemoveTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, arguments: Value, _context: &ToolContext) -> ToolOutput {
+        let arguments: RemoveArguments = match parse_arguments("cron_remove", arguments) {
+            Ok(arguments) => arguments,
+            Err(output) => return output,
+        };
+        match admin::remove_job(&self.store, arguments.job_id.trim()).await {
+            Ok(job) => ToolOutput::ok(format!("OK: removed cron job id={}", job.id)),
+            Err(error) => failure("cron_remove", &error),
+        }
+    }
+}
+
+/// `cron_set_enabled`: pauses or resumes a job.
+pub struct CronSetEnabledTool {
+    store: CronJobs,
+    clock: Arc<dyn Clock>,
+    spec: ToolSpec,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SetEnabledArguments {
+    job_id: String,
+    enabled: bool,
+}
+
+impl CronSetEnabledTool {
+    /// The tool over `store`.
+    pub fn new(store: CronJobs, clock: Arc<dyn Clock>) -> Self {
+        let spec = ToolSpec {
+            name: "cron_set_enabled".to_owned(),
+            description: "Enable or disable a cron job by id.".to_owned(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "job_id": {"type": "string", "description": "The job id (from cron_list)."},
+                    "enabled": {"type": "boolean"}
+                },
+                "required": ["job_id", "enabled"],
+                "additionalProperties": false
+            }),
+        };
+        Self { store, clock, spec }
+    }
+}
+
+#[async_trait]
+impl Tool for CronSetEnabledTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, arguments: Value, _context: &ToolContext) -> ToolOutput {
+        let arguments: SetEnabledArguments = match parse_arguments("cron_set_enabled", arguments) {
+            Ok(arguments) => arguments,
+            Err(output) => return output,
+        };
+        let id = arguments.job_id.trim();
+        match admin::set_enabled(&self.store, id, arguments.enabled, now(&self.clock)).await {
+            Ok(job) => {
+                let state = if job.enabled { "enabled" } else { "disabled" };
+                ToolOutput::ok(format!("OK: {state} cron job id={}", job.id))
+            }
+            Err(error) => failure("cron_set_enabled", &error),
+        }
+    }
+}
+
+/// `cron_add`: schedules a prompt; one instance per turn, targeting that turn's session unless
+/// told otherwise.
+pub struct CronAddTool {
+    store: CronJobs,
+    clock: Arc<dyn Clock>,
+    session: SessionId,
+    metadata: Map<String, Value>,
+    spec: ToolSpec,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AddArguments {
+    name: String,
+    message: String,
+    schedule: String,
+    #[serde(default)]
+    timezone: Option<String>,
+    #[serde(default)]
+    channel: Option<String>,
+    #[serde(default)]
+    enabled: Option<bool>,
+}
+
+impl CronAddTool {
+    /// The tool for one turn of `session` with the channel's routing `metadata`.
+    pub fn new(
+        store: CronJobs,
+        clock: Arc<dyn Clock>,
+        session: SessionId,
+        metadata: Map<String, Value>,
+    ) -> Self {
+        let spec = ToolSpec {
+            name: "cron_add".to_owned(),
+            description: "Schedule a prompt for yourself; your reply goes to the target session. \
+                Schedule: 5-field cron ('0 9 * * 1-5'), 'every N' (seconds) or \
+                'at 2026-05-01T09:00:00+02:00' (once)."
+                .to_owned(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "description": "Short job name."},
+                    "message": {"type": "string", "description": "The prompt you get when it fires."},
+                    "schedule": {"type": "string"},
+                    "timezone": {"type": "string", "description": "IANA zone for cron expressions (default: host local)."},
+                    "channel": {"type": "string", "description": "Target session id (default: this session)."},
+                    "enabled": {"type": "boolean"}
+                },
+                "required": ["name", "message", "schedule"],
+                "additionalProperties": false
+            }),
+        };
+        Self {
+            store,
+            clock,
+            session,
+            metadata,
+            spec,
+        }
+    }
+
+    async fn add(&self, arguments: AddArguments) -> Result<String, CronError> {
+        let target = match arguments.channel.as_deref().map(str::trim) {
+            Some(channel) if !channel.is_empty() => {
+                SessionId::parse(channel).map_err(|error| CronError::InvalidTarget {
+                    target: channel.to_owned(),
+                    reason: error.to_string(),
+                })?
+            }
+            _ if self.session.channel() == "cli" => {
+                return Err(CronError::InvalidTarget {
+                    target: self.session.to_string(),
+                    reason: "from the terminal, give 'channel' (e.g. matrix:!room:server or email:you@example.org)".into(),
+                });
+            }
+            _ => self.session.clone(),
+        };
+        let name = arguments.name.trim().to_owned();
+        let metadata = target_metadata(&target, &name, Some((&self.session, &self.metadata)))?;
+        let new = NewJob {
+            name,
+            message: arguments.message,
+            schedule: arguments.schedule.trim().to_owned(),
+            channel: target.to_string(),
+            timezone: arguments.timezone.unwrap_or_else(|| "local".to_owned()),
+            metadata,
+        };
+        let now = now(&self.clock);
+        let job = admin::add_job(&self.store, new, now).await?;
+        if arguments.enabled == Some(false) {
+            admin::set_enabled(&self.store, &job.id, false, now).await?;
+            return Ok(format!("OK: created cron job id={} (disabled)", job.id));
+        }
+        let next = crate::channels::cron::scheduler::next_run(&job, now)
+            .map(|next| format!(", next run {}", next.to_rfc3339()))
+            .unwrap_or_default();
+        Ok(format!("OK: created cron job id={}{next}", job.id))
+    }
+}
+
+#[async_trait]
+impl Tool for CronAddTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, arguments: Value, _context: &ToolContext) -> ToolOutput {
+        let arguments: AddArguments = match parse_arguments("cron_add", arguments) {
+            Ok(arguments) => arguments,
+            Err(output) => return output,
+        };
+        if arguments.name.trim().is_empty() || arguments.message.trim().is_empty() {
+            return ToolOutput::error("Error: 'name' and 'message' must not be empty.");
+        }
+        match self.add(arguments).await {
+            Ok(text) => ToolOutput::ok(text),
+            Err(error) => failure("cron_add", &error),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{DateTime, FixedOffset};
+
+    struct FixedClock(DateTime<FixedOffset>);
+
+    impl Clock for FixedClock {
+        fn now(&self) -> DateTime<FixedOffset> {
+            self.0
+        }
+    }
+
+    fn setup() -> (tempfile::TempDir, CronJobs, Arc<dyn Clock>) {
+        let home = tempfile::tempdir().unwrap();
+        let store = CronJobs::new(home.path());
+        let clock: Arc<dyn Clock> = Arc::new(FixedClock(
+            DateTime::parse_from_rfc3339("2026-03-01T10:00:00+01:00").unwrap(),
+        ));
+        (home, store, clock)
+    }
+
+    fn context(session: &SessionId) -> ToolContext {
+        ToolContext {
+            session: session.clone(),
+            metadata: Map::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn add_defaults_to_the_current_matrix_room_with_its_thread() {
+        let (_home, store, clock) = setup();
+        let session = SessionId::parse("matrix:!room:example.org").unwrap();
+        let metadata = json!({"matrix_room_id": "!room:example.org", "matrix_thread_root": "$t"});
+        let metadata = metadata.as_object().unwrap().clone();
+        let tool = CronAddTool::new(store.clone(), clock, session.clone(), metadata);
+        let arguments = json!({"name": "tea", "message": "Remind me of tea", "schedule": "0 16 * * *", "timezone": "Europe/Berlin"});
+        let output = tool.call(arguments, &context(&session)).await;
+        assert!(!output.is_error, "{}", output.content);
+        assert!(output.content.starts_with("OK: created cron job id="));
+        let jobs = store.load().await.unwrap();
+        assert_eq!(jobs[0].channel, "matrix:!room:example.org");
+        assert_eq!(jobs[0].metadata["matrix_room_id"], "!room:example.org");
+        assert_eq!(jobs[0].metadata["matrix_thread_root"], "$t");
+        assert_eq!(jobs[0].timezone, "Europe/Berlin");
+    }
+
+    #[tokio::test]
+    async fn add_from_the_terminal_needs_an_explicit_target() {
+        let (_home, store, clock) = setup();
+        let session = SessionId::cli_local();
+        let tool = CronAddTool::new(store.clone(), clock, session.clone(), Map::new());
+        let base = json!({"name": "n", "message": "m", "schedule": "every 60"});
+        let output = tool.call(base.clone(), &context(&session)).await;
+        assert!(
+            output.is_error && output.content.contains("channel"),
+            "{}",
+            output.content
+        );
+        let mut explicit = base;
+        explicit["channel"] = json!("email:me@example.org");
+        let output = tool.call(explicit, &context(&session)).await;
+        assert!(!output.is_error, "{}", output.content);
+        let jobs = store.load().await.unwrap();
+        assert_eq!(jobs[0].metadata["email_subject"], "[squidbot] n");
+    }
+
+    #[tokio::test]
+    async fn add_rejects_bad_input_with_clear_errors() {
+        let (_home, store, clock) = setup();
+        let session = SessionId::parse("email:me@example.org").unwrap();
+        let tool = CronAddTool::new(store.clone(), clock, session.clone(), Map::new());
+        for (arguments, needle) in [
+            (
+                json!({"name": "n", "message": "m", "schedule": "every 0"}),
+                "invalid schedule",
+            ),
+            (
+                json!({"name": "n", "message": "m", "schedule": "0 9 * * *", "timezone": "Mars/Base"}),
+                "unknown timezone",
+            ),
+            (
+                json!({"name": "n", "message": "m", "schedule": "at 2020-01-01T00:00:00Z"}),
+                "already passed",
+            ),
+            (
+                json!({"name": "n", "message": "m", "schedule": "every 5", "when": 1}),
+                "unknown field",
+            ),
+            (json!({"name": "n", "schedule": "every 5"}), "missing field"),
+            (
+                json!({"name": "n", "message": "m", "schedule": "every 5", "channel": "matrix:@bob:x"}),
+                "room",
+            ),
+        ] {
+            let output = tool.call(arguments, &context(&session)).await;
+            assert!(output.is_error, "{}", output.content);
+            assert!(
+                output.content.contains(needle),
+                "{} lacks {needle}",
+                output.content
+            );
+        }
+        assert!(store.load().await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn list_toggle_and_remove() {
+        let (_home, store, clock) = setup();
+        let session = SessionId::parse("email:me@example.org").unwrap();
+        let add = CronAddTool::new(store.clone(), clock.clone(), session.clone(), Map::new());
+        let tools = registry_tools(&store, &clock);
+        let ctx = context(&session);
+        let output = tools[0].call(Value::Null, &ctx).await;
+        assert_eq!(output.content, "No cron jobs configured.");
+        add.call(
+            json!({"name": "n", "message": "m", "schedule": "every 60"}),
+            &ctx,
+        )
+        .await;
+        let id = store.load().await.unwrap()[0].id.clone();
+        let output = tools[0].call(json!({}), &ctx).await;
+        assert!(
+            output.content.contains(&format!("[on] {id}  n")),
+            "{}",
+            output.content
+        );
+        let output = tools[2]
+            .call(json!({"job_id": id, "enabled": false}), &ctx)
+            .await;
+        assert_eq!(output.content, format!("OK: disabled cron job id={id}"));
+        assert!(!store.load().await.unwrap()[0].enabled);
+        let output = tools[1].call(json!({"job_id": "nope"}), &ctx).await;
+        assert!(output.is_error && output.content.contains("nope"));
+        let output = tools[1].call(json!({"job_id": id}), &ctx).await;
+        assert_eq!(output.content, format!("OK: removed cron job id={id}"));
+        assert!(store.load().await.unwrap().is_empty());
+    }
+}
