@@ -37,7 +37,12 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[index.min(sorted.len() - 1)]
 }
 
-async fn run_load(client: &reqwest::Client, base: &str, sessions: usize, turns_per_session: usize) -> (f64, Duration, Duration) {
+async fn run_load(
+    client: &reqwest::Client,
+    base: &str,
+    sessions: usize,
+    turns_per_session: usize,
+) -> (f64, Duration, Duration) {
     let started = Instant::now();
     let tasks: Vec<_> = (0..sessions)
         .map(|s| {
@@ -54,7 +59,11 @@ async fn run_load(client: &reqwest::Client, base: &str, sessions: usize, turns_p
                         .send()
                         .await
                         .expect("request");
-                    assert!(response.status().is_success(), "status {}", response.status());
+                    assert!(
+                        response.status().is_success(),
+                        "status {}",
+                        response.status()
+                    );
                     let _ = response.bytes().await;
                     latencies.push(t.elapsed());
                 }
@@ -68,7 +77,11 @@ async fn run_load(client: &reqwest::Client, base: &str, sessions: usize, turns_p
     }
     let elapsed = started.elapsed();
     all.sort();
-    (all.len() as f64 / elapsed.as_secs_f64(), percentile(&all, 0.5), percentile(&all, 0.99))
+    (
+        all.len() as f64 / elapsed.as_secs_f64(),
+        percentile(&all, 0.5),
+        percentile(&all, 0.99),
+    )
 }
 
 #[tokio::main]
@@ -77,14 +90,22 @@ async fn main() {
     let llm = ScriptedLlm::start().await;
     llm.set_handler(|_| Reply::Text("ok".into()));
     let home = tempfile::tempdir().expect("tempdir");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let config = format!(
         "llm:\n  providers:\n    local:\n      api_base: \"{}\"\n  models:\n    small:\n      provider: local\n      model: scripted\n  pools:\n    default: [small]\nagents:\n  consolidation_threshold: 100\n  keep_recent: 20\n  heartbeat:\n    enabled: false\ngateway:\n  max_parallel_sessions: 128\n  http:\n    listen: 127.0.0.1:{port}\n    token: {TOKEN}\n",
         llm.url()
     );
     std::fs::write(home.path().join("squidbot.yaml"), config).unwrap();
     let base = format!("http://127.0.0.1:{port}");
-    let client = reqwest::Client::builder().pool_max_idle_per_host(256).tcp_nodelay(true).build().unwrap();
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(256)
+        .tcp_nodelay(true)
+        .build()
+        .unwrap();
 
     let exec = Instant::now();
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_squidbot"))
@@ -108,7 +129,12 @@ async fn main() {
     let ready = exec.elapsed();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let idle = rss_kib(pid);
-    println!("gateway_load: squidbot gateway (release), scripted LLM answering at once, {} cores", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    println!(
+        "gateway_load: squidbot gateway (release), scripted LLM answering at once, {} cores",
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    );
     println!("  exec -> /readyz: {:.1} ms", ready.as_secs_f64() * 1e3);
     println!("  idle RSS after start: {:.1} MiB", idle as f64 / 1024.0);
 
@@ -124,6 +150,10 @@ async fn main() {
         );
     }
     let after = rss_kib(pid);
-    println!("  RSS after {} turns: {:.1} MiB", total_turns * 3, after as f64 / 1024.0);
+    println!(
+        "  RSS after {} turns: {:.1} MiB",
+        total_turns * 3,
+        after as f64 / 1024.0
+    );
     child.kill().await.ok();
 }

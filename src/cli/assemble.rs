@@ -15,6 +15,7 @@ use squidbot::config::{Config, LoadedConfig};
 use squidbot::core::agent_loop::AgentLoop;
 use squidbot::core::memory_manager::{MemoryManager, MemorySettings};
 use squidbot::core::ports::channel::TurnTools;
+use squidbot::core::ports::clock::Clock;
 use squidbot::core::ports::clock::SystemClock;
 use squidbot::core::ports::llm::LlmClient;
 use squidbot::core::ports::store::MemoryStore;
@@ -24,8 +25,10 @@ use squidbot::core::session_locks::SessionLocks;
 use squidbot::core::tool_registry::ToolRegistry;
 use squidbot::gateway::{MeteredLlm, Metrics};
 use squidbot::llm::{Endpoint, LlmPool, OpenAiCompatLlm, RetryPolicy, Timeouts, http_client};
+use squidbot::storage::cron_jobs::CronJobs;
 use squidbot::storage::{JsonlStore, MemoryFile, WorkspacePrompt};
 use squidbot::tools::MemoryWriteTool;
+use squidbot::tools::cron::{CronAddTool, registry_tools};
 
 /// The assembled agent and what commands need next to it.
 pub struct Assembly {
@@ -35,6 +38,8 @@ pub struct Assembly {
     pub pool_name: String,
     memory: Arc<dyn MemoryStore>,
     pools: Pools,
+    cron: CronJobs,
+    clock: Arc<dyn Clock>,
 }
 
 /// What building more pools later needs.
@@ -44,22 +49,34 @@ struct Pools {
     metrics: Option<Arc<Metrics>>,
 }
 
-/// The tools built for each turn: `memory_write` bound to the turn's session.
+/// The tools built for each turn: `memory_write` bound to the turn's session, and `cron_add`
+/// bound to its session and routing metadata (not in cron and heartbeat turns).
 struct AgentTurnTools {
     memory: Arc<dyn MemoryStore>,
+    cron: CronJobs,
+    clock: Arc<dyn Clock>,
 }
 
 impl TurnTools for AgentTurnTools {
     fn for_turn(
         &self,
         session: &SessionId,
-        _metadata: &serde_json::Map<String, serde_json::Value>,
-        _allow_cron_add: bool,
+        metadata: &serde_json::Map<String, serde_json::Value>,
+        allow_cron_add: bool,
     ) -> Vec<Arc<dyn Tool>> {
-        vec![Arc::new(MemoryWriteTool::new(
+        let mut tools: Vec<Arc<dyn Tool>> = vec![Arc::new(MemoryWriteTool::new(
             self.memory.clone(),
             session.clone(),
-        ))]
+        ))];
+        if allow_cron_add {
+            tools.push(Arc::new(CronAddTool::new(
+                self.cron.clone(),
+                self.clock.clone(),
+                session.clone(),
+                metadata.clone(),
+            )));
+        }
+        tools
     }
 }
 
@@ -122,12 +139,18 @@ impl Assembly {
             Some(consolidation_llm),
             settings,
         );
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let cron = CronJobs::new(&loaded.home);
+        let mut registry = ToolRegistry::new();
+        for tool in registry_tools(&cron, &clock) {
+            registry.register(tool)?;
+        }
         let agent = AgentLoop::new(
             llm,
-            Arc::new(ToolRegistry::new()),
+            Arc::new(registry),
             Arc::new(manager),
             Arc::new(SessionLocks::new()),
-            Arc::new(SystemClock),
+            clock.clone(),
         );
         let pools = Pools {
             client,
@@ -139,6 +162,8 @@ impl Assembly {
             pool_name: default_pool.clone(),
             memory,
             pools,
+            cron,
+            clock,
         })
     }
 
@@ -158,17 +183,25 @@ impl Assembly {
     pub fn turn_tools(&self) -> Arc<dyn TurnTools> {
         Arc::new(AgentTurnTools {
             memory: self.memory.clone(),
+            cron: self.cron.clone(),
+            clock: self.clock.clone(),
         })
     }
 
-    /// The per-turn tools: `memory_write` bound to the turn's session.
+    /// The cron job store (shared by the scheduler, the tools and the CLI).
+    pub fn cron(&self) -> &CronJobs {
+        &self.cron
+    }
+
+    /// The clock every component uses.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// The per-turn tools of the terminal: `memory_write` and `cron_add` for its session.
     pub fn extra_tools(&self) -> Arc<ExtraTools> {
-        let memory = self.memory.clone();
-        Arc::new(move |session| {
-            let tool: Arc<dyn Tool> =
-                Arc::new(MemoryWriteTool::new(memory.clone(), session.clone()));
-            vec![tool]
-        })
+        let tools = self.turn_tools();
+        Arc::new(move |session| tools.for_turn(session, &serde_json::Map::new(), true))
     }
 }
 

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use tokio_util::sync::CancellationToken;
 
+use squidbot::channels::cron::CronChannel;
 use squidbot::channels::heartbeat::HeartbeatChannel;
 use squidbot::channels::http::{HttpChannel, HttpSettings};
 use squidbot::core::ports::channel::{ActivityLog, Channel, Dispatch, Outboxes};
@@ -79,6 +80,14 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
         state.add_section(Arc::new(HeartbeatSection(channel.clone())));
         directory.register(channel);
     }
+    let cron = Arc::new(CronChannel::new(
+        assembly.cron().clone(),
+        assembly.clock().clone(),
+        config.cron.missed_runs,
+        outboxes.clone(),
+    ));
+    state.add_section(Arc::new(CronSection(cron.clone())));
+    directory.register(cron);
     if let Ok(spec) = std::env::var("SQUIDBOT_FAULT_CHANNEL") {
         match FaultChannel::parse(&spec) {
             Some(fault) => directory.register(Arc::new(fault)),
@@ -121,25 +130,44 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
 /// The heartbeat section of `/status`.
 struct HeartbeatSection(Arc<HeartbeatChannel>);
 
+#[async_trait::async_trait]
 impl StatusSection for HeartbeatSection {
     fn key(&self) -> &str {
         "heartbeat"
     }
 
-    fn render(&self) -> serde_json::Value {
+    async fn render(&self) -> serde_json::Value {
         serde_json::to_value(self.0.status()).unwrap_or_default()
+    }
+}
+
+/// The cron section of `/status`: every job with its next run, last error and skipped slots.
+struct CronSection(Arc<CronChannel>);
+
+#[async_trait::async_trait]
+impl StatusSection for CronSection {
+    fn key(&self) -> &str {
+        "cron"
+    }
+
+    async fn render(&self) -> serde_json::Value {
+        match self.0.snapshot().await {
+            Ok(jobs) => serde_json::json!({ "jobs": jobs }),
+            Err(error) => serde_json::json!({ "error": error.to_string() }),
+        }
     }
 }
 
 /// The skills section of `/status`, until a skills loader exists: none are loaded.
 struct NoSkills;
 
+#[async_trait::async_trait]
 impl StatusSection for NoSkills {
     fn key(&self) -> &str {
         "skills"
     }
 
-    fn render(&self) -> serde_json::Value {
+    async fn render(&self) -> serde_json::Value {
         serde_json::json!([])
     }
 }

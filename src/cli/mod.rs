@@ -9,8 +9,8 @@
 
 mod agent;
 mod assemble;
-mod gateway;
 mod cron;
+mod gateway;
 mod onboard;
 mod status;
 

@@ -54,11 +54,12 @@ pub struct SessionActivity {
 }
 
 /// A part of `/status` contributed by a channel (cron jobs, heartbeat).
+#[async_trait::async_trait]
 pub trait StatusSection: Send + Sync {
     /// The key in the status object.
     fn key(&self) -> &str;
     /// The section's JSON.
-    fn render(&self) -> Value;
+    async fn render(&self) -> Value;
 }
 
 /// Sessions kept in the activity table; older ones are dropped first beyond this.
@@ -164,7 +165,7 @@ impl GatewayState {
     }
 
     /// The `/status` document.
-    pub fn snapshot(&self) -> Value {
+    pub async fn snapshot(&self) -> Value {
         let channels = self
             .channels
             .read()
@@ -184,13 +185,13 @@ impl GatewayState {
             "channels": channels,
             "sessions": sessions,
         });
-        for section in self
+        let sections = self
             .sections
             .read()
             .unwrap_or_else(|p| p.into_inner())
-            .iter()
-        {
-            status[section.key()] = section.render();
+            .clone();
+        for section in sections {
+            status[section.key()] = section.render().await;
         }
         status
     }

@@ -303,3 +303,87 @@ async fn sigterm_mid_turn_finishes_the_turn_and_exits_zero() {
     let history = std::fs::read_to_string(gw.session_file("late")).unwrap();
     assert_eq!(history.lines().count(), 2);
 }
+
+#[tokio::test]
+async fn a_cron_job_is_delivered_to_an_http_session_and_an_unroutable_one_is_reported() {
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(default_reply);
+    let gw = Gateway::start(&llm.url(), "", &[]).await;
+    let cron = |args: &[&str]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_squidbot"))
+            .arg("cron")
+            .args(args)
+            .env("SQUIDBOT_HOME", gw.home())
+            .env_remove("SQUIDBOT_CONFIG")
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    // Another process (the CLI) edits the job store while the gateway runs.
+    cron(&[
+        "add",
+        "ping",
+        "say pong",
+        "every 1",
+        "--target",
+        "http:inbox",
+    ]);
+    cron(&[
+        "add",
+        "lost",
+        "nobody hears this",
+        "every 1",
+        "--target",
+        "matrix:!room:example.org",
+    ]);
+
+    let mut events = gw
+        .http
+        .get(format!("{}/v1/sessions/inbox/events", gw.base))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(events.status(), 200);
+    let mut body = String::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
+    while !body.contains("event: message") {
+        let chunk = tokio::time::timeout_at(deadline, events.chunk())
+            .await
+            .expect("a cron message within 40 s");
+        body.push_str(&String::from_utf8_lossy(&chunk.unwrap().unwrap()));
+    }
+    let first = sse_events(&body)
+        .into_iter()
+        .find(|(n, _)| n == "message")
+        .unwrap();
+    assert_eq!(first.1["text"], "re: say pong");
+
+    let history = std::fs::read_to_string(gw.session_file("inbox")).unwrap();
+    let first_record: Value = serde_json::from_str(history.lines().next().unwrap()).unwrap();
+    assert!(
+        first_record["sender_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("cron:"),
+        "{first_record}"
+    );
+
+    let status = gw.get_json("/status").await;
+    let jobs = status["cron"]["jobs"].as_array().unwrap();
+    let job = |name: &str| jobs.iter().find(|j| j["name"] == name).unwrap().clone();
+    assert!(job("ping")["next_run"].is_string());
+    let lost = job("lost");
+    assert!(
+        lost["last_error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("matrix"),
+        "{lost}"
+    );
+    assert_eq!(status["channels"]["cron"]["state"], "running");
+}

@@ -121,7 +121,7 @@ pub async fn set_enabled(
 }
 
 /// One job as status reports show it.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct JobStatus {
     /// The job id.
     pub id: String,

@@ -1,8 +1,9 @@
 //! [`CronChannel`]: the running task that fires cron jobs as agent turns.
 //!
 //! Each round claims the due slots (one locked store update), starts their runs, then sleeps
-//! until the earliest next slot, at most [`MAX_SLEEP`] so jobs added by another process are
-//! picked up, in a `select!` that checks shutdown first. A run is an [`Inbound`] to the job's
+//! until the earliest next slot (at most [`MAX_SLEEP`]), in a `select!` that checks shutdown
+//! first. While sleeping it looks at the job file's size and modification time every
+//! [`CHANGE_POLL`], so a job added by another process (the CLI) is picked up within a second. A run is an [`Inbound`] to the job's
 //! target session with sender `cron:<id>`, the job's metadata and the target channel's outbox as
 //! its reply sink. When no running channel serves the target, the job's `last_error` says so and
 //! a warning is logged; the agent does not run (the slot stays claimed: at most once).
@@ -24,6 +25,9 @@ use crate::storage::cron_jobs::{CronJobs, CronStoreError};
 
 /// The longest sleep between two looks at the job file.
 pub const MAX_SLEEP: Duration = Duration::from_secs(30);
+
+/// How often the job file is checked for changes made by another process.
+pub const CHANGE_POLL: Duration = Duration::from_secs(1);
 
 /// The shortest sleep, so a slot the wall clock has not quite reached cannot spin the loop.
 const MIN_SLEEP: Duration = Duration::from_millis(50);
@@ -143,11 +147,30 @@ impl Channel for CronChannel {
                 Ok(wait) => wait,
                 Err(DispatchClosed) => return Ok(()),
             };
+            let path = self.scheduler.store().path().to_path_buf();
             tokio::select! {
                 biased;
                 () = context.shutdown.cancelled() => return Ok(()),
-                () = tokio::time::sleep(wait) => {}
+                () = sleep_until_changed(&path, wait) => {}
             }
+        }
+    }
+}
+
+/// Sleeps for `wait`, or less when the file at `path` changes (size or modification time).
+async fn sleep_until_changed(path: &std::path::Path, wait: Duration) {
+    let stamp =
+        |meta: std::io::Result<std::fs::Metadata>| meta.ok().map(|m| (m.len(), m.modified().ok()));
+    let before = stamp(tokio::fs::metadata(path).await);
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
+            return;
+        }
+        tokio::time::sleep((deadline - now).min(CHANGE_POLL)).await;
+        if stamp(tokio::fs::metadata(path).await) != before {
+            return;
         }
     }
 }

@@ -74,7 +74,7 @@ async fn readyz(State(app): State<AppState>) -> Response {
 }
 
 async fn status(State(app): State<AppState>) -> Json<serde_json::Value> {
-    Json(app.state.snapshot())
+    Json(app.state.snapshot().await)
 }
 
 async fn metrics(State(app): State<AppState>) -> Response {
