@@ -7,7 +7,7 @@
 //! - turns per second and p50/p99 latency of `POST /v1/sessions/{id}/messages` for 1, 10 and
 //!   100 concurrent sessions (each session a client that sends its next message when the last
 //!   one is answered; every turn is a full turn: durable appends, prompt, LLM over HTTP);
-//! - RSS after 10 000 turns.
+//! - RSS after each level (10 000 turns each) and once the load has stopped.
 //!
 //! Run: `cargo bench --bench gateway_load` (`-- --quick` for a shorter run).
 
@@ -30,6 +30,22 @@ fn rss_kib(pid: u32) -> u64 {
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
+}
+
+/// CPU time (user + system) the process has used, from /proc.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let ticks: f64 = fields
+        .get(11..13)
+        .map(|f| f.iter().filter_map(|v| v.parse::<f64>().ok()).sum())
+        .unwrap_or(0.0);
+    ticks / 100.0
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -112,6 +128,7 @@ async fn main() {
         .arg("gateway")
         .env("SQUIDBOT_HOME", home.path())
         .env("RUST_LOG", "error")
+        .envs(std::env::var("BENCH_MALLOC_ARENA_MAX").map(|v| ("MALLOC_ARENA_MAX".to_owned(), v)))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .kill_on_drop(true)
@@ -139,21 +156,26 @@ async fn main() {
     println!("  idle RSS after start: {:.1} MiB", idle as f64 / 1024.0);
 
     let total_turns = if quick { 2_000 } else { 10_000 };
-    for sessions in [1usize, 10, 100] {
+    let mut done = 0;
+    // The 100-session level runs twice: if memory were lost per turn, RSS would keep rising.
+    for sessions in [1usize, 10, 100, 100] {
         let per_session = (total_turns / sessions).max(1);
+        let cpu_before = cpu_seconds(pid);
         let (tps, p50, p99) = run_load(&client, &base, sessions, per_session).await;
+        let cpu_per_turn = (cpu_seconds(pid) - cpu_before) / (per_session * sessions) as f64;
+        done += per_session * sessions;
         println!(
-            "  {sessions:>3} concurrent sessions: {tps:>7.0} turns/s, p50 {:>6.2} ms, p99 {:>6.2} ms ({} turns)",
+            "  {sessions:>3} concurrent sessions: {tps:>7.0} turns/s, p50 {:>6.2} ms, p99 {:>6.2} ms; gateway CPU {:.0} µs/turn; RSS after {done} turns {:.1} MiB",
             p50.as_secs_f64() * 1e3,
             p99.as_secs_f64() * 1e3,
-            per_session * sessions
+            cpu_per_turn * 1e6,
+            rss_kib(pid) as f64 / 1024.0
         );
     }
-    let after = rss_kib(pid);
+    tokio::time::sleep(Duration::from_secs(12)).await;
     println!(
-        "  RSS after {} turns: {:.1} MiB",
-        total_turns * 3,
-        after as f64 / 1024.0
+        "  RSS 12 s after the load: {:.1} MiB",
+        rss_kib(pid) as f64 / 1024.0
     );
     child.kill().await.ok();
 }

@@ -50,17 +50,23 @@ enum Command {
     Cron(cron::CronArgs),
 }
 
+/// The most threads doing blocking file work at once.
+const BLOCKING_THREADS: usize = 16;
+
 /// Parses arguments, runs the command and maps its result to an exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let default_level = if matches!(cli.command, Command::Gateway) {
         "info"
     } else {
-        "warn"
+        "error"
     };
     init_logging(cli.log_level.as_deref(), default_level);
+    // File work runs on the blocking pool in short bursts; a small pool queues it instead of
+    // spawning hundreds of threads under load, each of which would keep a malloc arena.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .max_blocking_threads(BLOCKING_THREADS)
         .build()
     {
         Ok(runtime) => runtime,

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 
 use super::cursor_file::{self, CursorFile, PendingCommit};
+use super::tail_cache::{Stamp, TailCache};
 use super::{atomic, blocking, io_error, safe_id};
 use crate::core::message::Message;
 use crate::core::ports::store::{Cursor, HistoryStore, StoreError, StoredMessage, Tail};
@@ -24,6 +25,7 @@ use crate::core::session::SessionId;
 pub struct JsonlStore {
     sessions_dir: PathBuf,
     memory_dir: PathBuf,
+    cache: std::sync::Arc<TailCache>,
 }
 
 /// The three files of one session.
@@ -40,6 +42,7 @@ impl JsonlStore {
         Self {
             sessions_dir: home.join("sessions"),
             memory_dir: home.join("memory"),
+            cache: std::sync::Arc::default(),
         }
     }
 
@@ -82,17 +85,30 @@ impl HistoryStore for JsonlStore {
             ends.push(buffer.len() as u64);
         }
         let dir = self.sessions_dir.clone();
-        blocking("append", &path.clone(), move || {
+        let (old_len, ends) = blocking("append", &path.clone(), move || {
             append_lines(&dir, &path, buffer, ends)
         })
-        .await
+        .await?;
+        self.cache.appended(session, old_len, messages, &ends);
+        Ok(ends)
     }
 
     async fn load_tail(&self, session: &SessionId) -> Result<Tail, StoreError> {
         let paths = self.paths(session);
         let id = session.clone();
+        let cache = self.cache.clone();
         let tail = blocking("load", &paths.history.clone(), move || {
-            load_tail(&id, &paths)
+            let before = Stamp::read(&paths.history, &paths.cursor, &paths.summary);
+            if let Some(tail) = cache.get(&id, &before) {
+                return Ok(tail);
+            }
+            let tail = load_tail(&id, &paths)?;
+            // Cache only a tail read from files that did not change while it was read (a
+            // repaired cursor file, or another process writing, shows as a changed stamp).
+            if Stamp::read(&paths.history, &paths.cursor, &paths.summary) == before {
+                cache.put(&id, before, tail.clone());
+            }
+            Ok(tail)
         })
         .await?;
         if tail.skipped_lines > 0 {
@@ -113,21 +129,25 @@ impl HistoryStore for JsonlStore {
     ) -> Result<(), StoreError> {
         let paths = self.paths(session);
         let summary = summary.to_owned();
-        let session = session.clone();
-        blocking("commit", &paths.cursor.clone(), move || {
-            commit(&session, &paths, &summary, cursor)
+        let id = session.clone();
+        self.cache.forget(session);
+        let result = blocking("commit", &paths.cursor.clone(), move || {
+            commit(&id, &paths, &summary, cursor)
         })
-        .await
+        .await;
+        self.cache.forget(session);
+        result
     }
 }
 
-/// Appends pre-encoded lines; `ends` are offsets relative to the start of `buffer`.
+/// Appends pre-encoded lines; `ends` are offsets relative to the start of `buffer`. Returns the
+/// file's length before the append and the absolute end offset of each line.
 fn append_lines(
     dir: &Path,
     path: &Path,
     mut buffer: Vec<u8>,
     ends: Vec<u64>,
-) -> Result<Vec<u64>, StoreError> {
+) -> Result<(u64, Vec<u64>), StoreError> {
     let open = || {
         OpenOptions::new()
             .create(true)
@@ -164,7 +184,7 @@ fn append_lines(
     if len == 0 {
         atomic::sync_dir(dir).map_err(|e| io_error("sync", dir, e))?;
     }
-    Ok(ends.into_iter().map(|end| base + end).collect())
+    Ok((len, ends.into_iter().map(|end| base + end).collect()))
 }
 
 fn read_optional(path: &Path) -> Result<String, StoreError> {

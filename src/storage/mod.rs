@@ -6,6 +6,7 @@
 //! - [`cron_jobs`]: `cron/jobs.json`, locked read-modify-write shared across processes ([`CronJobs`]).
 //! - [`jsonl_store`]: session histories, cursors and summaries ([`JsonlStore`]).
 //! - [`cursor_file`]: the `.meta.json` cursor format and its crash-safe commit protocol.
+//! - [`tail_cache`]: recently loaded tails, validated by file stamps ([`tail_cache::TailCache`]).
 //! - [`memory_file`]: the global MEMORY.md with its previous version ([`MemoryFile`]).
 //! - [`bootstrap`]: the workspace's bootstrap files as the base prompt ([`WorkspacePrompt`]).
 //!
@@ -19,6 +20,7 @@ pub mod cursor_file;
 pub mod jsonl_store;
 pub mod memory_file;
 pub mod safe_id;
+pub mod tail_cache;
 
 pub use activity_log::ActivityFile;
 pub use bootstrap::WorkspacePrompt;
