@@ -1,8 +1,8 @@
 //! Tidy: keeps the code-base rules true on every `cargo test`.
 //!
 //! Every source file starts with a `//!` doc and stays under 800 lines; `src/core` imports no
-//! adapter, no config and no I/O crate; ARCHITECTURE.md names every module and every path it
-//! names exists.
+//! adapter, no config and no I/O crate; library and binary code has no `unwrap()`/`expect()`
+//! outside tests; ARCHITECTURE.md names every module and every path it names exists.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -101,6 +101,29 @@ fn core_imports_no_adapter() {
         "core must not depend on adapters:\n{}",
         problems.join("\n")
     );
+}
+
+#[test]
+fn no_unwrap_outside_tests() {
+    let mut files = Vec::new();
+    rust_files(&root().join("src"), &mut files);
+    let mut problems = Vec::new();
+    for file in &files {
+        let rel = relative(file);
+        if rel.ends_with("/tests.rs") || rel.contains("/tests/") {
+            continue;
+        }
+        for (n, line) in fs::read_to_string(file).unwrap().lines().enumerate() {
+            if line.trim_start().starts_with("#[cfg(test)]") {
+                break; // Inline test modules sit at the end of a file.
+            }
+            let code = line.split("//").next().unwrap_or("");
+            if code.contains(".unwrap()") || code.contains(".expect(") {
+                problems.push(format!("{rel}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "unwrap/expect outside tests:\n{}", problems.join("\n"));
 }
 
 /// The module paths a reader of ARCHITECTURE.md must find: every file under src/, with a
