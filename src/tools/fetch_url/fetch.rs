@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use reqwest::header::{CONTENT_TYPE, LOCATION};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, LOCATION};
 use url::Url;
 
 use super::FetchError;
@@ -22,6 +22,10 @@ use super::guard::{AddressPolicy, Target, check_url, parse_url};
 
 /// At most this many redirects are followed.
 pub const MAX_REDIRECTS: usize = 5;
+
+/// The Accept header: the textual types `fetch_url` returns.
+const ACCEPT_TEXT: &str = "text/html, application/xhtml+xml, text/*;q=0.9, application/json;q=0.8, \
+                           application/xml;q=0.8, */*;q=0.1";
 
 /// Resolves a host name to socket addresses.
 #[async_trait]
@@ -108,15 +112,15 @@ impl Fetcher {
     async fn follow(&self, mut url: Url, max_bytes: usize) -> Result<Fetched, FetchError> {
         for hop in 0..=MAX_REDIRECTS {
             let client = self.pinned_client(&url).await?;
-            let response =
-                client
-                    .get(url.clone())
-                    .send()
-                    .await
-                    .map_err(|source| FetchError::Request {
-                        url: url.to_string(),
-                        source,
-                    })?;
+            let response = client
+                .get(url.clone())
+                .header(ACCEPT, ACCEPT_TEXT)
+                .send()
+                .await
+                .map_err(|source| FetchError::Request {
+                    url: url.to_string(),
+                    source,
+                })?;
             let status = response.status();
             if matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308) {
                 let location = response
@@ -132,7 +136,13 @@ impl Fetcher {
                         url: location.chars().take(200).collect(),
                         source,
                     })?;
-                tracing::debug!(hop, from = %url, to = %next, "Following a redirect.");
+                // Hosts only: query strings may carry tokens.
+                tracing::debug!(
+                    hop,
+                    from = url.host_str().unwrap_or(""),
+                    to = next.host_str().unwrap_or(""),
+                    "Following a redirect."
+                );
                 url = next;
                 continue;
             }

@@ -267,7 +267,7 @@ impl Tool for FetchUrlTool {
         };
         tracing::info!(
             session = %context.session,
-            url = %fetched.url,
+            host = fetched.url.host_str().unwrap_or(""),
             n_bytes = fetched.body.len(),
             truncated = fetched.truncated,
             "fetch_url fetched a page."
