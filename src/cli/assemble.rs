@@ -27,8 +27,8 @@ use squidbot::gateway::{MeteredLlm, Metrics};
 use squidbot::llm::{Endpoint, LlmPool, OpenAiCompatLlm, RetryPolicy, Timeouts, http_client};
 use squidbot::storage::cron_jobs::CronJobs;
 use squidbot::storage::{JsonlStore, MemoryFile, WorkspacePrompt};
-use squidbot::tools::MemoryWriteTool;
 use squidbot::tools::cron::{CronAddTool, registry_tools};
+use squidbot::tools::{FetchUrlTool, MemoryWriteTool};
 
 /// The assembled agent and what commands need next to it.
 pub struct Assembly {
@@ -144,6 +144,9 @@ impl Assembly {
         let mut registry = ToolRegistry::new();
         for tool in registry_tools(&cron, &clock) {
             registry.register(tool)?;
+        }
+        if config.tools.fetch_url.enabled {
+            registry.register(Arc::new(FetchUrlTool::new()))?;
         }
         let agent = AgentLoop::new(
             llm,
