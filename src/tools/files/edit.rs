@@ -92,6 +92,9 @@ pub(super) fn edit(path: &Path, shown: &str, old_text: &str, new_text: &str) -> 
         Ok(meta) if meta.is_dir() => {
             return ToolOutput::error(format!("Error: {shown} is a directory."));
         }
+        Ok(meta) if !meta.is_file() => {
+            return ToolOutput::error(format!("Error: {shown} is not a regular file."));
+        }
         Ok(meta) if meta.len() > EDIT_CAP => {
             return ToolOutput::error(format!(
                 "Error: {shown} is {} bytes; edit_file handles files up to {} MiB. Use the shell tool.",

@@ -101,6 +101,11 @@ pub(super) fn read(
             "Error: {shown} is a directory; use list_files to see its entries."
         ));
     }
+    if path.exists() && !path.is_file() {
+        return ToolOutput::error(format!(
+            "Error: {shown} is not a regular file (a device, socket or FIFO); read_file reads files."
+        ));
+    }
     let file = match File::open(path) {
         Ok(file) => file,
         Err(error) => return io_failure("read", shown, &error),

@@ -171,6 +171,16 @@ async fn binary_and_invalid_utf8_files_are_refused() {
         out.is_error && out.content.contains("does not exist"),
         "{out:?}"
     );
+    let fifo = std::process::Command::new("mkfifo")
+        .arg(w.ws.join("pipe"))
+        .status();
+    if fifo.is_ok_and(|status| status.success()) {
+        let out = call(&read, json!({"path": "pipe"})).await;
+        assert!(
+            out.is_error && out.content.contains("not a regular file"),
+            "{out:?}"
+        );
+    }
     let out = call(&read, json!({"path": "."})).await;
     assert!(
         out.is_error && out.content.contains("is a directory"),
