@@ -123,7 +123,11 @@ fn no_unwrap_outside_tests() {
             }
         }
     }
-    assert!(problems.is_empty(), "unwrap/expect outside tests:\n{}", problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "unwrap/expect outside tests:\n{}",
+        problems.join("\n")
+    );
 }
 
 /// The module paths a reader of ARCHITECTURE.md must find: every file under src/, with a

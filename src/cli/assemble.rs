@@ -28,7 +28,7 @@ use squidbot::llm::{Endpoint, LlmPool, OpenAiCompatLlm, RetryPolicy, Timeouts, h
 use squidbot::storage::cron_jobs::CronJobs;
 use squidbot::storage::{JsonlStore, MemoryFile, WorkspacePrompt};
 use squidbot::tools::cron::{CronAddTool, registry_tools};
-use squidbot::tools::{FetchUrlTool, MemoryWriteTool};
+use squidbot::tools::{FetchUrlTool, MemoryWriteTool, ShellTool, WorkspaceGuard, file_tools};
 
 /// The assembled agent and what commands need next to it.
 pub struct Assembly {
@@ -142,6 +142,7 @@ impl Assembly {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let cron = CronJobs::new(&loaded.home);
         let mut registry = ToolRegistry::new();
+        register_workspace_tools(&mut registry, config)?;
         for tool in registry_tools(&cron, &clock) {
             registry.register(tool)?;
         }
@@ -206,6 +207,31 @@ impl Assembly {
         let tools = self.turn_tools();
         Arc::new(move |session| tools.for_turn(session, &serde_json::Map::new(), true))
     }
+}
+
+/// Registers `shell` (if `tools.shell.enabled`) and the file tools (if `tools.files.enabled`),
+/// confined to the workspace when `agents.restrict_to_workspace`; skill directories
+/// (`skills.extra_dirs`) stay readable.
+fn register_workspace_tools(registry: &mut ToolRegistry, config: &Config) -> Result<()> {
+    let workspace = &config.agents.workspace;
+    if config.tools.shell.enabled {
+        registry.register(Arc::new(ShellTool::new(
+            workspace,
+            config.tools.shell.timeout_seconds,
+        )))?;
+    }
+    if config.tools.files.enabled {
+        let guard = WorkspaceGuard::new(
+            workspace,
+            config.agents.restrict_to_workspace,
+            &config.skills.extra_dirs,
+        )
+        .with_context(|| format!("resolving the workspace {}", workspace.display()))?;
+        for tool in file_tools(Arc::new(guard)) {
+            registry.register(tool)?;
+        }
+    }
+    Ok(())
 }
 
 fn timeouts(config: &Config) -> Timeouts {

@@ -3,12 +3,21 @@
 //! - [`cron`]: `cron_list`, `cron_remove`, `cron_set_enabled` (registered) and `cron_add`
 //!   (built per turn with the turn's session and routing metadata).
 //! - [`fetch_url`]: `fetch_url`, fetching public web pages behind an SSRF guard (registered).
+//! - [`files`]: `read_file`, `write_file`, `edit_file`, `list_files` (registered).
 //! - [`memory_write`]: replaces the global MEMORY.md; built per turn, never registered.
+//! - [`shell`]: `shell`, a command in the workspace with a process-group timeout (registered).
+//! - [`workspace_path`]: the guard that confines the file tools to the workspace.
 
 pub mod cron;
 pub mod fetch_url;
+pub mod files;
 pub mod memory_write;
+pub mod shell;
+pub mod workspace_path;
 
 pub use cron::{CronAddTool, CronListTool, CronRemoveTool, CronSetEnabledTool};
 pub use fetch_url::FetchUrlTool;
+pub use files::{EditFileTool, ListFilesTool, ReadFileTool, WriteFileTool, file_tools};
 pub use memory_write::MemoryWriteTool;
+pub use shell::ShellTool;
+pub use workspace_path::{PathError, WorkspaceGuard};

@@ -1,0 +1,143 @@
+//! `edit_file`: replaces one exact occurrence of a text in a file, leaving every other byte as
+//! it was.
+//!
+//! The match is exact (whitespace and line breaks count). A missing match, or one that occurs
+//! more than once (the count is given), is an error that tells the model how to fix its call,
+//! so an edit never lands in the wrong place.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{EDIT_CAP, blocking, io_failure, write_keeping_permissions};
+use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, ToolSpec, parse_arguments};
+use crate::tools::workspace_path::WorkspaceGuard;
+
+/// Replaces one exact occurrence of a text in a file.
+pub struct EditFileTool {
+    guard: Arc<WorkspaceGuard>,
+    spec: ToolSpec,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Arguments {
+    path: String,
+    old_text: String,
+    new_text: String,
+}
+
+impl EditFileTool {
+    /// The tool over `guard`.
+    pub fn new(guard: Arc<WorkspaceGuard>) -> Self {
+        let spec = ToolSpec {
+            name: "edit_file".to_owned(),
+            description: "Replace old_text with new_text in a file. old_text must match exactly \
+                (whitespace included) and occur exactly once; include surrounding lines to make \
+                it unique."
+                .to_owned(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "File path."},
+                    "old_text": {"type": "string", "description": "The exact text to replace."},
+                    "new_text": {"type": "string", "description": "The replacement (may be empty)."}
+                },
+                "required": ["path", "old_text", "new_text"],
+                "additionalProperties": false
+            }),
+        };
+        Self { guard, spec }
+    }
+}
+
+#[async_trait]
+impl Tool for EditFileTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, arguments: Value, _context: &ToolContext) -> ToolOutput {
+        let arguments: Arguments = match parse_arguments("edit_file", arguments) {
+            Ok(arguments) => arguments,
+            Err(output) => return output,
+        };
+        if arguments.old_text.is_empty() {
+            return ToolOutput::error(
+                "Error: old_text is empty; give the exact text to replace (use write_file to create a file).",
+            );
+        }
+        let path = match self.guard.resolve_for_write(&arguments.path) {
+            Ok(path) => path,
+            Err(error) => return ToolOutput::error(format!("Error: {error}")),
+        };
+        blocking("edit_file", move || {
+            edit(
+                &path,
+                &arguments.path,
+                &arguments.old_text,
+                &arguments.new_text,
+            )
+        })
+        .await
+    }
+}
+
+/// Replaces the single occurrence of `old_text` in `path` with `new_text`.
+pub(super) fn edit(path: &Path, shown: &str, old_text: &str, new_text: &str) -> ToolOutput {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => {
+            return ToolOutput::error(format!("Error: {shown} is a directory."));
+        }
+        Ok(meta) if !meta.is_file() => {
+            return ToolOutput::error(format!("Error: {shown} is not a regular file."));
+        }
+        Ok(meta) if meta.len() > EDIT_CAP => {
+            return ToolOutput::error(format!(
+                "Error: {shown} is {} bytes; edit_file handles files up to {} MiB. Use the shell tool.",
+                meta.len(),
+                EDIT_CAP / (1024 * 1024)
+            ));
+        }
+        Ok(_) => {}
+        Err(error) => return io_failure("edit", shown, &error),
+    }
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(error) => return io_failure("read", shown, &error),
+    };
+    let Ok(text) = String::from_utf8(bytes) else {
+        return ToolOutput::error(format!(
+            "Error: {shown} is not UTF-8 text; edit_file only edits text files."
+        ));
+    };
+    let count = text.matches(old_text).count();
+    match count {
+        0 => {
+            return ToolOutput::error(format!(
+                "Error: old_text was not found in {shown}. It must match exactly, including \
+                 whitespace, indentation and line breaks; read the file and copy the text."
+            ));
+        }
+        1 => {}
+        n => {
+            return ToolOutput::error(format!(
+                "Error: old_text occurs {n} times in {shown}; it must occur exactly once. \
+                 Include more surrounding text to pick one occurrence."
+            ));
+        }
+    }
+    let edited = text.replacen(old_text, new_text, 1);
+    if let Err(error) = write_keeping_permissions(path, edited.as_bytes()) {
+        return io_failure("write", shown, &error);
+    }
+    tracing::info!(path = %path.display(), before = text.len(), after = edited.len(), "Agent edited a file.");
+    ToolOutput::ok(format!(
+        "Edited {shown}: replaced 1 occurrence ({} bytes -> {} bytes).",
+        text.len(),
+        edited.len()
+    ))
+}

@@ -1,0 +1,80 @@
+//! The file tools: `read_file`, `write_file`, `edit_file` and `list_files`.
+//!
+//! Every path goes through the [`WorkspaceGuard`] (symlinks followed, checked by components), so
+//! with `restrict_to_workspace` the model can read the workspace and the skill directories and
+//! write only the workspace. Reads are capped ([`READ_CAP`], with a note on how to read on),
+//! binary files are refused, and listings are capped ([`LIST_CAP`]). Writes are atomic (temporary
+//! file and rename, see `storage::atomic`) and keep an existing file's permissions. All file I/O
+//! runs on the blocking pool; every failure is an error result that says what went wrong.
+
+mod edit;
+mod list;
+mod read;
+#[cfg(test)]
+mod tests;
+mod write;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::core::ports::tool::{Tool, ToolOutput};
+use crate::tools::workspace_path::WorkspaceGuard;
+
+pub use edit::EditFileTool;
+pub use list::ListFilesTool;
+pub use read::ReadFileTool;
+pub use write::WriteFileTool;
+
+/// Most bytes of text one `read_file` call returns.
+pub const READ_CAP: usize = 256 * 1024;
+/// Largest file `edit_file` will load and rewrite.
+pub const EDIT_CAP: u64 = 8 * 1024 * 1024;
+/// Most entries one `list_files` call shows.
+pub const LIST_CAP: usize = 500;
+
+/// The four file tools over `guard`, in registration order.
+pub fn file_tools(guard: Arc<WorkspaceGuard>) -> Vec<Arc<dyn Tool>> {
+    vec![
+        Arc::new(ReadFileTool::new(guard.clone())),
+        Arc::new(WriteFileTool::new(guard.clone())),
+        Arc::new(EditFileTool::new(guard.clone())),
+        Arc::new(ListFilesTool::new(guard)),
+    ]
+}
+
+/// Runs blocking file work on the blocking pool; a panic or cancellation becomes an error result.
+async fn blocking(
+    tool: &'static str,
+    work: impl FnOnce() -> ToolOutput + Send + 'static,
+) -> ToolOutput {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(output) => output,
+        Err(error) => {
+            tracing::error!(tool, error = %error, "File tool task failed.");
+            ToolOutput::error(format!("Error: {tool} failed internally: {error}"))
+        }
+    }
+}
+
+/// An I/O error on `shown` (the path as the model gave it) as a clear error result.
+fn io_failure(action: &str, shown: &str, error: &std::io::Error) -> ToolOutput {
+    use std::io::ErrorKind;
+    let reason = match error.kind() {
+        ErrorKind::NotFound => "it does not exist".to_owned(),
+        ErrorKind::PermissionDenied => "permission denied".to_owned(),
+        ErrorKind::IsADirectory => "it is a directory".to_owned(),
+        ErrorKind::NotADirectory => "a part of the path is not a directory".to_owned(),
+        _ => error.to_string(),
+    };
+    ToolOutput::error(format!("Error: cannot {action} {shown}: {reason}"))
+}
+
+/// Writes `bytes` atomically to `path`, keeping the permissions of a file it replaces.
+fn write_keeping_permissions(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let permissions = std::fs::metadata(path).ok().map(|meta| meta.permissions());
+    crate::storage::atomic::write(path, bytes)?;
+    if let Some(permissions) = permissions {
+        std::fs::set_permissions(path, permissions)?;
+    }
+    Ok(())
+}

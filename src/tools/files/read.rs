@@ -1,0 +1,192 @@
+//! `read_file`: the UTF-8 text of a file, by lines, capped at [`READ_CAP`](super::READ_CAP).
+//!
+//! The file is streamed line by line, so a huge file costs only what is returned. A file with a
+//! NUL byte or invalid UTF-8 is refused as binary. When the cap or `limit` stops the read, a
+//! note says which lines were shown and which `offset` continues.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{READ_CAP, blocking, io_failure};
+use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, ToolSpec, parse_arguments};
+use crate::tools::workspace_path::WorkspaceGuard;
+
+/// Reads a text file.
+pub struct ReadFileTool {
+    guard: Arc<WorkspaceGuard>,
+    spec: ToolSpec,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Arguments {
+    path: String,
+    offset: Option<usize>,
+    limit: Option<usize>,
+}
+
+impl ReadFileTool {
+    /// The tool over `guard`.
+    pub fn new(guard: Arc<WorkspaceGuard>) -> Self {
+        let spec = ToolSpec {
+            name: "read_file".to_owned(),
+            description: "Read a UTF-8 text file (relative paths are in the workspace). Long \
+                files are cut at 256 KiB; use offset/limit (lines) to read on."
+                .to_owned(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "File path."},
+                    "offset": {"type": "integer", "minimum": 1, "description": "First line to return (1-based). Default 1."},
+                    "limit": {"type": "integer", "minimum": 1, "description": "Most lines to return. Default: up to the size cap."}
+                },
+                "required": ["path"],
+                "additionalProperties": false
+            }),
+        };
+        Self { guard, spec }
+    }
+}
+
+#[async_trait]
+impl Tool for ReadFileTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, arguments: Value, _context: &ToolContext) -> ToolOutput {
+        let arguments: Arguments = match parse_arguments("read_file", arguments) {
+            Ok(arguments) => arguments,
+            Err(output) => return output,
+        };
+        if arguments.offset == Some(0) || arguments.limit == Some(0) {
+            return ToolOutput::error("Error: offset and limit start at 1.");
+        }
+        let path = match self.guard.resolve_for_read(&arguments.path) {
+            Ok(path) => path,
+            Err(error) => return ToolOutput::error(format!("Error: {error}")),
+        };
+        let offset = arguments.offset.unwrap_or(1);
+        let limit = arguments.limit.unwrap_or(usize::MAX);
+        blocking("read_file", move || {
+            read(&path, &arguments.path, offset, limit, READ_CAP)
+        })
+        .await
+    }
+}
+
+/// Why reading stopped before the end of the file.
+enum Stop {
+    End,
+    Limit,
+    Cap,
+}
+
+/// Reads lines `offset..offset + limit` of `path`, at most `cap` bytes of them.
+pub(super) fn read(
+    path: &Path,
+    shown: &str,
+    offset: usize,
+    limit: usize,
+    cap: usize,
+) -> ToolOutput {
+    if path.is_dir() {
+        return ToolOutput::error(format!(
+            "Error: {shown} is a directory; use list_files to see its entries."
+        ));
+    }
+    if path.exists() && !path.is_file() {
+        return ToolOutput::error(format!(
+            "Error: {shown} is not a regular file (a device, socket or FIFO); read_file reads files."
+        ));
+    }
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(error) => return io_failure("read", shown, &error),
+    };
+    let size = file.metadata().map(|meta| meta.len()).unwrap_or(0);
+    let mut reader = BufReader::new(file);
+    let mut text = String::new();
+    let mut line = Vec::new();
+    let mut line_no = 0usize;
+    let mut last_shown = 0usize;
+    let mut partial_line = false;
+    let mut stop = Stop::End;
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(error) => return io_failure("read", shown, &error),
+        }
+        line_no += 1;
+        if line.contains(&0) {
+            return binary(shown, size);
+        }
+        let Ok(decoded) = std::str::from_utf8(&line) else {
+            return binary(shown, size);
+        };
+        if line_no < offset {
+            continue;
+        }
+        if line_no - offset >= limit {
+            stop = Stop::Limit;
+            break;
+        }
+        if text.len() + decoded.len() > cap {
+            if text.is_empty() {
+                // A single line longer than the cap: show its start.
+                let mut end = cap;
+                while !decoded.is_char_boundary(end) {
+                    end -= 1;
+                }
+                text.push_str(&decoded[..end]);
+                last_shown = line_no;
+                partial_line = true;
+            }
+            stop = Stop::Cap;
+            break;
+        }
+        text.push_str(decoded);
+        last_shown = line_no;
+    }
+    if line_no < offset && line_no > 0 {
+        return ToolOutput::error(format!(
+            "Error: {shown} has only {line_no} lines; offset {offset} is past the end."
+        ));
+    }
+    if size == 0 || (line_no == 0 && text.is_empty()) {
+        return ToolOutput::ok(format!("({shown} is empty)"));
+    }
+    match stop {
+        Stop::End => ToolOutput::ok(text),
+        Stop::Limit => ToolOutput::ok(format!(
+            "{text}\n[Showing lines {offset}-{last_shown}; the file goes on. Continue with offset={}.]",
+            last_shown + 1
+        )),
+        Stop::Cap => ToolOutput::ok(format!(
+            "{text}\n[Cut at {} KiB: showing lines {offset}-{last_shown} of a {size}-byte file. \
+             Continue with offset={}{}.]",
+            cap / 1024,
+            last_shown + 1,
+            if partial_line {
+                " (that line was itself longer than the cap and is shown only in part)"
+            } else {
+                ""
+            }
+        )),
+    }
+}
+
+fn binary(shown: &str, size: u64) -> ToolOutput {
+    ToolOutput::error(format!(
+        "Error: {shown} is not a UTF-8 text file ({size} bytes; binary content). read_file only \
+         reads text; use the shell tool (e.g. `file`, `xxd | head`) to inspect it."
+    ))
+}

@@ -1,0 +1,268 @@
+//! Tests of the file tools through their `Tool` interface, on temporary workspaces.
+
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::core::ports::tool::ToolContext;
+use crate::core::session::SessionId;
+
+struct Workspace {
+    _dir: tempfile::TempDir,
+    base: PathBuf,
+    ws: PathBuf,
+    guard: Arc<WorkspaceGuard>,
+}
+
+fn workspace() -> Workspace {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().canonicalize().unwrap();
+    let ws = base.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(base.join("skills/git")).unwrap();
+    std::fs::write(base.join("skills/git/SKILL.md"), "# git skill\n").unwrap();
+    let guard = Arc::new(WorkspaceGuard::new(&ws, true, &[base.join("skills")]).unwrap());
+    Workspace {
+        _dir: dir,
+        base,
+        ws,
+        guard,
+    }
+}
+
+async fn call(tool: &dyn Tool, arguments: Value) -> ToolOutput {
+    let context = ToolContext {
+        session: SessionId::new("cli", "test").unwrap(),
+        metadata: Default::default(),
+    };
+    tool.call(arguments, &context).await
+}
+
+#[tokio::test]
+async fn write_then_read_round_trips_and_creates_parents() {
+    let w = workspace();
+    let write = WriteFileTool::new(w.guard.clone());
+    let out = call(
+        &write,
+        json!({"path": "a/b/c.txt", "content": "héllo\nworld\n"}),
+    )
+    .await;
+    assert!(!out.is_error, "{out:?}");
+    assert!(
+        out.content.contains("Created a/b/c.txt (13 bytes)"),
+        "{out:?}"
+    );
+    let out = call(&write, json!({"path": "a/b/c.txt", "content": ""})).await;
+    assert!(out.content.starts_with("Overwrote"), "{out:?}");
+    call(
+        &write,
+        json!({"path": "a/b/c.txt", "content": "héllo\nworld\n"}),
+    )
+    .await;
+    let read = ReadFileTool::new(w.guard.clone());
+    let out = call(&read, json!({"path": "a/b/c.txt"})).await;
+    assert_eq!(out, ToolOutput::ok("héllo\nworld\n"));
+    let out = call(&read, json!({"path": "a/b/c.txt", "offset": 2})).await;
+    assert_eq!(out.content, "world\n");
+}
+
+#[tokio::test]
+async fn file_tools_refuse_escapes_with_clear_errors() {
+    let w = workspace();
+    std::fs::write(w.base.join("secret"), "s").unwrap();
+    symlink(w.base.join("secret"), w.ws.join("out")).unwrap();
+    let read = ReadFileTool::new(w.guard.clone());
+    let write = WriteFileTool::new(w.guard.clone());
+    let list = ListFilesTool::new(w.guard.clone());
+    for out in [
+        call(&read, json!({"path": "../secret"})).await,
+        call(&read, json!({"path": "out"})).await,
+        call(&write, json!({"path": "out", "content": "x"})).await,
+        call(&list, json!({"path": ".."})).await,
+    ] {
+        assert!(out.is_error, "{out:?}");
+        assert!(out.content.contains("outside the workspace"), "{out:?}");
+    }
+    assert_eq!(std::fs::read_to_string(w.base.join("secret")).unwrap(), "s");
+    let out = call(&read, json!({"path": "x", "extra": 1})).await;
+    assert!(
+        out.is_error && out.content.contains("unknown field"),
+        "{out:?}"
+    );
+}
+
+#[tokio::test]
+async fn skill_files_are_readable_but_not_writable() {
+    let w = workspace();
+    let skill = w.base.join("skills/git/SKILL.md");
+    let read = ReadFileTool::new(w.guard.clone());
+    let out = call(&read, json!({"path": skill.to_str().unwrap()})).await;
+    assert_eq!(out, ToolOutput::ok("# git skill\n"));
+    let edit = EditFileTool::new(w.guard.clone());
+    let out = call(
+        &edit,
+        json!({"path": skill.to_str().unwrap(), "old_text": "git", "new_text": "x"}),
+    )
+    .await;
+    assert!(out.is_error && out.content.contains("read-only"), "{out:?}");
+}
+
+#[test]
+fn read_cap_cuts_and_says_how_to_continue() {
+    let w = workspace();
+    let path = w.ws.join("big.txt");
+    let text: String = (1..=100).map(|n| format!("line {n:03}\n")).collect();
+    std::fs::write(&path, &text).unwrap();
+    // Each line is 9 bytes: a 100-byte cap holds 11 lines.
+    let out = read::read(&path, "big.txt", 1, usize::MAX, 100);
+    assert!(!out.is_error);
+    assert!(out.content.starts_with("line 001\n"));
+    assert!(out.content.contains("line 011\n"));
+    assert!(!out.content.contains("line 012"));
+    assert!(
+        out.content.contains("Continue with offset=12"),
+        "{}",
+        out.content
+    );
+    let out = read::read(&path, "big.txt", 12, 2, 100);
+    assert!(
+        out.content
+            .starts_with("line 012\nline 013\n\n[Showing lines 12-13"),
+        "{}",
+        out.content
+    );
+    let out = read::read(&path, "big.txt", 101, 1, 100);
+    assert!(
+        out.is_error && out.content.contains("only 100 lines"),
+        "{out:?}"
+    );
+    // One line longer than the cap is shown in part, cut on a character boundary.
+    std::fs::write(&path, "é".repeat(100)).unwrap();
+    let out = read::read(&path, "big.txt", 1, usize::MAX, 51);
+    assert!(out.content.starts_with(&"é".repeat(25)), "{}", out.content);
+    assert!(
+        out.content.contains("shown only in part"),
+        "{}",
+        out.content
+    );
+}
+
+#[tokio::test]
+async fn binary_and_invalid_utf8_files_are_refused() {
+    let w = workspace();
+    std::fs::write(w.ws.join("nul.bin"), b"abc\0def").unwrap();
+    std::fs::write(w.ws.join("latin1.txt"), b"caf\xe9\n").unwrap();
+    std::fs::write(w.ws.join("empty.txt"), b"").unwrap();
+    let read = ReadFileTool::new(w.guard.clone());
+    for name in ["nul.bin", "latin1.txt"] {
+        let out = call(&read, json!({"path": name})).await;
+        assert!(
+            out.is_error && out.content.contains("not a UTF-8 text file"),
+            "{out:?}"
+        );
+    }
+    let out = call(&read, json!({"path": "empty.txt"})).await;
+    assert_eq!(out, ToolOutput::ok("(empty.txt is empty)"));
+    let out = call(&read, json!({"path": "missing.txt"})).await;
+    assert!(
+        out.is_error && out.content.contains("does not exist"),
+        "{out:?}"
+    );
+    let fifo = std::process::Command::new("mkfifo")
+        .arg(w.ws.join("pipe"))
+        .status();
+    if fifo.is_ok_and(|status| status.success()) {
+        let out = call(&read, json!({"path": "pipe"})).await;
+        assert!(
+            out.is_error && out.content.contains("not a regular file"),
+            "{out:?}"
+        );
+    }
+    let out = call(&read, json!({"path": "."})).await;
+    assert!(
+        out.is_error && out.content.contains("is a directory"),
+        "{out:?}"
+    );
+}
+
+#[tokio::test]
+async fn edit_file_cases() {
+    let w = workspace();
+    let path = w.ws.join("doc.md");
+    std::fs::write(&path, "alpha\nbeta\nalpha\n  gamma – δ\r\nend").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o751)).unwrap();
+    let edit = EditFileTool::new(w.guard.clone());
+    let args = |old: &str, new: &str| json!({"path": "doc.md", "old_text": old, "new_text": new});
+
+    let out = call(&edit, args("omega", "x")).await;
+    assert!(out.is_error && out.content.contains("not found"), "{out:?}");
+    let out = call(&edit, args("alpha", "x")).await;
+    assert!(
+        out.is_error && out.content.contains("occurs 2 times"),
+        "{out:?}"
+    );
+    let out = call(&edit, args("gamma", "x")).await;
+    assert!(
+        !out.is_error,
+        "whitespace-insensitive match must not be needed: {out:?}"
+    );
+    let out = call(&edit, args("  x – δ\r\n", "  γ – Δ\r\n")).await;
+    assert!(!out.is_error, "{out:?}");
+    let out = call(&edit, args("alpha\nbeta\n", "")).await;
+    assert!(!out.is_error, "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "alpha\n  γ – Δ\r\nend"
+    );
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o751
+    );
+    let out = call(&edit, args("", "x")).await;
+    assert!(
+        out.is_error && out.content.contains("old_text is empty"),
+        "{out:?}"
+    );
+    let out = call(
+        &edit,
+        json!({"path": "nope.md", "old_text": "a", "new_text": "b"}),
+    )
+    .await;
+    assert!(
+        out.is_error && out.content.contains("does not exist"),
+        "{out:?}"
+    );
+    let out = call(&edit, json!({"path": "doc.md", "old_text": "a"})).await;
+    assert!(out.is_error && out.content.contains("new_text"), "{out:?}");
+}
+
+#[tokio::test]
+async fn list_files_dirs_first_and_capped() {
+    let w = workspace();
+    std::fs::create_dir_all(w.ws.join("zdir")).unwrap();
+    std::fs::create_dir_all(w.ws.join("adir")).unwrap();
+    std::fs::write(w.ws.join("b.txt"), "").unwrap();
+    std::fs::write(w.ws.join("a.txt"), "").unwrap();
+    symlink(w.ws.join("adir"), w.ws.join("linkdir")).unwrap();
+    let list = ListFilesTool::new(w.guard.clone());
+    let out = call(&list, json!({})).await;
+    assert_eq!(
+        out,
+        ToolOutput::ok("d adir\nd linkdir\nd zdir\nf a.txt\nf b.txt")
+    );
+    let out = call(&list, json!({"path": "adir"})).await;
+    assert_eq!(out, ToolOutput::ok("(adir is empty)"));
+    let out = call(&list, json!({"path": "a.txt"})).await;
+    assert!(
+        out.is_error && out.content.contains("not a directory"),
+        "{out:?}"
+    );
+    let out = list::list(&w.ws, ".", 2);
+    assert_eq!(
+        out.content,
+        "d adir\nd linkdir\n[... 3 more entries not shown; list a subdirectory or use the shell tool.]"
+    );
+}

@@ -1,0 +1,82 @@
+//! `write_file`: creates or replaces a file in the workspace with the given text.
+//!
+//! Parent directories are created; the write is atomic (temporary file, fsync, rename), which
+//! also means a symlink at the final component is replaced, never followed.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{blocking, io_failure, write_keeping_permissions};
+use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, ToolSpec, parse_arguments};
+use crate::tools::workspace_path::WorkspaceGuard;
+
+/// Creates or overwrites a file.
+pub struct WriteFileTool {
+    guard: Arc<WorkspaceGuard>,
+    spec: ToolSpec,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Arguments {
+    path: String,
+    content: String,
+}
+
+impl WriteFileTool {
+    /// The tool over `guard`.
+    pub fn new(guard: Arc<WorkspaceGuard>) -> Self {
+        let spec = ToolSpec {
+            name: "write_file".to_owned(),
+            description: "Create or overwrite a file with the given content (parent directories \
+                are created). To change part of a file, use edit_file."
+                .to_owned(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "File path."},
+                    "content": {"type": "string", "description": "The complete new content."}
+                },
+                "required": ["path", "content"],
+                "additionalProperties": false
+            }),
+        };
+        Self { guard, spec }
+    }
+}
+
+#[async_trait]
+impl Tool for WriteFileTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, arguments: Value, _context: &ToolContext) -> ToolOutput {
+        let arguments: Arguments = match parse_arguments("write_file", arguments) {
+            Ok(arguments) => arguments,
+            Err(output) => return output,
+        };
+        let path = match self.guard.resolve_for_write(&arguments.path) {
+            Ok(path) => path,
+            Err(error) => return ToolOutput::error(format!("Error: {error}")),
+        };
+        blocking("write_file", move || {
+            let shown = &arguments.path;
+            if path.is_dir() {
+                return ToolOutput::error(format!("Error: {shown} is a directory."));
+            }
+            let existed = path.exists();
+            let bytes = arguments.content.as_bytes();
+            if let Err(error) = write_keeping_permissions(&path, bytes) {
+                return io_failure("write", shown, &error);
+            }
+            tracing::info!(path = %path.display(), bytes = bytes.len(), "Agent wrote a file.");
+            let verb = if existed { "Overwrote" } else { "Created" };
+            ToolOutput::ok(format!("{verb} {shown} ({} bytes).", bytes.len()))
+        })
+        .await
+    }
+}

@@ -1,0 +1,455 @@
+//! `shell`: runs a command with `sh -c` in the workspace, with a timeout that kills the whole
+//! process tree and output capped to what a model can use.
+//!
+//! The command gets its own process group (`process_group(0)`), stdin from `/dev/null`, and one
+//! pipe for both stdout and stderr, so their order is kept. When the timeout expires the whole
+//! group is killed with `SIGKILL` (the original only stopped waiting and left the process
+//! running); the group is also killed when the command finishes, so background children
+//! (`cmd &`) never outlive the call. A process that leaves the group (`setsid`) escapes that;
+//! reading its output stops after [`DRAIN_GRACE`]. Output keeps its head and tail
+//! ([`OUTPUT_CAP`] in all) and announces the cut. The exit code is always reported; non-zero,
+//! a signal or a timeout make an error result.
+//!
+//! `libc` (already in the dependency tree through tokio) provides `killpg`; it is smaller than
+//! `nix` and avoids spawning `kill` processes. The command is not sandboxed: with
+//! `restrict_to_workspace` only its working directory is the workspace.
+
+use std::collections::VecDeque;
+use std::os::fd::OwnedFd;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::io::AsyncReadExt;
+use tokio::time::Instant;
+
+use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, ToolSpec, parse_arguments};
+
+/// Longest timeout a call may ask for, in seconds.
+pub const MAX_TIMEOUT_SECONDS: u64 = 600;
+/// Most bytes of output returned: half from the start, half from the end.
+pub const OUTPUT_CAP: usize = 16 * 1024;
+/// How long output is still read after the process group was killed.
+pub const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+/// Runs shell commands in the workspace.
+pub struct ShellTool {
+    cwd: PathBuf,
+    default_timeout: u64,
+    spec: ToolSpec,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Arguments {
+    command: String,
+    timeout: Option<u64>,
+}
+
+impl ShellTool {
+    /// The tool running commands in `cwd`, with `default_timeout_seconds` unless a call says
+    /// otherwise (clamped to 1..=[`MAX_TIMEOUT_SECONDS`]).
+    pub fn new(cwd: &Path, default_timeout_seconds: u64) -> Self {
+        let default_timeout = default_timeout_seconds.clamp(1, MAX_TIMEOUT_SECONDS);
+        let spec = ToolSpec {
+            name: "shell".to_owned(),
+            description: format!(
+                "Run a shell command (sh -c) in the workspace. stdout and stderr are returned \
+                 together (long output keeps its start and end) with the exit code. Background \
+                 processes are killed when the command ends. Default timeout {default_timeout}s."
+            ),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string", "description": "The command line."},
+                    "timeout": {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT_SECONDS, "description": "Timeout in seconds; the whole process group is killed then."}
+                },
+                "required": ["command"],
+                "additionalProperties": false
+            }),
+        };
+        Self {
+            cwd: cwd.to_owned(),
+            default_timeout,
+            spec,
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for ShellTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, arguments: Value, _context: &ToolContext) -> ToolOutput {
+        let arguments: Arguments = match parse_arguments("shell", arguments) {
+            Ok(arguments) => arguments,
+            Err(output) => return output,
+        };
+        if arguments.command.trim().is_empty() {
+            return ToolOutput::error("Error: the command is empty.");
+        }
+        let seconds = arguments
+            .timeout
+            .unwrap_or(self.default_timeout)
+            .clamp(1, MAX_TIMEOUT_SECONDS);
+        let started = Instant::now();
+        let run = match run(
+            &arguments.command,
+            &self.cwd,
+            Duration::from_secs(seconds),
+            OUTPUT_CAP,
+        )
+        .await
+        {
+            Ok(run) => run,
+            Err(error) => {
+                tracing::error!(error = %error, "Shell command could not be started.");
+                return ToolOutput::error(format!("Error: could not run the command: {error}"));
+            }
+        };
+        let exit_code = run.status.and_then(|status| status.code());
+        tracing::info!(
+            exit_code,
+            timed_out = run.timed_out,
+            output_bytes = run.total_bytes,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "Shell command finished."
+        );
+        let mut output = run.output;
+        if output.is_empty() {
+            output = "(no output)".to_owned();
+        }
+        if !run.drained {
+            output.push_str(
+                "\n[stopped reading: a process that left the process group still holds the output open]",
+            );
+        }
+        if run.timed_out {
+            return ToolOutput::error(format!(
+                "Error: the command timed out after {seconds}s; its process group was killed.\n{output}"
+            ));
+        }
+        match run.status {
+            Some(status) if status.success() => ToolOutput::ok(format!("exit code 0\n{output}")),
+            Some(status) => match (status.code(), status.signal()) {
+                (Some(code), _) => ToolOutput::error(format!("Error: exit code {code}\n{output}")),
+                (None, Some(signal)) => {
+                    ToolOutput::error(format!("Error: killed by signal {signal}\n{output}"))
+                }
+                (None, None) => ToolOutput::error(format!("Error: {status}\n{output}")),
+            },
+            None => ToolOutput::error(format!("Error: the exit status is unknown.\n{output}")),
+        }
+    }
+}
+
+/// The outcome of one command.
+#[derive(Debug)]
+pub(crate) struct Run {
+    /// The combined output, capped.
+    pub output: String,
+    /// Bytes the command wrote in all.
+    pub total_bytes: usize,
+    /// How the command ended (`None` only if it could not be reaped).
+    pub status: Option<ExitStatus>,
+    /// Whether the timeout killed it.
+    pub timed_out: bool,
+    /// Whether the output was read to its end.
+    pub drained: bool,
+}
+
+/// Kills a process group when dropped, on every path out of [`run`] (including cancellation).
+struct GroupKill(libc::pid_t);
+
+impl Drop for GroupKill {
+    fn drop(&mut self) {
+        if self.0 > 1 {
+            // SAFETY: killpg takes plain integers and touches no memory of ours. The group id is
+            // the pid of the leader we started; while any member lives the id cannot be reused.
+            let _ = unsafe { libc::killpg(self.0, libc::SIGKILL) };
+        }
+    }
+}
+
+/// Runs `command` in `cwd`, killing its process group at `timeout` and when it ends.
+pub(crate) async fn run(
+    command: &str,
+    cwd: &Path,
+    timeout: Duration,
+    cap: usize,
+) -> std::io::Result<Run> {
+    let (reader, writer) = std::io::pipe()?;
+    let writer_err = writer.try_clone()?;
+    let mut cmd = tokio::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(writer)
+        .stderr(writer_err)
+        .process_group(0)
+        .kill_on_drop(true);
+    let spawned = cmd.spawn();
+    // Dropping the command closes our copies of the pipe's write end, so EOF can come.
+    drop(cmd);
+    let mut child = spawned?;
+    let group = child
+        .id()
+        .and_then(|pid| libc::pid_t::try_from(pid).ok())
+        .map(GroupKill);
+    let mut pipe = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader))?;
+    let mut capture = HeadTail::new(cap);
+    let mut buf = vec![0u8; 8192];
+    let mut eof = false;
+    let mut status = None;
+    let mut timed_out = false;
+    let deadline = Instant::now() + timeout;
+    while status.is_none() {
+        tokio::select! {
+            read = pipe.read(&mut buf), if !eof => match read {
+                Ok(0) | Err(_) => eof = true,
+                Ok(n) => capture.push(&buf[..n]),
+            },
+            waited = child.wait() => status = Some(waited?),
+            () = tokio::time::sleep_until(deadline) => {
+                timed_out = true;
+                break;
+            }
+        }
+    }
+    // Kill the whole group: on timeout the command itself, in any case its background children.
+    drop(group);
+    if timed_out {
+        status = tokio::time::timeout(DRAIN_GRACE, child.wait())
+            .await
+            .ok()
+            .and_then(Result::ok);
+    }
+    let drain_deadline = Instant::now() + DRAIN_GRACE;
+    while !eof {
+        match tokio::time::timeout_at(drain_deadline, pipe.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => eof = true,
+            Ok(Ok(n)) => capture.push(&buf[..n]),
+            Err(_) => break,
+        }
+    }
+    Ok(Run {
+        total_bytes: capture.total,
+        output: capture.render(),
+        status,
+        timed_out,
+        drained: eof,
+    })
+}
+
+/// The first and last bytes of a stream, with the count of everything.
+struct HeadTail {
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    half: usize,
+    total: usize,
+}
+
+impl HeadTail {
+    fn new(cap: usize) -> Self {
+        let half = cap / 2;
+        Self {
+            head: Vec::with_capacity(half.min(64 * 1024)),
+            tail: VecDeque::new(),
+            half,
+            total: 0,
+        }
+    }
+
+    fn push(&mut self, mut bytes: &[u8]) {
+        self.total += bytes.len();
+        let room = self.half.saturating_sub(self.head.len());
+        let (first, rest) = bytes.split_at(room.min(bytes.len()));
+        self.head.extend_from_slice(first);
+        bytes = rest;
+        if bytes.len() >= self.half {
+            self.tail.clear();
+            self.tail.extend(&bytes[bytes.len() - self.half..]);
+        } else {
+            self.tail.extend(bytes);
+            let excess = self.tail.len().saturating_sub(self.half);
+            self.tail.drain(..excess);
+        }
+    }
+
+    fn render(&self) -> String {
+        let head = String::from_utf8_lossy(&self.head);
+        let (front, back) = self.tail.as_slices();
+        let tail = String::from_utf8_lossy(&[front, back].concat()).into_owned();
+        let cut = self.total - self.head.len() - self.tail.len();
+        if cut == 0 {
+            // Nothing was dropped, so head and tail are adjacent; decode them together so a
+            // character split between them survives.
+            let mut all = self.head.clone();
+            all.extend(self.tail.iter());
+            return String::from_utf8_lossy(&all).into_owned();
+        }
+        format!("{head}\n[... {cut} bytes cut ...]\n{tail}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::session::SessionId;
+
+    async fn shell(command: &str, timeout: Option<u64>) -> ToolOutput {
+        let dir = tempfile::tempdir().unwrap();
+        let tool = ShellTool::new(dir.path(), 30);
+        let context = ToolContext {
+            session: SessionId::new("cli", "test").unwrap(),
+            metadata: Default::default(),
+        };
+        let mut arguments = json!({"command": command});
+        if let Some(timeout) = timeout {
+            arguments["timeout"] = json!(timeout);
+        }
+        tool.call(arguments, &context).await
+    }
+
+    /// Whether `pid` is still a live process (a zombie waiting for its reaper counts as dead).
+    fn alive(pid: u32) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(stat) => stat
+                .rsplit_once(") ")
+                .is_some_and(|(_, rest)| !rest.starts_with('Z') && !rest.starts_with('X')),
+            Err(_) => false,
+        }
+    }
+
+    async fn assert_all_dead(pids: &[u32]) {
+        for _ in 0..40 {
+            if pids.iter().all(|&pid| !alive(pid)) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let survivors: Vec<_> = pids.iter().filter(|&&pid| alive(pid)).collect();
+        panic!("processes survived: {survivors:?}");
+    }
+
+    fn pids(text: &str) -> Vec<u32> {
+        text.lines()
+            .filter_map(|line| line.strip_prefix("PID "))
+            .map(|pid| pid.trim().parse().unwrap())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn runs_in_the_workspace_and_reports_the_exit_code() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("marker.txt"), "").unwrap();
+        let tool = ShellTool::new(dir.path(), 30);
+        let context = ToolContext {
+            session: SessionId::new("cli", "test").unwrap(),
+            metadata: Default::default(),
+        };
+        let out = tool.call(json!({"command": "ls"}), &context).await;
+        assert_eq!(out, ToolOutput::ok("exit code 0\nmarker.txt\n"));
+        let out = shell("echo out; echo err >&2; exit 3", None).await;
+        assert!(out.is_error);
+        assert_eq!(out.content, "Error: exit code 3\nout\nerr\n");
+        let out = shell("true", None).await;
+        assert_eq!(out, ToolOutput::ok("exit code 0\n(no output)"));
+        let out = shell("kill -9 $$", None).await;
+        assert!(
+            out.is_error && out.content.contains("killed by signal 9"),
+            "{out:?}"
+        );
+        let out = shell("", None).await;
+        assert!(out.is_error && out.content.contains("empty"), "{out:?}");
+        let out = shell("true", Some(0)).await;
+        assert!(!out.is_error, "a zero timeout is raised to 1 s: {out:?}");
+    }
+
+    #[tokio::test]
+    async fn output_cap_keeps_head_and_tail() {
+        let out = shell(
+            "printf START; head -c 50000 /dev/zero | tr '\\0' a; printf 'END\\n'",
+            None,
+        )
+        .await;
+        assert!(!out.is_error, "{out:?}");
+        assert!(
+            out.content.starts_with("exit code 0\nSTARTaaa"),
+            "{}",
+            &out.content[..40]
+        );
+        assert!(out.content.ends_with("aaaEND\n"));
+        let cut = 5 + 50_000 + 4 - OUTPUT_CAP;
+        assert!(
+            out.content
+                .contains(&format!("\n[... {cut} bytes cut ...]\n"))
+        );
+        assert!(
+            out.content.len() < OUTPUT_CAP + 100,
+            "{}",
+            out.content.len()
+        );
+    }
+
+    #[test]
+    fn head_tail_across_many_pushes() {
+        let mut capture = HeadTail::new(8);
+        for chunk in [&b"ab"[..], b"cdef", b"ghij", b"k", b"lmnop"] {
+            capture.push(chunk);
+        }
+        assert_eq!(capture.render(), "abcd\n[... 8 bytes cut ...]\nmnop");
+        let mut capture = HeadTail::new(8);
+        capture.push("héllo".as_bytes());
+        assert_eq!(capture.render(), "héllo");
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_the_whole_process_tree() {
+        let started = Instant::now();
+        let out = shell(
+            "echo PID $$; sleep 100 & echo PID $!; \
+             sh -c 'sleep 101 & echo PID $!; wait' & echo PID $!; wait",
+            Some(1),
+        )
+        .await;
+        assert!(out.is_error, "{out:?}");
+        assert!(out.content.contains("timed out after 1s"), "{out:?}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let pids = pids(&out.content);
+        assert_eq!(pids.len(), 4, "{out:?}");
+        assert_all_dead(&pids).await;
+    }
+
+    #[tokio::test]
+    async fn background_children_die_when_the_command_ends() {
+        let started = Instant::now();
+        let out = shell("sleep 100 & echo PID $!; echo done", None).await;
+        assert!(!out.is_error, "{out:?}");
+        assert!(out.content.contains("done"));
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_all_dead(&pids(&out.content)).await;
+    }
+
+    #[tokio::test]
+    async fn an_escaped_process_does_not_hang_the_call() {
+        if std::process::Command::new("setsid")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            return;
+        }
+        let started = Instant::now();
+        let out = shell("setsid sleep 3 & echo started", None).await;
+        assert!(started.elapsed() < Duration::from_secs(3) + DRAIN_GRACE);
+        assert!(out.content.contains("started"), "{out:?}");
+    }
+}
