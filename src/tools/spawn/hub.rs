@@ -354,8 +354,8 @@ impl SpawnHub {
             let finished = match waited {
                 Err(_) => {
                     return format!(
-                        "[{id}: RUNNING]\nStill running after {} s; call spawn_await again later.",
-                        self.limits.await_timeout.as_secs()
+                        "[{id}: RUNNING]\nStill running after {:?}; call spawn_await again later.",
+                        self.limits.await_timeout
                     );
                 }
                 Ok(Err(_)) => None,
