@@ -2,7 +2,8 @@
 //!
 //! Every command that talks to the LLM goes through [`Assembly::from_config`], so the terminal,
 //! and later the gateway, run the very same agent: JSONL store, MEMORY.md, bootstrap prompt,
-//! LLM pools with retry and fallback, and the per-turn `memory_write` tool.
+//! LLM pools with retry and fallback, the registered tools (shell, files, cron, fetch_url,
+//! web_search, spawn) and the per-turn `memory_write` tool.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -18,7 +19,7 @@ use squidbot::core::ports::channel::TurnTools;
 use squidbot::core::ports::clock::Clock;
 use squidbot::core::ports::clock::SystemClock;
 use squidbot::core::ports::llm::LlmClient;
-use squidbot::core::ports::store::MemoryStore;
+use squidbot::core::ports::store::{HistoryStore, MemoryStore};
 use squidbot::core::ports::tool::Tool;
 use squidbot::core::session::SessionId;
 use squidbot::core::session_locks::SessionLocks;
@@ -28,7 +29,11 @@ use squidbot::llm::{Endpoint, LlmPool, OpenAiCompatLlm, RetryPolicy, Timeouts, h
 use squidbot::storage::cron_jobs::CronJobs;
 use squidbot::storage::{JsonlStore, MemoryFile, WorkspacePrompt};
 use squidbot::tools::cron::{CronAddTool, registry_tools};
-use squidbot::tools::{FetchUrlTool, MemoryWriteTool, ShellTool, WorkspaceGuard, file_tools};
+use squidbot::tools::spawn::{SpawnLimits, SubAgentParts};
+use squidbot::tools::{
+    FetchUrlTool, MemoryWriteTool, ShellTool, SpawnHub, WebSearchTool, WorkspaceGuard, file_tools,
+    spawn_tools,
+};
 
 /// The assembled agent and what commands need next to it.
 pub struct Assembly {
@@ -132,8 +137,9 @@ impl Assembly {
             keep_recent: config.agents.keep_recent,
             summary_word_limit: config.agents.summary_word_limit,
         };
+        let history: Arc<dyn HistoryStore> = Arc::new(JsonlStore::new(&loaded.home));
         let manager = MemoryManager::new(
-            Arc::new(JsonlStore::new(&loaded.home)),
+            history.clone(),
             memory.clone(),
             Arc::new(WorkspacePrompt::main_agent(workspace)),
             Some(consolidation_llm),
@@ -148,6 +154,31 @@ impl Assembly {
         }
         if config.tools.fetch_url.enabled {
             registry.register(Arc::new(FetchUrlTool::new()))?;
+        }
+        if config.tools.web_search.enabled {
+            let tool = WebSearchTool::from_config(&config.tools.web_search)
+                .context("setting up tools.web_search")?;
+            registry.register(Arc::new(tool))?;
+        }
+        if config.tools.spawn.enabled {
+            // The hub takes a copy of the registry as it is now, before spawn and spawn_await
+            // join it: sub-agents get every other tool, never these two, and no cycle forms.
+            let parts = SubAgentParts {
+                llm: llm.clone(),
+                tools: registry.clone(),
+                history,
+                memory: memory.clone(),
+                clock: clock.clone(),
+                settings,
+                workspace: workspace.clone(),
+            };
+            let hub = SpawnHub::new(&config.tools.spawn, parts, SpawnLimits::default(), |pool| {
+                build_pool(config, pool, &client, &timeouts, metrics.as_ref())
+            })
+            .context("setting up tools.spawn")?;
+            for tool in spawn_tools(&Arc::new(hub)) {
+                registry.register(tool)?;
+            }
         }
         let agent = AgentLoop::new(
             llm,

@@ -6,6 +6,8 @@
 //! - [`files`]: `read_file`, `write_file`, `edit_file`, `list_files` (registered).
 //! - [`memory_write`]: replaces the global MEMORY.md; built per turn, never registered.
 //! - [`shell`]: `shell`, a command in the workspace with a process-group timeout (registered).
+//! - [`spawn`]: `spawn` and `spawn_await`, background sub-agents with profiles (registered).
+//! - [`web_search`]: `web_search` through SearXNG, Brave or DuckDuckGo (registered).
 //! - [`workspace_path`]: the guard that confines the file tools to the workspace.
 
 pub mod cron;
@@ -13,6 +15,8 @@ pub mod fetch_url;
 pub mod files;
 pub mod memory_write;
 pub mod shell;
+pub mod spawn;
+pub mod web_search;
 pub mod workspace_path;
 
 pub use cron::{CronAddTool, CronListTool, CronRemoveTool, CronSetEnabledTool};
@@ -20,4 +24,6 @@ pub use fetch_url::FetchUrlTool;
 pub use files::{EditFileTool, ListFilesTool, ReadFileTool, WriteFileTool, file_tools};
 pub use memory_write::MemoryWriteTool;
 pub use shell::ShellTool;
+pub use spawn::{SpawnAwaitTool, SpawnHub, SpawnTool, spawn_tools};
+pub use web_search::WebSearchTool;
 pub use workspace_path::{PathError, WorkspaceGuard};

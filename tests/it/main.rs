@@ -18,3 +18,5 @@ mod daemon;
 mod gateway;
 // `squidbot cron`: add, list, enable, disable, remove through the binary.
 mod cron_cli;
+// spawn with profiles: sub-agent sessions, tools, prompts, pools, concurrency, pruning.
+mod spawn;

@@ -1,0 +1,394 @@
+//! [`SpawnHub`]: builds and runs sub-agents, one background turn per job.
+//!
+//! A job is one turn of the session `spawn:<job id>` on an `AgentLoop` made for it: the
+//! profile's LLM pool, a registry filtered from the parent's (never `spawn`/`spawn_await`, so
+//! sub-agents cannot spawn), and a prompt of the profile's bootstrap files, its
+//! `system_prompt_file` and its system prompt. The loop shares the parent's history and memory
+//! stores, so the sub-agent reads MEMORY.md and its exchange is persisted in its own JSONL,
+//! never in the parent's session. A semaphore bounds how many run at once; the rest wait.
+
+use std::collections::BTreeMap;
+use std::fmt::Display;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures_util::future::join_all;
+use tokio::sync::{Semaphore, watch};
+use tokio::time::Instant;
+
+use super::SpawnError;
+use super::jobs::{Finished, JobStore};
+use crate::channels::terminal::CollectingSink;
+use crate::config::SpawnConfig;
+use crate::core::agent_loop::{AgentLoop, TurnRequest};
+use crate::core::memory_manager::{MemoryManager, MemorySettings};
+use crate::core::ports::clock::Clock;
+use crate::core::ports::llm::LlmClient;
+use crate::core::ports::prompt::{PromptSections, PromptSource};
+use crate::core::ports::store::{HistoryStore, MemoryStore};
+use crate::core::session::SessionId;
+use crate::core::session_locks::SessionLocks;
+use crate::core::tool_registry::ToolRegistry;
+use crate::storage::WorkspacePrompt;
+
+/// Bootstrap files of a profile that names none.
+pub const DEFAULT_BOOTSTRAP_FILES: [&str; 2] = ["AGENTS.md", "ENVIRONMENT.md"];
+/// The tools no sub-agent gets.
+pub const SPAWN_TOOL_NAMES: [&str; 2] = ["spawn", "spawn_await"];
+/// Separator between prompt parts (as between bootstrap files).
+const SEPARATOR: &str = "\n\n---\n\n";
+
+/// Limits of a hub; [`Default`] is what production uses.
+#[derive(Debug, Clone, Copy)]
+pub struct SpawnLimits {
+    /// How long `spawn_await` waits before reporting jobs as still running.
+    pub await_timeout: Duration,
+    /// How long a finished, uncollected result is kept.
+    pub job_ttl: Duration,
+    /// Most jobs (running or uncollected) kept at once.
+    pub max_jobs: usize,
+}
+
+impl Default for SpawnLimits {
+    fn default() -> Self {
+        Self {
+            await_timeout: Duration::from_secs(600),
+            job_ttl: Duration::from_secs(3600),
+            max_jobs: 256,
+        }
+    }
+}
+
+/// What every sub-agent shares with the parent agent.
+pub struct SubAgentParts {
+    /// The default pool (for jobs whose profile names none).
+    pub llm: Arc<dyn LlmClient>,
+    /// The parent's registry; `spawn`/`spawn_await` are left out if present.
+    pub tools: ToolRegistry,
+    /// The session history store (sub-agent turns land in `spawn:<id>`).
+    pub history: Arc<dyn HistoryStore>,
+    /// The global MEMORY.md.
+    pub memory: Arc<dyn MemoryStore>,
+    /// The clock.
+    pub clock: Arc<dyn Clock>,
+    /// Memory settings (sub-agents never consolidate: they have no consolidation client).
+    pub settings: MemorySettings,
+    /// The workspace the prompt files are read from.
+    pub workspace: PathBuf,
+}
+
+/// A configured kind of sub-agent, ready to use.
+struct Profile {
+    prompt: Arc<WorkspacePrompt>,
+    system_prompt: String,
+    tools: Vec<String>,
+    llm: Arc<dyn LlmClient>,
+}
+
+/// One `spawn` call, validated by the tool.
+#[derive(Debug, Clone, Default)]
+pub struct SpawnRequest {
+    /// What the sub-agent should do.
+    pub task: String,
+    /// The profile's name, if any.
+    pub profile: Option<String>,
+    /// Background put before the task.
+    pub context: Option<String>,
+    /// Replaces the profile's system prompt.
+    pub system_prompt: Option<String>,
+    /// Tool names that replace the profile's list.
+    pub tools: Option<Vec<String>>,
+}
+
+/// Runs sub-agents and keeps their jobs. Created once and shared by the two tools.
+pub struct SpawnHub {
+    profiles: BTreeMap<String, Profile>,
+    default_profile: Profile,
+    descriptions: BTreeMap<String, String>,
+    tools: ToolRegistry,
+    history: Arc<dyn HistoryStore>,
+    memory: Arc<dyn MemoryStore>,
+    clock: Arc<dyn Clock>,
+    settings: MemorySettings,
+    locks: Arc<SessionLocks>,
+    permits: Arc<Semaphore>,
+    jobs: JobStore,
+    limits: SpawnLimits,
+}
+
+/// The prompt of a sub-agent: its files, then its system prompt.
+struct SubAgentPrompt {
+    files: Arc<WorkspacePrompt>,
+    system_prompt: String,
+}
+
+#[async_trait]
+impl PromptSource for SubAgentPrompt {
+    async fn sections(&self) -> PromptSections {
+        let files = self.files.sections().await.base;
+        let base = [files.as_str(), self.system_prompt.trim()]
+            .into_iter()
+            .filter(|part| !part.trim().is_empty())
+            .collect::<Vec<_>>()
+            .join(SEPARATOR);
+        PromptSections {
+            base,
+            ..PromptSections::default()
+        }
+    }
+}
+
+impl SpawnHub {
+    /// A hub for `config`'s profiles; `pool` builds the LLM client of a named pool (profiles
+    /// with an empty `pool` use `parts.llm`). Fails when a profile's pool cannot be built.
+    pub fn new<E: Display>(
+        config: &SpawnConfig,
+        parts: SubAgentParts,
+        limits: SpawnLimits,
+        pool: impl Fn(&str) -> Result<Arc<dyn LlmClient>, E>,
+    ) -> Result<Self, SpawnError> {
+        let mut tools = ToolRegistry::new();
+        for name in parts.tools.names() {
+            if SPAWN_TOOL_NAMES.contains(&name) {
+                continue;
+            }
+            if let Some(tool) = parts.tools.get(name) {
+                // Names are unique in the source registry, so this cannot fail.
+                let _ = tools.register(tool.clone());
+            }
+        }
+        let mut profiles = BTreeMap::new();
+        let mut descriptions = BTreeMap::new();
+        for (name, profile) in &config.profiles {
+            let llm = if profile.pool.trim().is_empty() {
+                parts.llm.clone()
+            } else {
+                pool(&profile.pool).map_err(|error| SpawnError::Pool {
+                    profile: name.clone(),
+                    pool: profile.pool.clone(),
+                    error: error.to_string(),
+                })?
+            };
+            for tool in &profile.tools {
+                if tools.get(tool).is_none() {
+                    tracing::warn!(profile = %name, tool = %tool, "A spawn profile names a tool that is not available.");
+                }
+            }
+            let mut files: Vec<&str> = if profile.bootstrap_files.is_empty() {
+                DEFAULT_BOOTSTRAP_FILES.to_vec()
+            } else {
+                profile.bootstrap_files.iter().map(String::as_str).collect()
+            };
+            if !profile.system_prompt_file.trim().is_empty() {
+                files.push(profile.system_prompt_file.trim());
+            }
+            let tool_list = if profile.tools.is_empty() {
+                "all".to_owned()
+            } else {
+                profile.tools.join(", ")
+            };
+            let summary = profile
+                .system_prompt
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .trim();
+            descriptions.insert(
+                name.clone(),
+                format!("{summary} Tools: {tool_list}.").trim().to_owned(),
+            );
+            profiles.insert(
+                name.clone(),
+                Profile {
+                    prompt: Arc::new(WorkspacePrompt::with_files(&parts.workspace, files)),
+                    system_prompt: profile.system_prompt.clone(),
+                    tools: profile.tools.clone(),
+                    llm,
+                },
+            );
+        }
+        let default_profile = Profile {
+            prompt: Arc::new(WorkspacePrompt::with_files(
+                &parts.workspace,
+                DEFAULT_BOOTSTRAP_FILES,
+            )),
+            system_prompt: String::new(),
+            tools: Vec::new(),
+            llm: parts.llm,
+        };
+        Ok(Self {
+            profiles,
+            default_profile,
+            descriptions,
+            tools,
+            history: parts.history,
+            memory: parts.memory,
+            clock: parts.clock,
+            settings: parts.settings,
+            locks: Arc::new(SessionLocks::new()),
+            permits: Arc::new(Semaphore::new(config.max_concurrent.max(1))),
+            jobs: JobStore::new(limits.job_ttl, limits.max_jobs),
+            limits,
+        })
+    }
+
+    /// The profiles by name, each with a one-line description (for the tool schema).
+    pub fn profiles(&self) -> &BTreeMap<String, String> {
+        &self.descriptions
+    }
+
+    /// The tools a sub-agent may be given.
+    pub fn available_tools(&self) -> Vec<&str> {
+        self.tools.names()
+    }
+
+    /// How many jobs are kept (running or uncollected).
+    pub fn job_count(&self) -> usize {
+        self.jobs.prune();
+        self.jobs.len()
+    }
+
+    /// Starts a sub-agent for `owner` and returns its job id at once.
+    pub fn spawn(&self, owner: &SessionId, request: SpawnRequest) -> Result<String, SpawnError> {
+        let profile = match request.profile.as_deref() {
+            None => &self.default_profile,
+            Some(name) => self
+                .profiles
+                .get(name)
+                .ok_or_else(|| SpawnError::UnknownProfile {
+                    name: name.to_owned(),
+                    known: self.profiles.keys().cloned().collect(),
+                })?,
+        };
+        let wanted: &[String] = match &request.tools {
+            Some(names) => names,
+            None => &profile.tools,
+        };
+        let mut tools = ToolRegistry::new();
+        if wanted.is_empty() {
+            tools = self.tools.clone();
+        } else {
+            let unknown: Vec<String> = wanted
+                .iter()
+                .filter(|name| request.tools.is_some() && self.tools.get(name).is_none())
+                .cloned()
+                .collect();
+            if !unknown.is_empty() {
+                return Err(SpawnError::UnknownTools {
+                    unknown,
+                    known: self.available_tools().join(", "),
+                });
+            }
+            for name in wanted {
+                if let Some(tool) = self.tools.get(name) {
+                    let _ = tools.register(tool.clone());
+                }
+            }
+        }
+        let prompt = SubAgentPrompt {
+            files: profile.prompt.clone(),
+            system_prompt: request
+                .system_prompt
+                .clone()
+                .unwrap_or_else(|| profile.system_prompt.clone()),
+        };
+        let memory = MemoryManager::new(
+            self.history.clone(),
+            self.memory.clone(),
+            Arc::new(prompt),
+            None,
+            self.settings,
+        );
+        let agent = AgentLoop::new(
+            profile.llm.clone(),
+            Arc::new(tools),
+            Arc::new(memory),
+            self.locks.clone(),
+            self.clock.clone(),
+        );
+        let text = match request.context.as_deref().map(str::trim) {
+            Some(context) if !context.is_empty() => format!("{context}\n\n{}", request.task),
+            _ => request.task.clone(),
+        };
+        let permits = self.permits.clone();
+        let owner_text = owner.to_string();
+        let profile_name = request.profile.clone().unwrap_or_default();
+        let id = self.jobs.insert(owner, |id| {
+            let (sender, receiver) = watch::channel(None);
+            let id = id.to_owned();
+            let handle = tokio::spawn(async move {
+                let result = run_job(&id, agent, text, owner_text, permits).await;
+                match &result {
+                    Ok(_) => tracing::info!(job = %id, profile = %profile_name, "Sub-agent finished."),
+                    Err(error) => tracing::info!(job = %id, profile = %profile_name, error = %error, "Sub-agent failed."),
+                }
+                let _ = sender.send(Some(Finished {
+                    result,
+                    at: Instant::now(),
+                }));
+            });
+            (receiver, handle.abort_handle())
+        })?;
+        tracing::info!(job = %id, owner = %owner, "Sub-agent spawned.");
+        Ok(id)
+    }
+
+    /// Waits for `ids` (or, with `None`, every uncollected job of `owner`) up to the await
+    /// timeout and renders one block per job. Collected jobs are removed.
+    pub async fn collect(&self, owner: &SessionId, ids: Option<Vec<String>>) -> String {
+        let ids = match ids {
+            Some(ids) => ids,
+            None => self.jobs.owned_by(owner),
+        };
+        if ids.is_empty() {
+            return "No jobs found.".to_owned();
+        }
+        let deadline = Instant::now() + self.limits.await_timeout;
+        let blocks = ids.iter().map(|id| async move {
+            let Some(mut outcome) = self.jobs.outcome(owner, id) else {
+                return format!("[{id}: NOT FOUND]");
+            };
+            let waited = tokio::time::timeout_at(deadline, outcome.wait_for(Option::is_some)).await;
+            let finished = match waited {
+                Err(_) => {
+                    return format!(
+                        "[{id}: RUNNING]\nStill running after {:?}; call spawn_await again later.",
+                        self.limits.await_timeout
+                    );
+                }
+                Ok(Err(_)) => None,
+                Ok(Ok(finished)) => finished.clone(),
+            };
+            self.jobs.remove(id);
+            match finished.map(|f| f.result) {
+                Some(Ok(text)) => format!("[{id}: OK]\n{text}"),
+                Some(Err(error)) => format!("[{id}: ERROR]\n{error}"),
+                None => format!("[{id}: ERROR]\nThe sub-agent stopped unexpectedly."),
+            }
+        });
+        join_all(blocks).await.join("\n\n")
+    }
+}
+
+/// One sub-agent turn, once a permit is free.
+async fn run_job(
+    id: &str,
+    agent: AgentLoop,
+    text: String,
+    owner: String,
+    permits: Arc<Semaphore>,
+) -> Result<String, String> {
+    let _permit = permits
+        .acquire_owned()
+        .await
+        .map_err(|_| "the sub-agent pool is closed".to_owned())?;
+    let session = SessionId::new("spawn", id).map_err(|error| error.to_string())?;
+    let sink = CollectingSink::new();
+    agent
+        .run(TurnRequest::new(session, text, owner), &sink)
+        .await
+        .map(|outcome| outcome.reply)
+        .map_err(|error| error.to_string())
+}

@@ -1,0 +1,251 @@
+//! [`JobStore`]: the sub-agent jobs of this process, by id, with their owner and outcome.
+//!
+//! The original kept every job forever and `*` waited for all of them. Here a job belongs to the
+//! session that spawned it, is removed once collected, and a finished job nobody collects is
+//! pruned after a time to live. The store is capped too, so it never grows without bound: when
+//! it is full the oldest finished job is dropped, and when every job is still running a new
+//! spawn is refused.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::AbortHandle;
+use tokio::time::Instant;
+
+use crate::core::session::SessionId;
+
+/// What a finished sub-agent produced: its reply, or why it failed.
+pub type JobResult = Result<String, String>;
+
+/// A finished job's outcome and when it finished.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    /// The reply or the error text.
+    pub result: JobResult,
+    /// When the sub-agent finished.
+    pub at: Instant,
+}
+
+/// The receiving side of a job's outcome: `None` while it runs.
+pub type Outcome = watch::Receiver<Option<Finished>>;
+
+struct Job {
+    owner: SessionId,
+    created: Instant,
+    outcome: Outcome,
+    abort: AbortHandle,
+}
+
+/// The store is full of running jobs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{0} sub-agent jobs are already running or uncollected; collect some with spawn_await first"
+)]
+pub struct StoreFull(pub usize);
+
+/// The jobs of this process.
+pub struct JobStore {
+    /// A std mutex: held only for map operations, never across an await.
+    jobs: Mutex<HashMap<String, Job>>,
+    ttl: Duration,
+    capacity: usize,
+}
+
+impl JobStore {
+    /// An empty store pruning finished jobs after `ttl` and holding at most `capacity` jobs.
+    pub fn new(ttl: Duration, capacity: usize) -> Self {
+        Self {
+            jobs: Mutex::default(),
+            ttl,
+            capacity: capacity.max(1),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Job>> {
+        self.jobs
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    /// Adds a job under a fresh 8-hex id; `start` is called with that id (still under the lock,
+    /// it must only spawn) and returns the job's outcome receiver and abort handle.
+    pub fn insert(
+        &self,
+        owner: &SessionId,
+        start: impl FnOnce(&str) -> (Outcome, AbortHandle),
+    ) -> Result<String, StoreFull> {
+        let mut jobs = self.lock();
+        self.prune_locked(&mut jobs);
+        if jobs.len() >= self.capacity {
+            let oldest_finished = jobs
+                .iter()
+                .filter_map(|(id, job)| job.outcome.borrow().as_ref().map(|f| (f.at, id.clone())))
+                .min();
+            match oldest_finished {
+                Some((_, id)) => {
+                    tracing::info!(job = %id, "Dropping an uncollected sub-agent result: the job store is full.");
+                    jobs.remove(&id);
+                }
+                None => return Err(StoreFull(jobs.len())),
+            }
+        }
+        let id = loop {
+            let id = format!("{:08x}", fastrand::u32(..));
+            if !jobs.contains_key(&id) {
+                break id;
+            }
+        };
+        let (outcome, abort) = start(&id);
+        jobs.insert(
+            id.clone(),
+            Job {
+                owner: owner.clone(),
+                created: Instant::now(),
+                outcome,
+                abort,
+            },
+        );
+        Ok(id)
+    }
+
+    /// Drops finished jobs older than the time to live.
+    pub fn prune(&self) {
+        let mut jobs = self.lock();
+        self.prune_locked(&mut jobs);
+    }
+
+    fn prune_locked(&self, jobs: &mut HashMap<String, Job>) {
+        let now = Instant::now();
+        jobs.retain(|id, job| {
+            let expired = job
+                .outcome
+                .borrow()
+                .as_ref()
+                .is_some_and(|finished| now.duration_since(finished.at) >= self.ttl);
+            if expired {
+                tracing::info!(job = %id, "Pruned an uncollected sub-agent result.");
+            }
+            !expired
+        });
+    }
+
+    /// The ids of `owner`'s jobs, oldest first.
+    pub fn owned_by(&self, owner: &SessionId) -> Vec<String> {
+        let mut jobs = self.lock();
+        self.prune_locked(&mut jobs);
+        let mut owned: Vec<(Instant, String)> = jobs
+            .iter()
+            .filter(|(_, job)| &job.owner == owner)
+            .map(|(id, job)| (job.created, id.clone()))
+            .collect();
+        owned.sort();
+        owned.into_iter().map(|(_, id)| id).collect()
+    }
+
+    /// The outcome receiver of `owner`'s job `id` (jobs of other sessions are not visible).
+    pub fn outcome(&self, owner: &SessionId, id: &str) -> Option<Outcome> {
+        let mut jobs = self.lock();
+        self.prune_locked(&mut jobs);
+        jobs.get(id)
+            .filter(|job| &job.owner == owner)
+            .map(|job| job.outcome.clone())
+    }
+
+    /// Removes a collected job.
+    pub fn remove(&self, id: &str) {
+        self.lock().remove(id);
+    }
+
+    /// How many jobs the store holds.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether the store holds no job.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Drop for JobStore {
+    /// Stops the sub-agents still running: they belong to the hub that is going away.
+    fn drop(&mut self) {
+        for job in self.lock().values() {
+            job.abort.abort();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session(key: &str) -> SessionId {
+        SessionId::new("cli", key).unwrap()
+    }
+
+    /// Inserts a job that finishes at once with `result` (or never, for `None`).
+    fn add(
+        store: &JobStore,
+        owner: &SessionId,
+        result: Option<JobResult>,
+    ) -> Result<String, StoreFull> {
+        store.insert(owner, |_| {
+            let (tx, rx) = watch::channel(None);
+            let handle = tokio::spawn(async move {
+                match result {
+                    Some(result) => {
+                        let _ = tx.send(Some(Finished {
+                            result,
+                            at: Instant::now(),
+                        }));
+                    }
+                    None => {
+                        std::future::pending::<()>().await;
+                        drop(tx);
+                    }
+                }
+            });
+            (rx, handle.abort_handle())
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn finished_jobs_are_pruned_after_the_ttl_and_running_ones_kept() {
+        let store = JobStore::new(Duration::from_secs(60), 10);
+        let owner = session("a");
+        let done = add(&store, &owner, Some(Ok("x".into()))).unwrap();
+        let running = add(&store, &owner, None).unwrap();
+        tokio::task::yield_now().await;
+        assert_eq!(done.len(), 8);
+        assert!(done.chars().all(|c| c.is_ascii_hexdigit()));
+        tokio::time::advance(Duration::from_secs(59)).await;
+        assert_eq!(store.owned_by(&owner).len(), 2);
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(store.owned_by(&owner), vec![running]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_store_drops_the_oldest_finished_job_or_refuses() {
+        let store = JobStore::new(Duration::from_secs(3600), 2);
+        let owner = session("a");
+        let first = add(&store, &owner, Some(Ok("1".into()))).unwrap();
+        tokio::task::yield_now().await;
+        let _running = add(&store, &owner, None).unwrap();
+        let _third = add(&store, &owner, None).unwrap();
+        assert_eq!(store.len(), 2);
+        assert!(store.outcome(&owner, &first).is_none());
+        assert_eq!(add(&store, &owner, None), Err(StoreFull(2)));
+    }
+
+    #[tokio::test]
+    async fn jobs_are_visible_only_to_their_owner() {
+        let store = JobStore::new(Duration::from_secs(3600), 10);
+        let id = add(&store, &session("a"), Some(Ok("x".into()))).unwrap();
+        assert!(store.outcome(&session("b"), &id).is_none());
+        assert!(store.owned_by(&session("b")).is_empty());
+        assert!(store.outcome(&session("a"), &id).is_some());
+    }
+}

@@ -1,0 +1,212 @@
+//! `web_search`: searches the web through the configured provider.
+//!
+//! - [`provider`]: the three services ([`SearchProvider`]): SearXNG (JSON API), Brave (JSON
+//!   API with a subscription token) and DuckDuckGo (its HTML endpoint, parsed with `scraper`).
+//!
+//! Output is one block per hit, `i. title — url` and the snippet indented below it, or
+//! `No results found for: q`. Every failure (HTTP status, timeout, unreadable body) is an error
+//! result `Search failed: …`; nothing here panics or ends the turn.
+
+pub mod provider;
+#[cfg(test)]
+mod tests;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::config::{WebSearchConfig, WebSearchProvider};
+use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, ToolSpec, parse_arguments};
+
+pub use provider::{BRAVE_URL, DUCKDUCKGO_URL, SearchHit, SearchProvider};
+
+/// Results returned when the model does not say.
+pub const DEFAULT_MAX_RESULTS: usize = 5;
+/// The most results one call may ask for.
+pub const MAX_RESULTS: usize = 10;
+/// Connect-to-last-byte limit of one search request.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a search failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    /// The HTTP client could not be built.
+    #[error("could not build the HTTP client: {0}")]
+    Client(#[source] reqwest::Error),
+    /// The request could not be sent or the body not read (including timeouts).
+    #[error("{provider} request failed: {source}")]
+    Request {
+        /// The provider's name.
+        provider: &'static str,
+        /// The transport error.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The configured base URL does not parse.
+    #[error("invalid {provider} URL {url:?}: {source}")]
+    Url {
+        /// The provider's name.
+        provider: &'static str,
+        /// The URL as configured.
+        url: String,
+        /// The parse error.
+        #[source]
+        source: url::ParseError,
+    },
+    /// The service answered with a non-success status.
+    #[error("{provider} answered HTTP {status}")]
+    Status {
+        /// The provider's name.
+        provider: &'static str,
+        /// The HTTP status code.
+        status: u16,
+    },
+    /// The body was not the JSON the provider documents.
+    #[error("{provider} returned an unreadable body: {source}")]
+    Body {
+        /// The provider's name.
+        provider: &'static str,
+        /// The JSON error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The configuration lacks something the provider needs.
+    #[error("{0}")]
+    Config(&'static str),
+}
+
+/// The `web_search` tool.
+pub struct WebSearchTool {
+    spec: ToolSpec,
+    provider: SearchProvider,
+    client: reqwest::Client,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Arguments {
+    query: String,
+    max_results: Option<i64>,
+}
+
+impl WebSearchTool {
+    /// A tool searching with `provider`.
+    pub fn new(provider: SearchProvider) -> Result<Self, SearchError> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(REQUEST_TIMEOUT)
+            .timeout(REQUEST_TIMEOUT)
+            .user_agent(concat!("squidbot/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(SearchError::Client)?;
+        let spec = ToolSpec {
+            name: "web_search".to_owned(),
+            description: "Search the web. Returns titles, URLs and snippets; use fetch_url to \
+                          read a page."
+                .to_owned(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "What to search for."},
+                    "max_results": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS, "default": DEFAULT_MAX_RESULTS}
+                },
+                "required": ["query"],
+                "additionalProperties": false
+            }),
+        };
+        Ok(Self {
+            spec,
+            provider,
+            client,
+        })
+    }
+
+    /// The tool for `tools.web_search`; fails when the provider's URL or key is missing.
+    pub fn from_config(config: &WebSearchConfig) -> Result<Self, SearchError> {
+        let api_key = (!config.api_key.is_empty()).then(|| config.api_key.expose().to_owned());
+        let provider = match config.provider {
+            WebSearchProvider::Searxng => {
+                if config.url.trim().is_empty() {
+                    return Err(SearchError::Config(
+                        "tools.web_search.url is required for the searxng provider",
+                    ));
+                }
+                SearchProvider::Searxng {
+                    url: config.url.trim().to_owned(),
+                    api_key,
+                }
+            }
+            WebSearchProvider::Brave => {
+                let Some(api_key) = api_key else {
+                    return Err(SearchError::Config(
+                        "tools.web_search.api_key is required for the brave provider",
+                    ));
+                };
+                SearchProvider::Brave {
+                    url: BRAVE_URL.to_owned(),
+                    api_key,
+                }
+            }
+            WebSearchProvider::Duckduckgo => SearchProvider::DuckDuckGo {
+                url: DUCKDUCKGO_URL.to_owned(),
+            },
+        };
+        Self::new(provider)
+    }
+}
+
+#[async_trait]
+impl Tool for WebSearchTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, arguments: Value, _context: &ToolContext) -> ToolOutput {
+        let arguments: Arguments = match parse_arguments(&self.spec.name, arguments) {
+            Ok(arguments) => arguments,
+            Err(error) => return error,
+        };
+        let query = arguments.query.trim();
+        if query.is_empty() {
+            return ToolOutput::error("query must not be empty");
+        }
+        let max_results = match arguments.max_results {
+            None => DEFAULT_MAX_RESULTS,
+            Some(n) if (1..=MAX_RESULTS as i64).contains(&n) => n as usize,
+            Some(n) => {
+                return ToolOutput::error(format!(
+                    "max_results must be between 1 and {MAX_RESULTS}, got {n}"
+                ));
+            }
+        };
+        match self.provider.search(&self.client, query, max_results).await {
+            Ok(hits) => ToolOutput::ok(format_hits(query, &hits, max_results)),
+            Err(error) => {
+                tracing::info!(provider = self.provider.name(), error = %error, "Web search failed.");
+                ToolOutput::error(format!("Search failed: {error}"))
+            }
+        }
+    }
+}
+
+/// Renders hits as numbered blocks, at most `max_results` of them.
+pub fn format_hits(query: &str, hits: &[SearchHit], max_results: usize) -> String {
+    if hits.is_empty() {
+        return format!("No results found for: {query}");
+    }
+    hits.iter()
+        .take(max_results)
+        .enumerate()
+        .map(|(i, hit)| {
+            format!(
+                "{}. {} — {}\n   {}",
+                i + 1,
+                hit.title.trim(),
+                hit.url.trim(),
+                hit.snippet.trim()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
