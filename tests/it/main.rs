@@ -18,3 +18,5 @@ mod daemon;
 mod gateway;
 // `squidbot cron`: add, list, enable, disable, remove through the binary.
 mod cron_cli;
+// `squidbot skills list` through the binary: bundled, workspace and extra skills, gating.
+mod skills_cli;

@@ -1,0 +1,106 @@
+//! `squidbot skills list` through the binary: bundled skills, overrides, gating, no skills.
+
+use std::path::Path;
+use std::process::Output;
+
+struct Home {
+    dir: tempfile::TempDir,
+}
+
+impl Home {
+    fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn skill(&self, dir: &str, name: &str, frontmatter: &str) {
+        let path = self.path().join(dir).join(name);
+        std::fs::create_dir_all(&path).unwrap();
+        std::fs::write(
+            path.join("SKILL.md"),
+            format!("---\n{frontmatter}\n---\nBody.\n"),
+        )
+        .unwrap();
+    }
+
+    async fn run(&self, args: &[&str]) -> Output {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_squidbot"))
+            .args(args)
+            .env("SQUIDBOT_HOME", self.path())
+            .env("HOME", self.path())
+            .env_remove("SQUIDBOT_CONFIG")
+            .env_remove("RUST_LOG")
+            .env_remove("SQUIDBOT_SKILL_TEST_UNSET")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+            .unwrap()
+    }
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn lists_bundled_workspace_and_extra_skills_with_gating() {
+    let home = Home::new();
+    std::fs::write(
+        home.path().join("squidbot.yaml"),
+        "skills:\n  extra_dirs: [extra]\n",
+    )
+    .unwrap();
+    home.skill(
+        "workspace/skills",
+        "summarize",
+        "description: My own summaries.",
+    );
+    home.skill(
+        "extra",
+        "zz-gated",
+        "description: Needs things.\nrequires:\n  bins: [squidbot-no-such-bin-4711]\n  env: [SQUIDBOT_SKILL_TEST_UNSET]",
+    );
+    home.skill("extra", "broken", "description: [unclosed");
+
+    let output = home.run(&["skills", "list"]).await;
+    let text = stdout(&output);
+    assert!(output.status.success(), "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    let first = lines.iter().position(|l| l.contains(" cron ")).unwrap();
+    assert!(lines[first].starts_with("  + cron "), "{text}");
+    assert!(
+        text.contains("  + memory        [always]  How your two-level memory works"),
+        "{text}"
+    );
+    assert!(text.contains("summarize      My own summaries."), "{text}");
+    assert!(text.contains("  - zz-gated       Needs things."), "{text}");
+    assert!(
+        text.contains("      missing bins: squidbot-no-such-bin-4711\n      missing env: SQUIDBOT_SKILL_TEST_UNSET\n"),
+        "{text}"
+    );
+    assert!(!text.contains("broken"), "{text}");
+    let names: Vec<&str> = lines
+        .iter()
+        .filter(|l| l.starts_with("  + ") || l.starts_with("  - "))
+        .map(|l| l[4..].split_whitespace().next().unwrap())
+        .collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted);
+    assert!(home.path().join("bundled-skills/memory/SKILL.md").is_file());
+}
+
+#[tokio::test]
+async fn with_no_skills_it_says_so() {
+    let home = Home::new();
+    // A file where the bundled directory would go: the bundled skills cannot be written.
+    std::fs::write(home.path().join("bundled-skills"), "").unwrap();
+    let output = home.run(&["skills", "list"]).await;
+    assert!(output.status.success());
+    assert_eq!(stdout(&output), "No skills found.\n");
+}
