@@ -84,4 +84,21 @@ mod tests {
         assert!(!xml.contains("<name>memory</name>"));
         assert!(xml.contains("<name>research</name>"));
     }
+
+    /// The skills and bootstrap templates are paid for on every turn (TARGETS.md: the whole
+    /// prompt with all tools stays under 12k characters).
+    #[test]
+    fn prompt_share_of_skills_and_templates_stays_small() {
+        let home = tempfile::tempdir().unwrap();
+        let home = home.path().join("home").join("owner").join(".squidbot");
+        let (xml, always) = SkillCatalog::new(vec![materialize(&home).unwrap()]).prompt();
+        let templates: usize = crate::skills::templates::TEMPLATES
+            .iter()
+            .filter(|(name, _)| *name != "HEARTBEAT.md")
+            .map(|(_, text)| text.len())
+            .sum();
+        let always: usize = always.iter().map(String::len).sum();
+        let total = xml.len() + always + templates;
+        assert!(total <= 5500, "skills and templates take {total} chars");
+    }
 }

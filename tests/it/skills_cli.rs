@@ -1,7 +1,10 @@
-//! `squidbot skills list` through the binary: bundled skills, overrides, gating, no skills.
+//! Skills and templates through the binary: `squidbot skills list` (bundled skills, overrides,
+//! gating, no skills), `onboard` writing the templates, and the skills in an agent's prompt.
 
 use std::path::Path;
 use std::process::Output;
+
+use crate::support::scripted_llm::ScriptedLlm;
 
 struct Home {
     dir: tempfile::TempDir,
@@ -103,4 +106,67 @@ async fn with_no_skills_it_says_so() {
     let output = home.run(&["skills", "list"]).await;
     assert!(output.status.success());
     assert_eq!(stdout(&output), "No skills found.\n");
+}
+
+fn system_prompt(request: &serde_json::Value) -> String {
+    request["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn onboard_templates_and_skills_reach_the_agent_prompt() {
+    let llm = ScriptedLlm::start().await;
+    let home = Home::new();
+    let workspace = home.path().join("workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::write(workspace.join("USER.md"), "# User\n- Name: Ada\n").unwrap();
+    let url = llm.url();
+    let output = home
+        .run(&["onboard", "--api-base", &url, "--model", "scripted-model"])
+        .await;
+    assert!(output.status.success(), "{}", stdout(&output));
+    for name in [
+        "SOUL.md",
+        "IDENTITY.md",
+        "AGENTS.md",
+        "ENVIRONMENT.md",
+        "HEARTBEAT.md",
+        "BOOTSTRAP.md",
+    ] {
+        assert!(workspace.join(name).is_file(), "{name}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("USER.md")).unwrap(),
+        "# User\n- Name: Ada\n"
+    );
+
+    home.skill("workspace/skills", "mine", "description: First version.");
+    assert!(home.run(&["agent", "-m", "hi"]).await.status.success());
+    let prompt = system_prompt(&llm.requests()[0]);
+    assert!(prompt.contains("- Name: Ada"), "{prompt}");
+    assert!(prompt.contains("# First run"), "{prompt}");
+    assert!(
+        prompt.contains("<name>mine</name><description>First version.</description>"),
+        "{prompt}"
+    );
+    assert!(prompt.contains("<name>cron</name>"), "{prompt}");
+    assert!(
+        prompt.contains("## Memory\n\nYou have two levels of memory"),
+        "{prompt}"
+    );
+    assert!(!prompt.contains("always: true"), "{prompt}");
+
+    home.skill(
+        "workspace/skills",
+        "mine",
+        "description: Second version, longer.",
+    );
+    assert!(home.run(&["agent", "-m", "again"]).await.status.success());
+    let prompt = system_prompt(&llm.requests()[1]);
+    assert!(
+        prompt.contains("<description>Second version, longer.</description>"),
+        "{prompt}"
+    );
 }
