@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::Output;
 
-use crate::support::scripted_llm::ScriptedLlm;
+use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 struct Home {
     dir: tempfile::TempDir,
@@ -169,4 +169,33 @@ async fn onboard_templates_and_skills_reach_the_agent_prompt() {
         prompt.contains("<description>Second version, longer.</description>"),
         "{prompt}"
     );
+}
+
+#[tokio::test]
+async fn the_agent_can_read_a_bundled_skill_while_confined_to_the_workspace() {
+    let llm = ScriptedLlm::start().await;
+    let home = Home::new();
+    std::fs::write(
+        home.path().join("squidbot.yaml"),
+        format!(
+            "llm:\n  default_pool: default\n  providers:\n    local:\n      api_base: \"{}\"\n  models:\n    small:\n      provider: local\n      model: m\n  pools:\n    default: [small]\nagents:\n  restrict_to_workspace: true\n",
+            llm.url()
+        ),
+    )
+    .unwrap();
+    let location = home.path().join("bundled-skills/cron/SKILL.md");
+    let args = serde_json::json!({ "path": location }).to_string();
+    llm.enqueue(Reply::ToolCalls {
+        text: String::new(),
+        calls: vec![("c1".to_owned(), "read_file".to_owned(), args)],
+    });
+    llm.enqueue(Reply::Text("done".to_owned()));
+    let output = home.run(&["agent", "-m", "how do I schedule?"]).await;
+    assert!(output.status.success(), "{}", stdout(&output));
+    let requests = llm.requests();
+    let messages = requests[1]["messages"].as_array().unwrap();
+    let result = messages.last().unwrap();
+    assert_eq!(result["role"], "tool");
+    let content = result["content"].as_str().unwrap();
+    assert!(content.contains("# Scheduling with cron"), "{content}");
 }
