@@ -6,6 +6,7 @@
 //! - [`llm`]: the OpenAI-compatible streaming client and pools with retry and fallback.
 //! - [`storage`]: JSONL histories, cursors, summaries, MEMORY.md, atomic writes, bootstrap files.
 //! - [`tools`]: tools the agent can call (`memory_write`, ...).
+//! - [`skills`]: SKILL.md discovery, gating and hot reload, the bundled skills, workspace templates.
 //! - [`channels`]: where messages come from and replies go (terminal, HTTP API, heartbeat, cron).
 //! - [`gateway`]: the daemon: supervisor, router, live state, metrics, shutdown.
 
@@ -14,5 +15,6 @@ pub mod config;
 pub mod core;
 pub mod gateway;
 pub mod llm;
+pub mod skills;
 pub mod storage;
 pub mod tools;

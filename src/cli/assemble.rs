@@ -26,6 +26,8 @@ use squidbot::core::session_locks::SessionLocks;
 use squidbot::core::tool_registry::ToolRegistry;
 use squidbot::gateway::{MeteredLlm, Metrics};
 use squidbot::llm::{Endpoint, LlmPool, OpenAiCompatLlm, RetryPolicy, Timeouts, http_client};
+use squidbot::skills::catalog::search_dirs;
+use squidbot::skills::{SkillCatalog, SkilledPrompt, bundled};
 use squidbot::storage::cron_jobs::CronJobs;
 use squidbot::storage::{JsonlStore, MemoryFile, WorkspacePrompt};
 use squidbot::tools::cron::{CronAddTool, registry_tools};
@@ -45,6 +47,7 @@ pub struct Assembly {
     pools: Pools,
     cron: CronJobs,
     clock: Arc<dyn Clock>,
+    skills: SkillCatalog,
 }
 
 /// What building more pools later needs.
@@ -132,6 +135,7 @@ impl Assembly {
         std::fs::create_dir_all(workspace)
             .with_context(|| format!("creating the workspace {}", workspace.display()))?;
         let memory: Arc<dyn MemoryStore> = Arc::new(MemoryFile::new(workspace));
+        let skills = skill_catalog(config, &loaded.home);
         let settings = MemorySettings {
             consolidation_threshold: config.agents.consolidation_threshold,
             keep_recent: config.agents.keep_recent,
@@ -141,14 +145,17 @@ impl Assembly {
         let manager = MemoryManager::new(
             history.clone(),
             memory.clone(),
-            Arc::new(WorkspacePrompt::main_agent(workspace)),
+            Arc::new(SkilledPrompt::new(
+                Arc::new(WorkspacePrompt::main_agent(workspace)),
+                skills.clone(),
+            )),
             Some(consolidation_llm),
             settings,
         );
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let cron = CronJobs::new(&loaded.home);
         let mut registry = ToolRegistry::new();
-        register_workspace_tools(&mut registry, config)?;
+        register_workspace_tools(&mut registry, config, &bundled::bundled_dir(&loaded.home))?;
         for tool in registry_tools(&cron, &clock) {
             registry.register(tool)?;
         }
@@ -199,7 +206,13 @@ impl Assembly {
             pools,
             cron,
             clock,
+            skills,
         })
+    }
+
+    /// The skill catalog behind the prompt (for `/status`).
+    pub fn skills(&self) -> &SkillCatalog {
+        &self.skills
     }
 
     /// A client for another pool of the configuration (heartbeat, spawn profiles).
@@ -240,10 +253,28 @@ impl Assembly {
     }
 }
 
+/// The skill catalog of `config`: `skills.extra_dirs`, `<workspace>/skills`, then the bundled
+/// skills, materialized under `home` first (without them when that fails).
+pub fn skill_catalog(config: &Config, home: &Path) -> SkillCatalog {
+    if let Err(error) = bundled::materialize(home) {
+        tracing::warn!(error = %error, "Could not write the bundled skills; they are left out.");
+    }
+    let dirs = search_dirs(
+        &config.skills.extra_dirs,
+        &config.agents.workspace,
+        &bundled::bundled_dir(home),
+    );
+    SkillCatalog::new(dirs)
+}
+
 /// Registers `shell` (if `tools.shell.enabled`) and the file tools (if `tools.files.enabled`),
 /// confined to the workspace when `agents.restrict_to_workspace`; skill directories
-/// (`skills.extra_dirs`) stay readable.
-fn register_workspace_tools(registry: &mut ToolRegistry, config: &Config) -> Result<()> {
+/// (`skills.extra_dirs` and the bundled skills in `bundled`) stay readable.
+fn register_workspace_tools(
+    registry: &mut ToolRegistry,
+    config: &Config,
+    bundled: &Path,
+) -> Result<()> {
     let workspace = &config.agents.workspace;
     if config.tools.shell.enabled {
         registry.register(Arc::new(ShellTool::new(
@@ -252,12 +283,10 @@ fn register_workspace_tools(registry: &mut ToolRegistry, config: &Config) -> Res
         )))?;
     }
     if config.tools.files.enabled {
-        let guard = WorkspaceGuard::new(
-            workspace,
-            config.agents.restrict_to_workspace,
-            &config.skills.extra_dirs,
-        )
-        .with_context(|| format!("resolving the workspace {}", workspace.display()))?;
+        let mut readable = config.skills.extra_dirs.clone();
+        readable.push(bundled.to_owned());
+        let guard = WorkspaceGuard::new(workspace, config.agents.restrict_to_workspace, &readable)
+            .with_context(|| format!("resolving the workspace {}", workspace.display()))?;
         for tool in file_tools(Arc::new(guard)) {
             registry.register(tool)?;
         }

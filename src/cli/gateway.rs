@@ -20,6 +20,7 @@ use squidbot::core::ports::channel::{ActivityLog, Channel, Dispatch, Outboxes};
 use squidbot::gateway::StatusSection;
 use squidbot::gateway::fault::FaultChannel;
 use squidbot::gateway::{ChannelDirectory, GatewayState, Metrics, Router, Supervisor, shutdown};
+use squidbot::skills::SkillCatalog;
 use squidbot::storage::ActivityFile;
 
 use super::assemble::Assembly;
@@ -39,7 +40,7 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     let assembly = Assembly::build(&loaded, Some(metrics.clone()))?;
     metrics.register_tool("memory_write");
     let state = Arc::new(GatewayState::new(metrics));
-    state.add_section(Arc::new(NoSkills));
+    state.add_section(Arc::new(SkillsSection(assembly.skills().clone())));
     let activity = Arc::new(ActivityFile::new(&loaded.home));
     let activity_log: Arc<dyn ActivityLog> = activity.clone();
     let router = Arc::new(Router::new(
@@ -158,16 +159,32 @@ impl StatusSection for CronSection {
     }
 }
 
-/// The skills section of `/status`, until a skills loader exists: none are loaded.
-struct NoSkills;
+/// The skills section of `/status`: every skill with its availability and location.
+struct SkillsSection(SkillCatalog);
 
 #[async_trait::async_trait]
-impl StatusSection for NoSkills {
+impl StatusSection for SkillsSection {
     fn key(&self) -> &str {
         "skills"
     }
 
     async fn render(&self) -> serde_json::Value {
-        serde_json::json!([])
+        let catalog = self.0.clone();
+        let skills = tokio::task::spawn_blocking(move || catalog.skills())
+            .await
+            .unwrap_or_default();
+        skills
+            .iter()
+            .map(|skill| {
+                serde_json::json!({
+                    "name": skill.name,
+                    "available": skill.available(),
+                    "always": skill.always,
+                    "location": skill.location,
+                    "missing_bins": skill.missing_bins,
+                    "missing_env": skill.missing_env,
+                })
+            })
+            .collect()
     }
 }

@@ -6,12 +6,14 @@
 //! - `cron`: `squidbot cron list|add|remove|enable|disable`, editing `cron/jobs.json`.
 //! - `status`: `squidbot status`, the resolved configuration in brief.
 //! - `onboard`: `squidbot onboard`, writes a starter configuration and workspace.
+//! - `skills`: `squidbot skills list`, the skills and whether they are usable.
 
 mod agent;
 mod assemble;
 mod cron;
 mod gateway;
 mod onboard;
+mod skills;
 mod status;
 
 use std::path::PathBuf;
@@ -48,6 +50,8 @@ enum Command {
     Onboard(onboard::OnboardArgs),
     /// Manage scheduled jobs (cron/jobs.json).
     Cron(cron::CronArgs),
+    /// Inspect skills.
+    Skills(skills::SkillsArgs),
 }
 
 /// The most threads doing blocking file work at once.
@@ -82,6 +86,7 @@ pub fn main() -> ExitCode {
             Command::Status => status::run(cli.config.as_deref()),
             Command::Onboard(args) => onboard::run(cli.config.as_deref(), args),
             Command::Cron(args) => cron::run(cli.config.as_deref(), args).await,
+            Command::Skills(args) => skills::run(cli.config.as_deref(), args),
         }
     });
     match result {

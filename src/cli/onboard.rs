@@ -1,4 +1,5 @@
-//! `squidbot onboard`: writes a starter configuration and creates the workspace.
+//! `squidbot onboard`: writes a starter configuration and creates the workspace with its
+//! bootstrap templates (existing files are kept).
 //!
 //! It asks for the endpoint, model and key when they are not given as flags (and stdin is a
 //! terminal), never overwrites an existing configuration without `--force`, and checks that the
@@ -66,10 +67,13 @@ pub fn run(config_path: Option<&Path>, args: OnboardArgs) -> Result<ExitCode> {
     }
     std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
     let workspace = location.home.join("workspace");
-    std::fs::create_dir_all(&workspace)
-        .with_context(|| format!("creating {}", workspace.display()))?;
+    let templates = squidbot::skills::templates::write_missing(&workspace)
+        .with_context(|| format!("setting up the workspace {}", workspace.display()))?;
     println!("Wrote {}", path.display());
     println!("Workspace: {}", workspace.display());
+    for template in &templates {
+        println!("  created {}", template.display());
+    }
     match squidbot::config::load(Some(&path)) {
         Ok(_) => println!("Next: squidbot agent"),
         Err(error) => println!("Note: the config does not load yet:\n{error}"),

@@ -194,7 +194,16 @@ async fn status_and_metrics_describe_the_running_gateway() {
     assert_eq!(status["channels"]["http"]["state"], "running");
     assert_eq!(status["sessions"]["http:bob"]["messages"], 6);
     assert_eq!(status["sessions"]["http:bob"]["turns"], 3);
-    assert!(status["skills"].is_array());
+    let skills = status["skills"].as_array().unwrap();
+    let memory = skills.iter().find(|s| s["name"] == "memory").unwrap();
+    assert_eq!(memory["available"], true);
+    assert_eq!(memory["always"], true);
+    assert!(
+        memory["location"]
+            .as_str()
+            .unwrap()
+            .ends_with("bundled-skills/memory/SKILL.md")
+    );
     let ready = gw
         .http
         .get(format!("{}/readyz", gw.base))

@@ -20,3 +20,5 @@ mod gateway;
 mod cron_cli;
 // spawn with profiles: sub-agent sessions, tools, prompts, pools, concurrency, pruning.
 mod spawn;
+// `squidbot skills list` through the binary: bundled, workspace and extra skills, gating.
+mod skills_cli;
