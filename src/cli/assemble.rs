@@ -26,9 +26,11 @@ use squidbot::core::tool_registry::ToolRegistry;
 use squidbot::gateway::{MeteredLlm, Metrics};
 use squidbot::llm::{Endpoint, LlmPool, OpenAiCompatLlm, RetryPolicy, Timeouts, http_client};
 use squidbot::storage::cron_jobs::CronJobs;
-use squidbot::storage::{JsonlStore, MemoryFile, WorkspacePrompt};
+use squidbot::storage::{HistoryIndex, JsonlStore, MemoryFile, WorkspacePrompt};
 use squidbot::tools::cron::{CronAddTool, registry_tools};
-use squidbot::tools::{FetchUrlTool, MemoryWriteTool, ShellTool, WorkspaceGuard, file_tools};
+use squidbot::tools::{
+    FetchUrlTool, MemoryWriteTool, SearchHistoryTool, ShellTool, WorkspaceGuard, file_tools,
+};
 
 /// The assembled agent and what commands need next to it.
 pub struct Assembly {
@@ -148,6 +150,19 @@ impl Assembly {
         }
         if config.tools.fetch_url.enabled {
             registry.register(Arc::new(FetchUrlTool::new()))?;
+        }
+        if config.tools.search_history.enabled {
+            // The index is a cache: if it cannot be opened, the agent runs without the tool.
+            match HistoryIndex::open(&loaded.home) {
+                Ok(index) => {
+                    let tool = SearchHistoryTool::new(Arc::new(index), clock.clone());
+                    tool.warm_up();
+                    registry.register(Arc::new(tool))?;
+                }
+                Err(error) => {
+                    tracing::warn!(error = %error, "History index unavailable; search_history disabled.");
+                }
+            }
         }
         let agent = AgentLoop::new(
             llm,

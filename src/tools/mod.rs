@@ -5,6 +5,7 @@
 //! - [`fetch_url`]: `fetch_url`, fetching public web pages behind an SSRF guard (registered).
 //! - [`files`]: `read_file`, `write_file`, `edit_file`, `list_files` (registered).
 //! - [`memory_write`]: replaces the global MEMORY.md; built per turn, never registered.
+//! - [`search_history`]: `search_history`, full-text search over all sessions (registered).
 //! - [`shell`]: `shell`, a command in the workspace with a process-group timeout (registered).
 //! - [`workspace_path`]: the guard that confines the file tools to the workspace.
 
@@ -12,6 +13,7 @@ pub mod cron;
 pub mod fetch_url;
 pub mod files;
 pub mod memory_write;
+pub mod search_history;
 pub mod shell;
 pub mod workspace_path;
 
@@ -19,5 +21,6 @@ pub use cron::{CronAddTool, CronListTool, CronRemoveTool, CronSetEnabledTool};
 pub use fetch_url::FetchUrlTool;
 pub use files::{EditFileTool, ListFilesTool, ReadFileTool, WriteFileTool, file_tools};
 pub use memory_write::MemoryWriteTool;
+pub use search_history::SearchHistoryTool;
 pub use shell::ShellTool;
 pub use workspace_path::{PathError, WorkspaceGuard};
