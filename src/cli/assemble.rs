@@ -29,12 +29,12 @@ use squidbot::llm::{Endpoint, LlmPool, OpenAiCompatLlm, RetryPolicy, Timeouts, h
 use squidbot::skills::catalog::search_dirs;
 use squidbot::skills::{SkillCatalog, SkilledPrompt, bundled};
 use squidbot::storage::cron_jobs::CronJobs;
-use squidbot::storage::{JsonlStore, MemoryFile, WorkspacePrompt};
+use squidbot::storage::{HistoryIndex, JsonlStore, MemoryFile, WorkspacePrompt};
 use squidbot::tools::cron::{CronAddTool, registry_tools};
 use squidbot::tools::spawn::{SpawnLimits, SubAgentParts};
 use squidbot::tools::{
-    FetchUrlTool, MemoryWriteTool, ShellTool, SpawnHub, WebSearchTool, WorkspaceGuard, file_tools,
-    spawn_tools,
+    FetchUrlTool, MemoryWriteTool, SearchHistoryTool, ShellTool, SpawnHub, WebSearchTool,
+    WorkspaceGuard, file_tools, spawn_tools,
 };
 
 /// The assembled agent and what commands need next to it.
@@ -166,6 +166,19 @@ impl Assembly {
             let tool = WebSearchTool::from_config(&config.tools.web_search)
                 .context("setting up tools.web_search")?;
             registry.register(Arc::new(tool))?;
+        }
+        if config.tools.search_history.enabled {
+            // The index is a cache: if it cannot be opened, the agent runs without the tool.
+            match HistoryIndex::open(&loaded.home) {
+                Ok(index) => {
+                    let tool = SearchHistoryTool::new(Arc::new(index), clock.clone());
+                    tool.warm_up();
+                    registry.register(Arc::new(tool))?;
+                }
+                Err(error) => {
+                    tracing::warn!(error = %error, "History index unavailable; search_history disabled.");
+                }
+            }
         }
         if config.tools.spawn.enabled {
             // The hub takes a copy of the registry as it is now, before spawn and spawn_await

@@ -5,6 +5,7 @@
 //! - [`atomic`]: whole-file writes that are atomic (temp file, fsync, rename, fsync dir).
 //! - [`cron_jobs`]: `cron/jobs.json`, locked read-modify-write shared across processes ([`CronJobs`]).
 //! - [`jsonl_store`]: session histories, cursors and summaries ([`JsonlStore`]).
+//! - [`history_index`]: the full-text index over all histories, a rebuildable cache ([`HistoryIndex`]).
 //! - [`cursor_file`]: the `.meta.json` cursor format and its crash-safe commit protocol.
 //! - [`tail_cache`]: recently loaded tails, validated by file stamps ([`tail_cache::TailCache`]).
 //! - [`memory_file`]: the global MEMORY.md with its previous version ([`MemoryFile`]).
@@ -17,6 +18,7 @@ pub mod atomic;
 pub mod bootstrap;
 pub mod cron_jobs;
 pub mod cursor_file;
+pub mod history_index;
 pub mod jsonl_store;
 pub mod memory_file;
 pub mod safe_id;
@@ -25,6 +27,7 @@ pub mod tail_cache;
 pub use activity_log::ActivityFile;
 pub use bootstrap::WorkspacePrompt;
 pub use cron_jobs::{CronJob, CronJobs, CronStoreError};
+pub use history_index::HistoryIndex;
 pub use jsonl_store::JsonlStore;
 pub use memory_file::MemoryFile;
 

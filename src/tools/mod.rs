@@ -5,6 +5,7 @@
 //! - [`fetch_url`]: `fetch_url`, fetching public web pages behind an SSRF guard (registered).
 //! - [`files`]: `read_file`, `write_file`, `edit_file`, `list_files` (registered).
 //! - [`memory_write`]: replaces the global MEMORY.md; built per turn, never registered.
+//! - [`search_history`]: `search_history`, full-text search over all sessions (registered).
 //! - [`shell`]: `shell`, a command in the workspace with a process-group timeout (registered).
 //! - [`spawn`]: `spawn` and `spawn_await`, background sub-agents with profiles (registered).
 //! - [`web_search`]: `web_search` through SearXNG, Brave or DuckDuckGo (registered).
@@ -14,6 +15,7 @@ pub mod cron;
 pub mod fetch_url;
 pub mod files;
 pub mod memory_write;
+pub mod search_history;
 pub mod shell;
 pub mod spawn;
 pub mod web_search;
@@ -23,6 +25,7 @@ pub use cron::{CronAddTool, CronListTool, CronRemoveTool, CronSetEnabledTool};
 pub use fetch_url::FetchUrlTool;
 pub use files::{EditFileTool, ListFilesTool, ReadFileTool, WriteFileTool, file_tools};
 pub use memory_write::MemoryWriteTool;
+pub use search_history::SearchHistoryTool;
 pub use shell::ShellTool;
 pub use spawn::{SpawnAwaitTool, SpawnHub, SpawnTool, spawn_tools};
 pub use web_search::WebSearchTool;
