@@ -256,3 +256,52 @@ async fn the_interactive_agent_answers_each_line_and_stops_at_an_exit_word_or_eo
         assert!(!text.contains("re: never"), "{text}");
     }
 }
+
+#[tokio::test]
+async fn a_fresh_sessions_prompt_with_every_tool_on_stays_under_12k_chars() {
+    let llm = ScriptedLlm::start().await;
+    let home = Home::new();
+    let onboard = home
+        .run(&[
+            "onboard",
+            "--api-base",
+            &llm.url(),
+            "--model",
+            "scripted-model",
+        ])
+        .await;
+    assert!(onboard.status.success(), "{}", stderr(&onboard));
+    let config = std::fs::read_to_string(home.config()).unwrap();
+    let tools = "tools:\n  web_search:\n    enabled: true\n    provider: searxng\n    url: http://127.0.0.1:9\n  spawn:\n    enabled: true\n";
+    std::fs::write(home.config(), format!("{config}\n{tools}")).unwrap();
+    let output = home.run(&["agent", "-m", "hello"]).await;
+    assert!(output.status.success(), "{}", stderr(&output));
+
+    let request = &llm.requests()[0];
+    let names: Vec<&str> = request["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    for tool in [
+        "shell",
+        "read_file",
+        "write_file",
+        "edit_file",
+        "list_files",
+        "fetch_url",
+        "web_search",
+        "search_history",
+        "spawn",
+        "spawn_await",
+        "cron_list",
+        "cron_add",
+        "memory_write",
+    ] {
+        assert!(names.contains(&tool), "{tool} missing from {names:?}");
+    }
+    let size = request["messages"].to_string().len() + request["tools"].to_string().len();
+    println!("prompt size with {} tools: {size} chars", names.len());
+    assert!(size <= 12_000, "prompt of {size} chars");
+}
