@@ -7,11 +7,15 @@
 //! - `status`: `squidbot status`, the resolved configuration in brief.
 //! - `onboard`: `squidbot onboard`, writes a starter configuration and workspace.
 //! - `skills`: `squidbot skills list`, the skills and whether they are usable.
+//! - `doctor`: `squidbot doctor`, checks config, LLM, channels, paths and the listen address.
+//! - `import`: `squidbot import DIR`, brings an original (Python) squidbot home over.
 
 mod agent;
 mod assemble;
 mod cron;
+mod doctor;
 mod gateway;
+mod import;
 mod onboard;
 mod skills;
 mod status;
@@ -52,6 +56,10 @@ enum Command {
     Cron(cron::CronArgs),
     /// Inspect skills.
     Skills(skills::SkillsArgs),
+    /// Check that the configuration, LLM, channels and paths work; exit 1 on any failure.
+    Doctor,
+    /// Import an original (Python) squidbot home: history, MEMORY.md, cron jobs, config.
+    Import(import::ImportArgs),
 }
 
 /// The most threads doing blocking file work at once.
@@ -87,6 +95,8 @@ pub fn main() -> ExitCode {
             Command::Onboard(args) => onboard::run(cli.config.as_deref(), args),
             Command::Cron(args) => cron::run(cli.config.as_deref(), args).await,
             Command::Skills(args) => skills::run(cli.config.as_deref(), args),
+            Command::Doctor => doctor::run(cli.config.as_deref()).await,
+            Command::Import(args) => import::run(cli.config.as_deref(), args).await,
         }
     });
     match result {

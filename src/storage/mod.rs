@@ -9,6 +9,7 @@
 //! - [`cursor_file`]: the `.meta.json` cursor format and its crash-safe commit protocol.
 //! - [`tail_cache`]: recently loaded tails, validated by file stamps ([`tail_cache::TailCache`]).
 //! - [`memory_file`]: the global MEMORY.md with its previous version ([`MemoryFile`]).
+//! - [`import`]: bringing an original (Python) squidbot home over, idempotently.
 //! - [`bootstrap`]: the workspace's bootstrap files as the base prompt ([`WorkspacePrompt`]).
 //!
 //! **Architecture Invariant:** only this module writes squidbot's state files.
@@ -19,6 +20,7 @@ pub mod bootstrap;
 pub mod cron_jobs;
 pub mod cursor_file;
 pub mod history_index;
+pub mod import;
 pub mod jsonl_store;
 pub mod memory_file;
 pub mod safe_id;

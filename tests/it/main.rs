@@ -22,3 +22,7 @@ mod cron_cli;
 mod spawn;
 // `squidbot skills list` through the binary: bundled, workspace and extra skills, gating.
 mod skills_cli;
+// `squidbot doctor` through the binary: passing and failing checks.
+mod doctor_cli;
+// `squidbot import DIR` through the binary: an original home brought over, idempotently.
+mod import_cli;

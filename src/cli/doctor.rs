@@ -1,0 +1,288 @@
+//! `squidbot doctor`: checks that the configured setup can actually run, one line per check.
+//!
+//! Each line is `ok  <what>` or `FAIL <what>: <the fix>`; the exit code is 0 only when every
+//! check passes. Checks: the config loads; each model of the default pool answers a one-token
+//! call; the enabled channels' servers are reachable (Matrix `GET /_matrix/client/versions`,
+//! email IMAP and SMTP TCP connects); home, `sessions/`, the workspace and `cron/` are
+//! writable; the HTTP listen address is free or already served by a squidbot gateway.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Result;
+use chrono::Utc;
+
+use squidbot::config::Config;
+use squidbot::core::message::{Message, Role};
+use squidbot::core::ports::llm::{ChatRequest, LlmClient};
+use squidbot::llm::{Endpoint, OpenAiCompatLlm, Timeouts, http_client};
+
+/// The limit for one network probe (LLM call, HTTP GET, TCP connect).
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The outcome of one check.
+struct Check {
+    what: String,
+    /// `None` when it passed, else how to fix it.
+    fix: Option<String>,
+}
+
+impl Check {
+    fn ok(what: impl Into<String>) -> Self {
+        Self {
+            what: what.into(),
+            fix: None,
+        }
+    }
+
+    fn fail(what: impl Into<String>, fix: impl Into<String>) -> Self {
+        Self {
+            what: what.into(),
+            fix: Some(fix.into()),
+        }
+    }
+
+    fn line(&self) -> String {
+        match &self.fix {
+            None => format!("ok  {}", self.what),
+            Some(fix) => format!("FAIL {}: {fix}", self.what),
+        }
+    }
+}
+
+/// Runs every check, prints one line each and returns success only when all pass.
+pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
+    let mut all_ok = true;
+    let mut report = |check: Check| {
+        all_ok &= check.fix.is_none();
+        println!("{}", check.line());
+    };
+    let loaded = match squidbot::config::load(config_path) {
+        Ok(loaded) => loaded,
+        Err(error) => {
+            report(Check::fail(
+                "config",
+                format!("{error} (fix the file, or run `squidbot onboard`)"),
+            ));
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let what = if loaded.exists {
+        format!("config {}", loaded.path.display())
+    } else {
+        format!(
+            "config {} (not found; built-in defaults)",
+            loaded.path.display()
+        )
+    };
+    report(Check::ok(what));
+    let config = &loaded.config;
+    for check in llm_checks(config).await {
+        report(check);
+    }
+    for check in channel_checks(config).await {
+        report(check);
+    }
+    let dirs = [
+        ("home", loaded.home.clone()),
+        ("sessions", loaded.home.join("sessions")),
+        ("workspace", config.agents.workspace.clone()),
+        ("cron", loaded.home.join("cron")),
+    ];
+    for (name, dir) in dirs {
+        report(writable(name, &dir));
+    }
+    if config.gateway.http.enabled {
+        report(listen_check(config).await);
+    }
+    Ok(if all_ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// One `max_tokens: 1` "ping" to each model of the default pool.
+async fn llm_checks(config: &Config) -> Vec<Check> {
+    let pool = &config.llm.default_pool;
+    let Some(members) = config.pool_members(pool).filter(|m| !m.is_empty()) else {
+        return vec![Check::fail(
+            format!("llm pool {pool:?}"),
+            "no models configured (add providers, models and pools under `llm`, or run `squidbot onboard`)",
+        )];
+    };
+    let timeouts = Timeouts {
+        connect: PROBE_TIMEOUT,
+        first_byte: PROBE_TIMEOUT * 2,
+        idle: PROBE_TIMEOUT * 2,
+        total: PROBE_TIMEOUT * 3,
+    };
+    let client = match http_client(&timeouts) {
+        Ok(client) => client,
+        Err(error) => return vec![Check::fail("llm", error.to_string())],
+    };
+    let ping = [Message::new(Role::User, "ping", Utc::now().fixed_offset())];
+    let mut checks = Vec::new();
+    for member in members {
+        let api_base = member.provider.api_base.clone();
+        let endpoint = Endpoint {
+            model_name: member.name.to_owned(),
+            model: member.model.model.clone(),
+            api_base: api_base.clone(),
+            api_key: (!member.provider.api_key.is_empty())
+                .then(|| member.provider.api_key.expose().to_owned()),
+            supports_reasoning_content: member.provider.supports_reasoning_content,
+            max_tokens: Some(1),
+            max_context_tokens: None,
+        };
+        let llm = OpenAiCompatLlm::new(client.clone(), endpoint, timeouts);
+        let request = ChatRequest {
+            messages: &ping,
+            tools: &[],
+        };
+        let what = format!(
+            "llm model {} ({} @ {api_base})",
+            member.name, member.model.model
+        );
+        let call = tokio::time::timeout(timeouts.total, llm.chat(request, &|_| {})).await;
+        checks.push(match call {
+            Ok(Ok(_)) => Check::ok(what),
+            Ok(Err(error)) => Check::fail(
+                what,
+                format!("{error} (check the server is running, api_base, api_key and model id)"),
+            ),
+            Err(_) => Check::fail(
+                what,
+                format!(
+                    "no answer within {}s (is the server up?)",
+                    timeouts.total.as_secs()
+                ),
+            ),
+        });
+    }
+    checks
+}
+
+/// The enabled channels' servers.
+async fn channel_checks(config: &Config) -> Vec<Check> {
+    let mut checks = Vec::new();
+    let matrix = &config.channels.matrix;
+    if matrix.enabled {
+        let url = format!(
+            "{}/_matrix/client/versions",
+            matrix.homeserver.trim_end_matches('/')
+        );
+        let what = format!("matrix homeserver {}", matrix.homeserver);
+        let client = reqwest::Client::builder().timeout(PROBE_TIMEOUT).build();
+        let result = match client {
+            Ok(client) => client.get(&url).send().await.map_err(|e| e.to_string()),
+            Err(error) => Err(error.to_string()),
+        };
+        checks.push(match result {
+            Ok(response) if response.status().is_success() => Check::ok(what),
+            Ok(response) => Check::fail(
+                what,
+                format!(
+                    "GET {url} answered {} (is channels.matrix.homeserver a Matrix server?)",
+                    response.status()
+                ),
+            ),
+            Err(error) => Check::fail(
+                what,
+                format!("GET {url} failed: {error} (check channels.matrix.homeserver)"),
+            ),
+        });
+    }
+    let email = &config.channels.email;
+    if email.enabled {
+        for (kind, host, port, field) in [
+            (
+                "imap",
+                &email.imap_host,
+                email.imap_port,
+                "imap_host/imap_port",
+            ),
+            (
+                "smtp",
+                &email.smtp_host,
+                email.smtp_port,
+                "smtp_host/smtp_port",
+            ),
+        ] {
+            let what = format!("email {kind} {host}:{port}");
+            let connect = tokio::time::timeout(
+                PROBE_TIMEOUT,
+                tokio::net::TcpStream::connect((host.as_str(), port)),
+            )
+            .await;
+            checks.push(match connect {
+                Ok(Ok(_)) => Check::ok(what),
+                Ok(Err(error)) => Check::fail(
+                    what,
+                    format!("cannot connect: {error} (check channels.email.{field})"),
+                ),
+                Err(_) => Check::fail(
+                    what,
+                    format!(
+                        "no connection within {}s (check channels.email.{field} and the firewall)",
+                        PROBE_TIMEOUT.as_secs()
+                    ),
+                ),
+            });
+        }
+    }
+    checks
+}
+
+/// Creates (if missing) `dir`, then creates and removes a temp file in it.
+fn writable(name: &str, dir: &Path) -> Check {
+    let what = format!("{name} {} writable", dir.display());
+    let probe = dir.join(format!(".squidbot-doctor-{}.tmp", std::process::id()));
+    let result = std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::write(&probe, b"doctor"))
+        .and_then(|()| std::fs::remove_file(&probe));
+    match result {
+        Ok(()) => Check::ok(what),
+        Err(error) => Check::fail(
+            what,
+            format!(
+                "{error} (make it writable by this user, e.g. `chmod u+rwx {}`)",
+                dir.display()
+            ),
+        ),
+    }
+}
+
+/// The gateway's listen address: free, or already a squidbot gateway answering `/healthz`.
+async fn listen_check(config: &Config) -> Check {
+    let addr = config.gateway.http.listen;
+    let what = format!("http listen {addr}");
+    match tokio::net::TcpListener::bind(addr).await {
+        Ok(listener) => {
+            drop(listener);
+            Check::ok(format!("{what} (free)"))
+        }
+        Err(bind_error) => {
+            let url = format!("http://{addr}/healthz");
+            let client = reqwest::Client::builder().timeout(PROBE_TIMEOUT).build();
+            let healthy = match client {
+                Ok(client) => match client.get(&url).send().await {
+                    Ok(response) => response.status().is_success(),
+                    Err(_) => false,
+                },
+                Err(_) => false,
+            };
+            if healthy {
+                Check::ok(format!("{what} (a gateway is already running there)"))
+            } else {
+                Check::fail(
+                    what,
+                    format!(
+                        "cannot bind: {bind_error} (stop what uses it, or change gateway.http.listen)"
+                    ),
+                )
+            }
+        }
+    }
+}

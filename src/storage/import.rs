@@ -1,0 +1,497 @@
+//! Importing an original (Python) squidbot home: history, MEMORY.md, cron jobs and config.
+//!
+//! - History: the original's single global `history.jsonl` is split into sessions. A user
+//!   record goes to `cli:local` (channel `cli` or none), `matrix:<sender>` (the original's
+//!   records carry no room; a `metadata.matrix_room_id` or `metadata.room_id` string, if a
+//!   record has one, is used as `matrix:<room>` instead), `email:<lower-cased sender>`, or
+//!   `<channel>:<sender>` for any other channel. Assistant and tool records go to the session of
+//!   the preceding user record (`cli:local` when none precedes). Messages are appended after
+//!   whatever the session already holds. Malformed lines are counted and skipped.
+//! - Idempotence: `state/import.json` records, per source file, the bytes imported and their
+//!   SHA-256 plus the session of the last record. A second run over the same file imports
+//!   nothing; a file that only grew imports just the new lines; a file whose imported prefix
+//!   changed is refused (its history is not imported twice).
+//! - MEMORY.md: copied when ours is missing; when ours differs, ours is kept and theirs is
+//!   written next to it as `MEMORY.md.imported`.
+//! - Cron jobs: merged by id under the store's lock; a job whose id we already have is kept.
+//! - Config: `config.json` becomes YAML; fields our schema rejects are dropped (and listed in a
+//!   comment at the top) until [`crate::config::load_from_str`] accepts it.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::core::message::{Message, Role};
+use crate::core::ports::store::{HistoryStore, StoreError};
+use crate::core::session::SessionId;
+use crate::storage::cron_jobs::{CronJob, CronJobs, CronStoreError};
+use crate::storage::{JsonlStore, atomic};
+
+/// Why an import step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// Reading or writing a file failed.
+    #[error("{op} {}: {source}", path.display())]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A source file is not what the original writes.
+    #[error("{}: {detail}", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
+    /// Appending to a session failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The cron job store failed.
+    #[error(transparent)]
+    Cron(#[from] CronStoreError),
+}
+
+fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> ImportError + 'a {
+    move |source| ImportError::Io {
+        op,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// What a history import did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct HistoryReport {
+    /// Messages appended, per session id.
+    pub sessions: BTreeMap<String, usize>,
+    /// Lines that were not a readable record.
+    pub skipped_lines: usize,
+    /// Whether the file had been imported before (and nothing new was found).
+    pub already_imported: bool,
+    /// Whether there was no `history.jsonl` to import.
+    pub absent: bool,
+}
+
+impl HistoryReport {
+    /// All messages appended.
+    pub fn messages(&self) -> usize {
+        self.sessions.values().sum()
+    }
+}
+
+/// What happened to one copied file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileOutcome {
+    /// There was nothing to import.
+    Absent,
+    /// Written to this path.
+    Written(PathBuf),
+    /// Ours was kept; theirs went to this path.
+    WrittenBeside(PathBuf),
+    /// Already there with the same content.
+    Unchanged,
+}
+
+/// What a cron import did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct JobsReport {
+    /// Jobs added.
+    pub added: usize,
+    /// Jobs whose id we already had (kept as ours).
+    pub kept: usize,
+}
+
+/// `state/import.json`: what was imported from each source history file.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct ImportState {
+    #[serde(default)]
+    history: BTreeMap<String, ImportedFile>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct ImportedFile {
+    /// Bytes of the source imported (always whole lines).
+    bytes: u64,
+    /// SHA-256 (hex) of those bytes.
+    sha256: String,
+    /// The session the last record went to (for assistant records that follow).
+    last_session: Option<String>,
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Imports `source_home/history.jsonl` into the sessions of `home`.
+pub async fn import_history(source_home: &Path, home: &Path) -> Result<HistoryReport, ImportError> {
+    let source = source_home.join("history.jsonl");
+    let bytes = match fs::read(&source) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == ErrorKind::NotFound => {
+            return Ok(HistoryReport {
+                absent: true,
+                ..HistoryReport::default()
+            });
+        }
+        Err(error) => return Err(io("reading", &source)(error)),
+    };
+    let state_path = home.join("state").join("import.json");
+    let mut state = read_state(&state_path)?;
+    let key = fs::canonicalize(&source)
+        .unwrap_or_else(|_| source.clone())
+        .display()
+        .to_string();
+    let mut start = 0usize;
+    let mut last_session = None;
+    if let Some(done) = state.history.get(&key) {
+        let done_len = usize::try_from(done.bytes).unwrap_or(usize::MAX);
+        let prefix = bytes.get(..done_len);
+        if prefix.is_none_or(|prefix| sha256_hex(prefix) != done.sha256) {
+            return Err(ImportError::Invalid {
+                path: source,
+                detail: format!(
+                    "changed since it was imported (the first {} bytes differ); remove its entry from {} to import it again",
+                    done.bytes,
+                    state_path.display()
+                ),
+            });
+        }
+        start = done_len;
+        last_session = done.last_session.clone();
+    }
+    // Only whole lines: a last line without a newline may still be being written.
+    let end = match bytes[start..].iter().rposition(|&b| b == b'\n') {
+        Some(pos) => start + pos + 1,
+        None => start,
+    };
+    let mut report = HistoryReport::default();
+    if end == start {
+        report.already_imported = start > 0;
+        return Ok(report);
+    }
+    let mut grouped: Vec<(SessionId, Vec<Message>)> = Vec::new();
+    let mut current = last_session.and_then(|id| SessionId::parse(&id).ok());
+    for line in bytes[start..end].split(|&b| b == b'\n') {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let Some((message, metadata)) = parse_record(line) else {
+            report.skipped_lines += 1;
+            continue;
+        };
+        let session = match message.role {
+            Role::User => session_for(&message, metadata.as_ref()),
+            _ => current.clone().unwrap_or_else(SessionId::cli_local),
+        };
+        current = Some(session.clone());
+        match grouped.iter_mut().find(|(id, _)| *id == session) {
+            Some((_, messages)) => messages.push(message),
+            None => grouped.push((session, vec![message])),
+        }
+    }
+    let store = JsonlStore::new(home);
+    for (session, messages) in &grouped {
+        store.append(session, messages).await?;
+        report
+            .sessions
+            .insert(session.as_str().to_owned(), messages.len());
+    }
+    state.history.insert(
+        key,
+        ImportedFile {
+            bytes: end as u64,
+            sha256: sha256_hex(&bytes[..end]),
+            last_session: current.map(|id| id.as_str().to_owned()),
+        },
+    );
+    write_state(&state_path, &state)?;
+    Ok(report)
+}
+
+/// One original record as our message, plus its `metadata` object if it has one.
+fn parse_record(line: &[u8]) -> Option<(Message, Option<Value>)> {
+    let value: Value = serde_json::from_slice(line).ok()?;
+    let metadata = value.get("metadata").cloned();
+    let message: Message = serde_json::from_value(value).ok()?;
+    Some((message, metadata))
+}
+
+/// The session a user record belongs to (see the module docs).
+fn session_for(message: &Message, metadata: Option<&Value>) -> SessionId {
+    let sender = message.sender_id.as_deref().unwrap_or("").trim();
+    let channel = message.channel.as_deref().unwrap_or("cli");
+    let room = metadata.and_then(|m| {
+        ["matrix_room_id", "room_id"]
+            .iter()
+            .find_map(|key| m.get(key).and_then(Value::as_str))
+    });
+    let id = match (channel, room) {
+        ("cli", _) => return SessionId::cli_local(),
+        ("matrix", Some(room)) => SessionId::new("matrix", room),
+        ("email", _) => SessionId::new("email", &sender.to_lowercase()),
+        (channel, _) => SessionId::new(channel, sender),
+    };
+    id.unwrap_or_else(|_| SessionId::cli_local())
+}
+
+fn read_state(path: &Path) -> Result<ImportState, ImportError> {
+    match fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|error| ImportError::Invalid {
+            path: path.to_owned(),
+            detail: error.to_string(),
+        }),
+        Err(error) if error.kind() == ErrorKind::NotFound => Ok(ImportState::default()),
+        Err(error) => Err(io("reading", path)(error)),
+    }
+}
+
+fn write_state(path: &Path, state: &ImportState) -> Result<(), ImportError> {
+    let mut bytes = serde_json::to_vec_pretty(state).map_err(|error| ImportError::Invalid {
+        path: path.to_owned(),
+        detail: error.to_string(),
+    })?;
+    bytes.push(b'\n');
+    write_file(path, &bytes)
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ImportError> {
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).map_err(io("creating", dir))?;
+    }
+    atomic::write(path, bytes).map_err(io("writing", path))
+}
+
+fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, ImportError> {
+    match fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(error) if error.kind() == ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(io("reading", path)(error)),
+    }
+}
+
+/// Writes `theirs` to `ours`, or beside it (`<name><suffix>`) when ours exists and differs.
+fn place(ours: &Path, beside: &Path, theirs: &[u8]) -> Result<FileOutcome, ImportError> {
+    match read_optional(ours)? {
+        None => {
+            write_file(ours, theirs)?;
+            Ok(FileOutcome::Written(ours.to_owned()))
+        }
+        Some(existing) if existing == theirs => Ok(FileOutcome::Unchanged),
+        Some(_) => {
+            if read_optional(beside)?.as_deref() == Some(theirs) {
+                return Ok(FileOutcome::Unchanged);
+            }
+            write_file(beside, theirs)?;
+            Ok(FileOutcome::WrittenBeside(beside.to_owned()))
+        }
+    }
+}
+
+/// Copies `source_home/workspace/MEMORY.md` to `workspace/MEMORY.md` (see the module docs).
+pub fn import_memory(source_home: &Path, workspace: &Path) -> Result<FileOutcome, ImportError> {
+    let source = source_home.join("workspace").join("MEMORY.md");
+    let Some(theirs) = read_optional(&source)? else {
+        return Ok(FileOutcome::Absent);
+    };
+    place(
+        &workspace.join("MEMORY.md"),
+        &workspace.join("MEMORY.md.imported"),
+        &theirs,
+    )
+}
+
+/// Merges `source_home/cron/jobs.json` into the job store of `home`, by id.
+pub async fn import_jobs(source_home: &Path, home: &Path) -> Result<JobsReport, ImportError> {
+    let source = CronJobs::new(source_home);
+    if !source.path().exists() {
+        return Ok(JobsReport::default());
+    }
+    let theirs: Vec<CronJob> = source.load().await?;
+    let report = CronJobs::new(home)
+        .update(move |ours| {
+            let mut report = JobsReport::default();
+            for job in theirs {
+                if ours.iter().any(|existing| existing.id == job.id) {
+                    report.kept += 1;
+                } else {
+                    ours.push(job);
+                    report.added += 1;
+                }
+            }
+            report
+        })
+        .await?;
+    Ok(report)
+}
+
+/// The most fields dropped from a converted config before giving up.
+const MAX_DROPPED: usize = 64;
+
+/// Converts the original's `config.json` text to YAML our loader accepts; also returns the
+/// fields that had to be dropped (`path: reason`).
+pub fn convert_config(json: &str, home: &Path) -> Result<(String, Vec<String>), String> {
+    let mut value: Value =
+        serde_json::from_str(json).map_err(|error| format!("not JSON: {error}"))?;
+    let mut dropped = Vec::new();
+    let fake_path = home.join("squidbot.yaml");
+    loop {
+        let yaml = serde_saphyr::to_string(&value).map_err(|error| error.to_string())?;
+        let problems = match crate::config::load_from_str(&yaml, &fake_path, home) {
+            Ok(_) => {
+                let mut text = String::from(
+                    "# Converted from the original squidbot's config.json by `squidbot import`.\n",
+                );
+                for field in &dropped {
+                    text.push_str(&format!("# dropped {field}\n"));
+                }
+                text.push_str(&yaml);
+                return Ok((text, dropped));
+            }
+            Err(crate::config::ConfigError::Invalid { problems, .. }) => problems,
+            Err(other) => return Err(other.to_string()),
+        };
+        let mut removed_any = false;
+        for problem in problems {
+            if dropped.len() >= MAX_DROPPED {
+                break;
+            }
+            if remove_path(&mut value, &problem.field) {
+                dropped.push(format!("{}: {}", problem.field, problem.message));
+                removed_any = true;
+            }
+        }
+        if !removed_any {
+            return Err("the converted configuration does not load and cannot be repaired by dropping fields".to_owned());
+        }
+    }
+}
+
+/// Removes the field at a dotted path (`a.b[2].c`) from `value`; false when it is not there.
+fn remove_path(value: &mut Value, path: &str) -> bool {
+    let mut steps: Vec<Step> = Vec::new();
+    for part in path.split('.') {
+        let (name, rest) = part.split_once('[').unwrap_or((part, ""));
+        if !name.is_empty() {
+            steps.push(Step::Key(name.to_owned()));
+        }
+        for index in rest.split('[') {
+            if let Ok(i) = index.trim_end_matches(']').parse::<usize>() {
+                steps.push(Step::Index(i));
+            }
+        }
+    }
+    let Some((last, parents)) = steps.split_last() else {
+        return false;
+    };
+    let mut node = value;
+    for step in parents {
+        let next = match step {
+            Step::Key(key) => node.get_mut(key.as_str()),
+            Step::Index(i) => node.get_mut(*i),
+        };
+        match next {
+            Some(next) => node = next,
+            None => return false,
+        }
+    }
+    match (last, node) {
+        (Step::Key(key), Value::Object(map)) => map.remove(key).is_some(),
+        (Step::Index(i), Value::Array(items)) if *i < items.len() => {
+            items.remove(*i);
+            true
+        }
+        _ => false,
+    }
+}
+
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
+/// Converts `source_home/config.json` to `target` (our config path), or to
+/// `squidbot.imported.yaml` beside it when a different config already exists.
+pub fn import_config(
+    source_home: &Path,
+    target: &Path,
+    home: &Path,
+) -> Result<(FileOutcome, Vec<String>), ImportError> {
+    let source = source_home.join("config.json");
+    let Some(bytes) = read_optional(&source)? else {
+        return Ok((FileOutcome::Absent, Vec::new()));
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let (yaml, dropped) = convert_config(&text, home).map_err(|detail| ImportError::Invalid {
+        path: source.clone(),
+        detail,
+    })?;
+    let beside = target.with_file_name("squidbot.imported.yaml");
+    let outcome = place(target, &beside, yaml.as_bytes())?;
+    // The original kept API keys in plain text; keep them readable by the owner only.
+    if let FileOutcome::Written(path) | FileOutcome::WrittenBeside(path) = &outcome {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(path, fs::Permissions::from_mode(0o600))
+            .map_err(io("restricting", path))?;
+    }
+    Ok((outcome, dropped))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_our_schema_rejects_are_dropped_and_listed() {
+        let home = Path::new("/tmp/squidbot-import-test");
+        let json = r#"{"llm": {"default_pool": "default", "bogus": 1},
+            "channels": {"matrix": {"enabled": false, "nope": [1]}}}"#;
+        let (yaml, dropped) = convert_config(json, home).unwrap();
+        assert_eq!(dropped.len(), 2, "{dropped:?}");
+        assert!(yaml.contains("# dropped llm.bogus"), "{yaml}");
+        let body: Vec<&str> = yaml.lines().filter(|l| !l.starts_with('#')).collect();
+        assert!(!body.iter().any(|l| l.contains("nope")), "{yaml}");
+        crate::config::load_from_str(&yaml, &home.join("squidbot.yaml"), home).unwrap();
+    }
+
+    #[test]
+    fn removing_paths_handles_keys_and_indices() {
+        let mut value = serde_json::json!({"a": {"b": [1, {"c": 2}]}});
+        assert!(remove_path(&mut value, "a.b[1].c"));
+        assert!(remove_path(&mut value, "a.b[0]"));
+        assert!(!remove_path(&mut value, "a.x"));
+        assert_eq!(value, serde_json::json!({"a": {"b": [{}]}}));
+    }
+
+    #[test]
+    fn user_records_map_to_sessions() {
+        let record = |channel: &str, sender: &str| {
+            let mut m = Message::new(Role::User, "x", chrono::Utc::now().fixed_offset());
+            m.channel = Some(channel.to_owned());
+            m.sender_id = Some(sender.to_owned());
+            m
+        };
+        let id = |m: &Message, meta: Option<&Value>| session_for(m, meta).as_str().to_owned();
+        assert_eq!(id(&record("cli", "local"), None), "cli:local");
+        assert_eq!(id(&record("email", "A@B.org"), None), "email:a@b.org");
+        assert_eq!(id(&record("matrix", "@u:x.org"), None), "matrix:@u:x.org");
+        let meta = serde_json::json!({"matrix_room_id": "!r:x.org"});
+        assert_eq!(
+            id(&record("matrix", "@u:x.org"), Some(&meta)),
+            "matrix:!r:x.org"
+        );
+    }
+}

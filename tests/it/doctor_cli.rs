@@ -1,0 +1,134 @@
+//! `squidbot doctor` through the binary: all checks pass against the scripted LLM, an LLM
+//! that is down, an unwritable workspace and a listen address taken by something else.
+
+use std::path::Path;
+use std::process::Output;
+
+use crate::support::scripted_llm::ScriptedLlm;
+
+fn write_config(home: &Path, url: &str, listen: &str) {
+    let text = format!(
+        "llm:\n  default_pool: default\n  providers:\n    local:\n      api_base: \"{url}\"\n      api_key: test-key\n  models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\ngateway:\n  http:\n    listen: \"{listen}\"\n"
+    );
+    std::fs::write(home.join("squidbot.yaml"), text).unwrap();
+}
+
+async fn doctor(home: &Path) -> Output {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_squidbot"))
+        .arg("doctor")
+        .env("SQUIDBOT_HOME", home)
+        .env("HOME", home)
+        .env_remove("SQUIDBOT_CONFIG")
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn all_checks_pass_against_a_working_setup() {
+    let llm = ScriptedLlm::start().await;
+    let home = tempfile::tempdir().unwrap();
+    write_config(home.path(), &llm.url(), "127.0.0.1:0");
+    let output = doctor(home.path()).await;
+    let out = stdout(&output);
+    assert!(output.status.success(), "stdout: {out}");
+    assert!(!out.contains("FAIL"), "{out}");
+    for what in [
+        "config",
+        "llm model small",
+        "home",
+        "sessions",
+        "workspace",
+        "cron",
+        "http listen",
+    ] {
+        assert!(
+            out.lines()
+                .any(|line| line.starts_with("ok  ") && line.contains(what)),
+            "no ok line for {what}: {out}"
+        );
+    }
+    let request = &llm.requests()[0];
+    assert_eq!(request["max_tokens"], 1);
+    assert_eq!(request["messages"][0]["content"], "ping");
+}
+
+#[tokio::test]
+async fn an_llm_that_is_down_fails_naming_the_model_and_api_base() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", closed.local_addr().unwrap());
+    drop(closed);
+    let home = tempfile::tempdir().unwrap();
+    write_config(home.path(), &url, "127.0.0.1:0");
+    let output = doctor(home.path()).await;
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}");
+    let line = out
+        .lines()
+        .find(|line| line.starts_with("FAIL llm model small"))
+        .unwrap_or_else(|| panic!("no FAIL line: {out}"));
+    assert!(line.contains(&url), "{line}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("ok  ") && l.contains("workspace"))
+    );
+}
+
+#[tokio::test]
+async fn an_invalid_config_fails_with_the_config_error() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("squidbot.yaml"),
+        "llm:\n  no_such_field: 1\n",
+    )
+    .unwrap();
+    let output = doctor(home.path()).await;
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}");
+    assert!(out.starts_with("FAIL config: "), "{out}");
+    assert!(out.contains("no_such_field"), "{out}");
+}
+
+#[tokio::test]
+async fn a_listen_address_taken_by_something_else_fails() {
+    let llm = ScriptedLlm::start().await;
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let home = tempfile::tempdir().unwrap();
+    write_config(home.path(), &llm.url(), &addr);
+    let output = doctor(home.path()).await;
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}");
+    assert!(out.contains(&format!("FAIL http listen {addr}: ")), "{out}");
+    drop(taken);
+}
+
+#[tokio::test]
+async fn an_unwritable_workspace_fails() {
+    use std::os::unix::fs::PermissionsExt;
+    let llm = ScriptedLlm::start().await;
+    let home = tempfile::tempdir().unwrap();
+    write_config(home.path(), &llm.url(), "127.0.0.1:0");
+    let workspace = home.path().join("workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::set_permissions(&workspace, std::fs::Permissions::from_mode(0o500)).unwrap();
+    // Root writes anywhere: then this case cannot be produced and is skipped.
+    if std::fs::write(workspace.join("probe"), b"x").is_ok() {
+        eprintln!("skipped: running as root, a 0500 directory stays writable");
+        return;
+    }
+    let output = doctor(home.path()).await;
+    std::fs::set_permissions(&workspace, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}");
+    assert!(
+        out.lines().any(|l| l.starts_with("FAIL workspace")),
+        "{out}"
+    );
+}
