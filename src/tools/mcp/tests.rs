@@ -177,3 +177,55 @@ async fn unreachable_server_warns_without_blocking() {
             .all(|s| !s.connected && s.last_error.is_some())
     );
 }
+
+/// The published reference server (`npm install @modelcontextprotocol/server-everything`),
+/// over stdio and streamable HTTP. Run with
+/// `MCP_EVERYTHING_BIN=<path to mcp-server-everything> cargo test -- --ignored everything`.
+#[tokio::test]
+#[ignore = "needs node and MCP_EVERYTHING_BIN"]
+async fn everything_server_over_stdio_and_http() {
+    let bin = std::env::var("MCP_EVERYTHING_BIN").unwrap();
+    let stdio = McpServerConfig {
+        command: bin.clone(),
+        args: vec!["stdio".into()],
+        ..Default::default()
+    };
+    let hub = McpHub::connect(&BTreeMap::from([("ev".to_owned(), stdio)]), CONNECT_TIMEOUT).await;
+    let out = find(&hub, "ev__echo")
+        .call(json!({"message": "hi"}), &context())
+        .await;
+    assert!(!out.is_error && out.content.contains("hi"), "{out:?}");
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = tokio::process::Command::new(&bin)
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let http = McpServerConfig {
+        transport: McpTransport::Http,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+        ..Default::default()
+    };
+    let configs = BTreeMap::from([("evh".to_owned(), http)]);
+    let mut hub = McpHub::connect(&configs, CONNECT_TIMEOUT).await;
+    for _ in 0..50 {
+        if !hub.tools().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        hub = McpHub::connect(&configs, CONNECT_TIMEOUT).await;
+    }
+    let out = find(&hub, "evh__get-sum")
+        .call(json!({"a": 2, "b": 3}), &context())
+        .await;
+    assert!(!out.is_error && out.content.contains('5'), "{out:?}");
+    let _ = child.kill().await;
+}
