@@ -26,7 +26,7 @@ pub struct AgentArgs {
 
 /// Runs the agent command.
 pub async fn run(config: Option<&Path>, args: AgentArgs) -> Result<ExitCode> {
-    let assembly = Assembly::from_config(config)?;
+    let assembly = Assembly::from_config(config).await?;
     let extra = assembly.extra_tools();
     match args.message {
         Some(text) => {

@@ -31,6 +31,7 @@ use squidbot::skills::{SkillCatalog, SkilledPrompt, bundled};
 use squidbot::storage::cron_jobs::CronJobs;
 use squidbot::storage::{HistoryIndex, JsonlStore, MemoryFile, WorkspacePrompt};
 use squidbot::tools::cron::{CronAddTool, registry_tools};
+use squidbot::tools::mcp::{CONNECT_TIMEOUT, McpHub};
 use squidbot::tools::spawn::{SpawnLimits, SubAgentParts};
 use squidbot::tools::{
     FetchUrlTool, MemoryWriteTool, SearchHistoryTool, ShellTool, SpawnHub, WebSearchTool,
@@ -48,6 +49,7 @@ pub struct Assembly {
     cron: CronJobs,
     clock: Arc<dyn Clock>,
     skills: SkillCatalog,
+    mcp: Arc<McpHub>,
 }
 
 /// What building more pools later needs.
@@ -91,17 +93,17 @@ impl TurnTools for AgentTurnTools {
 impl Assembly {
     /// Loads the configuration and builds the agent; fails with a clear message when no LLM is
     /// configured.
-    pub fn from_config(config_path: Option<&Path>) -> Result<Self> {
+    pub async fn from_config(config_path: Option<&Path>) -> Result<Self> {
         let loaded = squidbot::config::load(config_path)?;
         for warning in &loaded.warnings {
             tracing::warn!("{warning}");
         }
-        Self::build(&loaded, None)
+        Self::build(&loaded, None).await
     }
 
     /// Builds the agent from an already loaded configuration; with `metrics`, every model call
     /// is counted.
-    pub fn build(loaded: &LoadedConfig, metrics: Option<Arc<Metrics>>) -> Result<Self> {
+    pub async fn build(loaded: &LoadedConfig, metrics: Option<Arc<Metrics>>) -> Result<Self> {
         let config = &loaded.config;
         if !config.llm_configured() {
             let what = if loaded.exists {
@@ -180,6 +182,14 @@ impl Assembly {
                 }
             }
         }
+        // MCP servers connect concurrently, each bounded by a timeout; one that is down only
+        // warns. Their tools join before spawn copies the registry, so sub-agents get them too.
+        let mcp = Arc::new(McpHub::connect(&config.tools.mcp_servers, CONNECT_TIMEOUT).await);
+        for tool in mcp.tools() {
+            if let Err(error) = registry.register(tool) {
+                tracing::warn!(error = %error, "MCP tool skipped.");
+            }
+        }
         if config.tools.spawn.enabled {
             // The hub takes a copy of the registry as it is now, before spawn and spawn_await
             // join it: sub-agents get every other tool, never these two, and no cycle forms.
@@ -220,12 +230,18 @@ impl Assembly {
             cron,
             clock,
             skills,
+            mcp,
         })
     }
 
     /// The skill catalog behind the prompt (for `/status`).
     pub fn skills(&self) -> &SkillCatalog {
         &self.skills
+    }
+
+    /// The MCP servers and their tools (for `/status`).
+    pub fn mcp(&self) -> Arc<McpHub> {
+        self.mcp.clone()
     }
 
     /// A client for another pool of the configuration (heartbeat, spawn profiles).

@@ -22,6 +22,7 @@ use squidbot::gateway::fault::FaultChannel;
 use squidbot::gateway::{ChannelDirectory, GatewayState, Metrics, Router, Supervisor, shutdown};
 use squidbot::skills::SkillCatalog;
 use squidbot::storage::ActivityFile;
+use squidbot::tools::mcp::McpHub;
 
 use super::assemble::Assembly;
 
@@ -37,10 +38,13 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     }
     let config = &loaded.config;
     let metrics = Arc::new(Metrics::new());
-    let assembly = Assembly::build(&loaded, Some(metrics.clone()))?;
+    let assembly = Assembly::build(&loaded, Some(metrics.clone())).await?;
     metrics.register_tool("memory_write");
     let state = Arc::new(GatewayState::new(metrics));
     state.add_section(Arc::new(SkillsSection(assembly.skills().clone())));
+    if !config.tools.mcp_servers.is_empty() {
+        state.add_section(Arc::new(McpSection(assembly.mcp())));
+    }
     let activity = Arc::new(ActivityFile::new(&loaded.home));
     let activity_log: Arc<dyn ActivityLog> = activity.clone();
     let router = Arc::new(Router::new(
@@ -160,6 +164,32 @@ impl StatusSection for CronSection {
 }
 
 /// The skills section of `/status`: every skill with its availability and location.
+/// `/status` → `mcp`: each MCP server, whether it is connected, its tools and last error.
+struct McpSection(Arc<McpHub>);
+
+#[async_trait::async_trait]
+impl StatusSection for McpSection {
+    fn key(&self) -> &str {
+        "mcp"
+    }
+
+    async fn render(&self) -> serde_json::Value {
+        self.0
+            .status()
+            .await
+            .iter()
+            .map(|server| {
+                serde_json::json!({
+                    "server": server.server,
+                    "connected": server.connected,
+                    "tools": server.tools,
+                    "last_error": server.last_error,
+                })
+            })
+            .collect()
+    }
+}
+
 struct SkillsSection(SkillCatalog);
 
 #[async_trait::async_trait]

@@ -4,6 +4,7 @@
 //!   (built per turn with the turn's session and routing metadata).
 //! - [`fetch_url`]: `fetch_url`, fetching public web pages behind an SSRF guard (registered).
 //! - [`files`]: `read_file`, `write_file`, `edit_file`, `list_files` (registered).
+//! - [`mcp`]: tools of MCP servers (`tools.mcp_servers`), named `<server>__<tool>`.
 //! - [`memory_write`]: replaces the global MEMORY.md; built per turn, never registered.
 //! - [`search_history`]: `search_history`, full-text search over all sessions (registered).
 //! - [`shell`]: `shell`, a command in the workspace with a process-group timeout (registered).
@@ -14,6 +15,7 @@
 pub mod cron;
 pub mod fetch_url;
 pub mod files;
+pub mod mcp;
 pub mod memory_write;
 pub mod search_history;
 pub mod shell;

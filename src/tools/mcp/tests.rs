@@ -1,0 +1,231 @@
+//! MCP client tests against a real rmcp server over stdio (`examples/mcp_echo.rs`) and over
+//! streamable HTTP on 127.0.0.1.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use rmcp::transport::streamable_http_server::{
+    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+};
+use serde_json::json;
+
+use super::test_server::EchoServer;
+use super::*;
+use crate::config::McpTransport;
+use crate::core::session::SessionId;
+
+fn context() -> ToolContext {
+    ToolContext {
+        session: SessionId::new("cli", "test").unwrap(),
+        metadata: Default::default(),
+    }
+}
+
+fn find(hub: &McpHub, name: &str) -> Arc<dyn Tool> {
+    hub.tools()
+        .into_iter()
+        .find(|tool| tool.spec().name == name)
+        .unwrap_or_else(|| panic!("no tool {name}"))
+}
+
+fn echo_binary() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap();
+    let path = dir.join("examples").join("mcp_echo");
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo test` (which builds the examples)",
+        path.display()
+    );
+    path
+}
+
+async fn serve_http(listener: tokio::net::TcpListener) -> tokio::task::JoinHandle<()> {
+    let service: StreamableHttpService<EchoServer, LocalSessionManager> =
+        StreamableHttpService::new(
+            || Ok(EchoServer),
+            Default::default(),
+            StreamableHttpServerConfig::default(),
+        );
+    let router = axum::Router::new().nest_service("/mcp", service);
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    })
+}
+
+#[test]
+fn names_are_namespaced_and_sanitized() {
+    assert_eq!(tool_name("fs", "read_file"), "fs__read_file");
+    assert_eq!(tool_name("my server", "do.it/now"), "my_server__do_it_now");
+    assert_eq!(tool_name("s", &"x".repeat(100)).len(), 64);
+}
+
+async fn check_round_trip(hub: &McpHub, server: &str) {
+    let names: Vec<String> = hub.tools().iter().map(|t| t.spec().name.clone()).collect();
+    assert_eq!(
+        names,
+        vec![
+            format!("{server}__echo"),
+            format!("{server}__add"),
+            format!("{server}__fail")
+        ]
+    );
+    let echo = find(hub, &format!("{server}__echo"));
+    assert_eq!(echo.spec().description, "Echoes text.");
+    assert_eq!(
+        echo.spec().parameters["properties"]["text"]["type"],
+        "string"
+    );
+    let out = echo.call(json!({"text": "hi"}), &context()).await;
+    assert_eq!(out, ToolOutput::ok("hi"));
+    let add = find(hub, &format!("{server}__add"));
+    let out = add.call(json!({"a": 2, "b": 3}), &context()).await;
+    assert_eq!(out, ToolOutput::ok("5"));
+    let fail = find(hub, &format!("{server}__fail"));
+    let out = fail.call(json!({}), &context()).await;
+    assert!(out.is_error);
+    assert!(out.content.contains("it broke"), "{}", out.content);
+    let out = echo.call(json!("nope"), &context()).await;
+    assert!(out.is_error);
+    let status = hub.status().await;
+    assert_eq!(status.len(), 1);
+    assert!(status[0].connected);
+    assert_eq!(status[0].tools, names);
+    assert_eq!(status[0].last_error, None);
+}
+
+#[tokio::test]
+async fn stdio_server_round_trips() {
+    let config = McpServerConfig {
+        transport: McpTransport::Stdio,
+        command: echo_binary().display().to_string(),
+        ..Default::default()
+    };
+    let hub = McpHub::connect(
+        &BTreeMap::from([("local".to_owned(), config)]),
+        CONNECT_TIMEOUT,
+    )
+    .await;
+    check_round_trip(&hub, "local").await;
+}
+
+#[tokio::test]
+async fn http_server_round_trips_and_reconnects() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr: SocketAddr = listener.local_addr().unwrap();
+    let server = serve_http(listener).await;
+    let config = McpServerConfig {
+        transport: McpTransport::Http,
+        url: format!("http://{addr}/mcp"),
+        ..Default::default()
+    };
+    let hub = McpHub::connect(
+        &BTreeMap::from([("web".to_owned(), config)]),
+        CONNECT_TIMEOUT,
+    )
+    .await;
+    check_round_trip(&hub, "web").await;
+
+    // The server goes away: a call fails with an error result, not a hang or a panic.
+    server.abort();
+    let _ = server.await;
+    let echo = find(&hub, "web__echo");
+    let out = echo.call(json!({"text": "gone"}), &context()).await;
+    assert!(out.is_error, "{out:?}");
+    assert!(hub.status().await[0].last_error.is_some());
+
+    // It comes back on the same port (with no memory of the old session): the next call
+    // reconnects.
+    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    let _server = serve_http(listener).await;
+    let out = echo.call(json!({"text": "back"}), &context()).await;
+    assert_eq!(out, ToolOutput::ok("back"));
+    let status = hub.status().await;
+    assert!(status[0].connected);
+    assert_eq!(status[0].last_error, None);
+}
+
+#[tokio::test]
+async fn unreachable_server_warns_without_blocking() {
+    let configs = BTreeMap::from([
+        (
+            "missing".to_owned(),
+            McpServerConfig {
+                command: "/nonexistent/mcp-server".into(),
+                ..Default::default()
+            },
+        ),
+        (
+            "nourl".to_owned(),
+            McpServerConfig {
+                transport: McpTransport::Http,
+                ..Default::default()
+            },
+        ),
+    ]);
+    let started = std::time::Instant::now();
+    let hub = McpHub::connect(&configs, Duration::from_secs(2)).await;
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(hub.tools().is_empty());
+    let status = hub.status().await;
+    assert_eq!(status.len(), 2);
+    assert!(
+        status
+            .iter()
+            .all(|s| !s.connected && s.last_error.is_some())
+    );
+}
+
+/// The published reference server (`npm install @modelcontextprotocol/server-everything`),
+/// over stdio and streamable HTTP. Run with
+/// `MCP_EVERYTHING_BIN=<path to mcp-server-everything> cargo test -- --ignored everything`.
+#[tokio::test]
+#[ignore = "needs node and MCP_EVERYTHING_BIN"]
+async fn everything_server_over_stdio_and_http() {
+    let bin = std::env::var("MCP_EVERYTHING_BIN").unwrap();
+    let stdio = McpServerConfig {
+        command: bin.clone(),
+        args: vec!["stdio".into()],
+        ..Default::default()
+    };
+    let hub = McpHub::connect(&BTreeMap::from([("ev".to_owned(), stdio)]), CONNECT_TIMEOUT).await;
+    let out = find(&hub, "ev__echo")
+        .call(json!({"message": "hi"}), &context())
+        .await;
+    assert!(!out.is_error && out.content.contains("hi"), "{out:?}");
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = tokio::process::Command::new(&bin)
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let http = McpServerConfig {
+        transport: McpTransport::Http,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+        ..Default::default()
+    };
+    let configs = BTreeMap::from([("evh".to_owned(), http)]);
+    let mut hub = McpHub::connect(&configs, CONNECT_TIMEOUT).await;
+    for _ in 0..50 {
+        if !hub.tools().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        hub = McpHub::connect(&configs, CONNECT_TIMEOUT).await;
+    }
+    let out = find(&hub, "evh__get-sum")
+        .call(json!({"a": 2, "b": 3}), &context())
+        .await;
+    assert!(!out.is_error && out.content.contains('5'), "{out:?}");
+    let _ = child.kill().await;
+}
