@@ -76,15 +76,6 @@ impl Router {
         }
     }
 
-    /// Sessions with queued or running messages.
-    pub fn busy_sessions(&self) -> usize {
-        self.inner
-            .queues
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .len()
-    }
-
     /// Stops accepting and waits up to `grace` for running turns. Returns whether every turn
     /// finished in time.
     pub async fn shutdown(&self, grace: Duration) -> bool {

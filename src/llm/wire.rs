@@ -138,81 +138,69 @@ impl<'a> WireTool<'a> {
 
 /// One `data:` payload of a streamed response.
 #[derive(Debug, Default, Deserialize)]
+#[serde(default)]
 pub(crate) struct Chunk {
-    #[serde(default)]
     pub(crate) choices: Vec<ChunkChoice>,
-    #[serde(default)]
     pub(crate) error: Option<Value>,
 }
 
 /// One choice of a streamed chunk.
 #[derive(Debug, Default, Deserialize)]
+#[serde(default)]
 pub(crate) struct ChunkChoice {
-    #[serde(default)]
     pub(crate) delta: Option<Delta>,
-    #[serde(default)]
     pub(crate) finish_reason: Option<String>,
 }
 
 /// The new part of the message in a streamed chunk.
 #[derive(Debug, Default, Deserialize)]
+#[serde(default)]
 pub(crate) struct Delta {
-    #[serde(default)]
     pub(crate) content: Option<String>,
-    #[serde(default)]
     pub(crate) reasoning_content: Option<String>,
-    #[serde(default)]
     pub(crate) reasoning: Option<String>,
-    #[serde(default)]
     pub(crate) tool_calls: Option<Vec<ToolCallDelta>>,
 }
 
 /// A fragment of one tool call; fragments with the same `index` belong together.
 #[derive(Debug, Default, Deserialize)]
+#[serde(default)]
 pub(crate) struct ToolCallDelta {
-    #[serde(default)]
     pub(crate) index: Option<usize>,
-    #[serde(default)]
     pub(crate) id: Option<String>,
-    #[serde(default)]
     pub(crate) function: Option<FunctionDelta>,
 }
 
 /// A fragment of a tool call's function.
 #[derive(Debug, Default, Deserialize)]
+#[serde(default)]
 pub(crate) struct FunctionDelta {
-    #[serde(default)]
     pub(crate) name: Option<String>,
-    #[serde(default)]
     pub(crate) arguments: Option<String>,
 }
 
 /// A complete, non-streamed response.
 #[derive(Debug, Default, Deserialize)]
+#[serde(default)]
 pub(crate) struct Completion {
-    #[serde(default)]
     pub(crate) choices: Vec<CompletionChoice>,
-    #[serde(default)]
     pub(crate) error: Option<Value>,
 }
 
 /// One choice of a non-streamed response.
 #[derive(Debug, Default, Deserialize)]
+#[serde(default)]
 pub(crate) struct CompletionChoice {
-    #[serde(default)]
     pub(crate) message: Option<CompletionMessage>,
 }
 
 /// The message of a non-streamed response.
 #[derive(Debug, Default, Deserialize)]
+#[serde(default)]
 pub(crate) struct CompletionMessage {
-    #[serde(default)]
     pub(crate) content: Option<String>,
-    #[serde(default)]
     pub(crate) reasoning_content: Option<String>,
-    #[serde(default)]
     pub(crate) reasoning: Option<String>,
-    #[serde(default)]
     pub(crate) tool_calls: Option<Vec<ToolCallDelta>>,
 }
 
