@@ -1,6 +1,7 @@
 //! The agent loop against the scripted LLM: tool rounds, persistence, errors, extra tools,
 //! streaming without duplication.
 
+use crate::support::bin::tool_names;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -45,23 +46,6 @@ impl Tool for Probe {
 
 fn session() -> SessionId {
     SessionId::new("test", "agent").unwrap()
-}
-
-fn tool_names(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .map(|t| {
-                    t["function"]["name"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_owned()
-                })
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn calls(list: &[(&str, &str, &str)]) -> Reply {

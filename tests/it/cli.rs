@@ -1,6 +1,7 @@
 //! The `squidbot` binary as a user runs it: one-shot agent against the scripted LLM, config
 //! resolution and errors, status, onboard, and memory across separate processes.
 
+use crate::support::bin::{squidbot, stderr, stdout};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -36,25 +37,12 @@ impl Home {
 
     /// Runs the binary with this home and no inherited squidbot settings.
     async fn run(&self, args: &[&str]) -> Output {
-        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_squidbot"));
+        let mut command = squidbot(self.path());
         command
             .args(args)
-            .env("SQUIDBOT_HOME", self.path())
-            .env("HOME", self.path())
-            .env_remove("SQUIDBOT_CONFIG")
-            .env_remove("RUST_LOG")
-            .env("SQUIDBOT_TEST_KEY", "test-key-from-env")
-            .stdin(std::process::Stdio::null());
+            .env("SQUIDBOT_TEST_KEY", "test-key-from-env");
         command.output().await.unwrap()
     }
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 #[tokio::test]

@@ -1,28 +1,17 @@
 //! `squidbot cron` through the real binary: add, list, enable, disable, remove, and the exit
 //! codes for invalid schedules, zones, targets and unknown ids, over a temporary home.
 
+use crate::support::bin::{squidbot, stderr, stdout};
 use std::path::Path;
 use std::process::Output;
 
 async fn cron(home: &Path, args: &[&str]) -> Output {
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_squidbot"));
-    command
+    squidbot(home)
         .arg("cron")
         .args(args)
-        .env("SQUIDBOT_HOME", home)
-        .env("HOME", home)
-        .env_remove("SQUIDBOT_CONFIG")
-        .env_remove("RUST_LOG")
-        .stdin(std::process::Stdio::null());
-    command.output().await.unwrap()
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
+        .output()
+        .await
+        .unwrap()
 }
 
 fn jobs(home: &Path) -> Vec<serde_json::Value> {

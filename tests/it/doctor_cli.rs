@@ -1,6 +1,7 @@
 //! `squidbot doctor` through the binary: all checks pass against the scripted LLM, an LLM
 //! that is down, an unwritable workspace and a listen address taken by something else.
 
+use crate::support::bin::{squidbot, stdout};
 use std::path::Path;
 use std::process::Output;
 
@@ -14,20 +15,7 @@ fn write_config(home: &Path, url: &str, listen: &str) {
 }
 
 async fn doctor(home: &Path) -> Output {
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_squidbot"))
-        .arg("doctor")
-        .env("SQUIDBOT_HOME", home)
-        .env("HOME", home)
-        .env_remove("SQUIDBOT_CONFIG")
-        .env_remove("RUST_LOG")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .await
-        .unwrap()
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
+    squidbot(home).arg("doctor").output().await.unwrap()
 }
 
 #[tokio::test]

@@ -1,6 +1,7 @@
 //! Skills and templates through the binary: `squidbot skills list` (bundled skills, overrides,
 //! gating, no skills), `onboard` writing the templates, and the skills in an agent's prompt.
 
+use crate::support::bin::{squidbot, stdout};
 use std::path::Path;
 use std::process::Output;
 
@@ -32,22 +33,13 @@ impl Home {
     }
 
     async fn run(&self, args: &[&str]) -> Output {
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_squidbot"))
+        squidbot(self.path())
             .args(args)
-            .env("SQUIDBOT_HOME", self.path())
-            .env("HOME", self.path())
-            .env_remove("SQUIDBOT_CONFIG")
-            .env_remove("RUST_LOG")
             .env_remove("SQUIDBOT_SKILL_TEST_UNSET")
-            .stdin(std::process::Stdio::null())
             .output()
             .await
             .unwrap()
     }
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 #[tokio::test]

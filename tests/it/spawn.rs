@@ -1,6 +1,7 @@
 //! spawn with profiles: sub-agents over the scripted LLM, their sessions, tools, prompts,
 //! pools, concurrency bound, collection and pruning.
 
+use crate::support::bin::tool_names;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -229,23 +230,6 @@ impl Setup {
             .filter(|r| system_text(r).contains(mark))
             .collect()
     }
-}
-
-fn tool_names(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .map(|t| {
-                    t["function"]["name"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_owned()
-                })
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 #[tokio::test]
