@@ -2,6 +2,8 @@
 
 // The scripted OpenAI-compatible server and other shared test support.
 mod support;
+// The real test servers (Synapse, dovecot + SMTP) are up and answer.
+mod testenv;
 // A real agent over real files and the scripted LLM, fresh per test.
 mod harness;
 // The LLM adapter: streaming, tool calls, retries, fallback, timeouts, faults.

@@ -1,4 +1,6 @@
-//! Test support shared by the integration tests: fakes of the servers squidbot talks to.
+//! Test support shared by the integration tests: the scripted LLM, the binary, and the real
+//! servers (Synapse, dovecot) started by `scripts/testenv/up`.
 
 pub mod bin;
 pub mod scripted_llm;
+pub mod testenv;
