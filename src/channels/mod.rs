@@ -1,11 +1,13 @@
 //! Channels: where messages come from and where replies go.
 //!
+//! - [`attachments`]: received files saved inside the workspace for the agent to open.
 //! - [`format`]: Markdown to HTML and splitting long replies, for Matrix and email.
 //! - [`cron`]: scheduled jobs from `cron/jobs.json`, fired as agent turns ([`CronChannel`]).
 //! - [`heartbeat`]: the agent checks in on its own, on a timer, within active hours.
 //! - [`http`]: the HTTP API (operator routes and the `/v1` message API).
 //! - [`terminal`]: `squidbot agent`, the interactive REPL and the one-shot `-m` mode.
 
+pub mod attachments;
 pub mod cron;
 pub mod format;
 pub mod heartbeat;

@@ -1,0 +1,127 @@
+//! Where received attachments (Matrix files, mail parts) are stored, so the agent can open them.
+//!
+//! They go inside the workspace, under `attachments/<channel>/<YYYY-MM-DD>/`, because the file
+//! tools are confined to the workspace: a file saved anywhere else could not be read by the
+//! agent it is offered to. Names come from senders, so they are reduced to a safe basename, and
+//! an existing file is never overwritten (a numbered name is picked instead). Each file is
+//! written atomically: a crash leaves either the whole file or none.
+
+use std::path::{Path, PathBuf};
+
+use chrono::NaiveDate;
+
+use crate::storage::atomic;
+
+/// The longest file name kept, in bytes (file systems allow 255).
+const MAX_NAME: usize = 120;
+
+/// Stores received attachments under one workspace.
+#[derive(Debug, Clone)]
+pub struct AttachmentStore {
+    root: PathBuf,
+}
+
+impl AttachmentStore {
+    /// A store writing under `<workspace>/attachments`.
+    pub fn new(workspace: &Path) -> Self {
+        Self {
+            root: workspace.join("attachments"),
+        }
+    }
+
+    /// Saves `bytes` as `name` for `channel` on `day`; returns the path written.
+    ///
+    /// Blocking file I/O: call it from `spawn_blocking` in async code.
+    pub fn save(
+        &self,
+        channel: &str,
+        day: NaiveDate,
+        name: &str,
+        bytes: &[u8],
+    ) -> std::io::Result<PathBuf> {
+        let dir = self
+            .root
+            .join(safe_name(channel, "channel"))
+            .join(day.format("%Y-%m-%d").to_string());
+        std::fs::create_dir_all(&dir)?;
+        let name = safe_name(name, "attachment");
+        let (stem, extension) = match name.rsplit_once('.') {
+            Some((stem, ext)) if !stem.is_empty() => (stem.to_owned(), format!(".{ext}")),
+            _ => (name.clone(), String::new()),
+        };
+        let mut path = dir.join(&name);
+        let mut n = 1;
+        while path.exists() {
+            path = dir.join(format!("{stem}-{n}{extension}"));
+            n += 1;
+        }
+        atomic::write(&path, bytes)?;
+        Ok(path)
+    }
+}
+
+/// A file name without directories, control characters or leading dots, at most [`MAX_NAME`]
+/// bytes; `fallback` when nothing is left.
+pub fn safe_name(raw: &str, fallback: &str) -> String {
+    let base = raw.rsplit(['/', '\\']).next().unwrap_or_default();
+    let cleaned: String = base
+        .chars()
+        .map(|c| {
+            if c.is_control() || matches!(c, ':' | '*' | '?' | '"' | '<' | '>' | '|') {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect();
+    let trimmed = cleaned.trim().trim_start_matches('.');
+    let mut name = String::new();
+    for c in trimmed.chars() {
+        if name.len() + c.len_utf8() > MAX_NAME {
+            break;
+        }
+        name.push(c);
+    }
+    if name.is_empty() {
+        fallback.to_owned()
+    } else {
+        name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn day() -> NaiveDate {
+        NaiveDate::from_ymd_opt(2026, 11, 22).unwrap()
+    }
+
+    #[test]
+    fn names_lose_directories_dots_and_control_characters() {
+        assert_eq!(safe_name("../../etc/passwd", "x"), "passwd");
+        assert_eq!(safe_name("C:\\Users\\a\\report.pdf", "x"), "report.pdf");
+        assert_eq!(safe_name(".hidden", "x"), "hidden");
+        assert_eq!(safe_name("a\nb\u{0}c.txt", "x"), "a_b_c.txt");
+        assert_eq!(safe_name("..", "attachment"), "attachment");
+        assert_eq!(safe_name("", "attachment"), "attachment");
+        assert!(safe_name(&"é".repeat(200), "x").len() <= MAX_NAME);
+    }
+
+    #[test]
+    fn saves_inside_the_workspace_and_never_overwrites() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = AttachmentStore::new(dir.path());
+        let first = store.save("email", day(), "../notes.txt", b"one").unwrap();
+        let second = store.save("email", day(), "notes.txt", b"two").unwrap();
+        let third = store.save("email", day(), "notes.txt", b"three").unwrap();
+        assert_eq!(
+            first,
+            dir.path().join("attachments/email/2026-11-22/notes.txt")
+        );
+        assert_eq!(second.file_name().unwrap(), "notes-1.txt");
+        assert_eq!(third.file_name().unwrap(), "notes-2.txt");
+        assert_eq!(std::fs::read(&first).unwrap(), b"one");
+        assert_eq!(std::fs::read(&third).unwrap(), b"three");
+    }
+}
