@@ -50,6 +50,9 @@ pub async fn run(config: Option<&Path>, args: AgentArgs) -> Result<ExitCode> {
             }
         }
         None => {
+            // The REPL lives long enough for a late MCP server to matter; the task ends with
+            // the process.
+            assembly.retry_mcp(tokio_util::sync::CancellationToken::new());
             let banner = format!(
                 "squidbot {} · pool: {}",
                 env!("CARGO_PKG_VERSION"),

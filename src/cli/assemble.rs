@@ -37,6 +37,11 @@ use squidbot::tools::{
     FetchUrlTool, MemoryWriteTool, SearchHistoryTool, ShellTool, SpawnHub, WebSearchTool,
     WorkspaceGuard, file_tools, spawn_tools,
 };
+use tokio_util::sync::CancellationToken;
+
+/// The first wait before retrying an MCP server that was down at startup (it doubles, up to
+/// five minutes).
+const MCP_RETRY_DELAY: Duration = Duration::from_secs(5);
 
 /// The assembled agent and what commands need next to it.
 pub struct Assembly {
@@ -59,12 +64,14 @@ struct Pools {
     metrics: Option<Arc<Metrics>>,
 }
 
-/// The tools built for each turn: `memory_write` bound to the turn's session, and `cron_add`
-/// bound to its session and routing metadata (not in cron and heartbeat turns).
+/// The tools built for each turn: `memory_write` bound to the turn's session, `cron_add`
+/// bound to its session and routing metadata (not in cron and heartbeat turns), and the tools
+/// of MCP servers that came up after startup.
 struct AgentTurnTools {
     memory: Arc<dyn MemoryStore>,
     cron: CronJobs,
     clock: Arc<dyn Clock>,
+    mcp: Arc<McpHub>,
 }
 
 impl TurnTools for AgentTurnTools {
@@ -86,6 +93,7 @@ impl TurnTools for AgentTurnTools {
                 metadata.clone(),
             )));
         }
+        tools.extend(self.mcp.late_tools());
         tools
     }
 }
@@ -244,6 +252,13 @@ impl Assembly {
         self.mcp.clone()
     }
 
+    /// Starts retrying, in the background, the MCP servers that were down at startup, until
+    /// they answer or `shutdown` fires; their tools then join every turn.
+    pub fn retry_mcp(&self, shutdown: CancellationToken) {
+        let hub = self.mcp.clone();
+        tokio::spawn(async move { hub.retry_unavailable(MCP_RETRY_DELAY, shutdown).await });
+    }
+
     /// A client for another pool of the configuration (heartbeat, spawn profiles).
     pub fn pool(&self, config: &Config, name: &str) -> Result<Arc<dyn LlmClient>> {
         let pools = &self.pools;
@@ -262,6 +277,7 @@ impl Assembly {
             memory: self.memory.clone(),
             cron: self.cron.clone(),
             clock: self.clock.clone(),
+            mcp: self.mcp.clone(),
         })
     }
 

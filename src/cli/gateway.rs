@@ -108,6 +108,7 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     tracing::info!(channels = ?names, pool = %assembly.pool_name, startup_ms = started.elapsed().as_millis() as u64, "Gateway starting.");
     let stop = CancellationToken::new();
     let signals = tokio::spawn(shutdown::on_signal(stop.clone()));
+    assembly.retry_mcp(stop.clone());
     let dispatch: Arc<dyn Dispatch> = router.clone();
     let supervisor = Supervisor::new(state.clone(), dispatch);
     let supervised = tokio::spawn({

@@ -2,8 +2,11 @@
 //!
 //! Each configured server in `tools.mcp_servers` becomes an [`McpServer`]; each tool it lists
 //! becomes an [`McpTool`] named `<server>__<tool>`. Connecting is bounded by a timeout, so a
-//! server that is down only logs a warning; its connection is retried on the next call, and a
-//! transport failure mid-call reconnects once and retries. [`McpHub::status`] feeds `/status`.
+//! server that is down only logs a warning. A server that was up at startup reconnects on its
+//! next call (a transport failure mid-call reconnects once and retries). A server that was down
+//! at startup is retried in the background by [`McpHub::retry_unavailable`]; once it answers,
+//! its tools are offered per turn through [`McpHub::late_tools`], because the shared tool
+//! registry is built once and never mutated. [`McpHub::status`] feeds `/status`.
 
 mod client;
 #[cfg(test)]
@@ -12,11 +15,12 @@ mod test_server;
 mod tests;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::McpServerConfig;
 use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, ToolSpec};
@@ -51,11 +55,19 @@ impl Tool for McpTool {
     }
 }
 
+/// The longest wait between two attempts to reach a server that was down at startup.
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(300);
+
 /// Every configured MCP server and the tools they offered when connected.
 #[derive(Default)]
 pub struct McpHub {
     servers: Vec<Arc<McpServer>>,
+    /// The tools of the servers that answered at startup (registered once).
     tools: Vec<Arc<McpTool>>,
+    /// The servers that did not answer at startup, until they do.
+    unavailable: std::sync::Mutex<Vec<Arc<McpServer>>>,
+    /// The tools of servers that answered later, offered per turn.
+    late: RwLock<Vec<Arc<dyn Tool>>>,
 }
 
 impl McpHub {
@@ -72,31 +84,78 @@ impl McpHub {
         }))
         .await;
         let mut tools = Vec::new();
+        let mut unavailable = Vec::new();
         for (server, listing) in servers.iter().zip(listings) {
             match listing {
-                Ok(listed) => {
-                    for remote in listed {
-                        tools.push(Arc::new(McpTool {
-                            spec: ToolSpec {
-                                name: tool_name(server.name(), &remote.name),
-                                description: remote
-                                    .description
-                                    .as_deref()
-                                    .unwrap_or_default()
-                                    .to_owned(),
-                                parameters: Value::Object((*remote.input_schema).clone()),
-                            },
-                            remote_name: remote.name.to_string(),
-                            server: server.clone(),
-                        }));
-                    }
-                }
+                Ok(listed) => tools.extend(wrap(server, listed)),
                 Err(error) => {
-                    tracing::warn!(server = %server.name(), error = %error, "MCP server unavailable; will retry on use.");
+                    tracing::warn!(server = %server.name(), error = %error, "MCP server unavailable; retrying in the background.");
+                    unavailable.push(server.clone());
                 }
             }
         }
-        Self { servers, tools }
+        Self {
+            servers,
+            tools,
+            unavailable: std::sync::Mutex::new(unavailable),
+            late: RwLock::new(Vec::new()),
+        }
+    }
+
+    /// Retries the servers that were down at startup, waiting `first_delay` and then twice as
+    /// long each round (at most five minutes), until every one answered or `shutdown` fires.
+    /// A server that answers gets its tools into [`McpHub::late_tools`].
+    pub async fn retry_unavailable(&self, first_delay: Duration, shutdown: CancellationToken) {
+        let mut delay = first_delay;
+        loop {
+            let pending = self.pending();
+            if pending.is_empty() {
+                return;
+            }
+            tokio::select! {
+                biased;
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(delay) => {}
+            }
+            for server in pending {
+                let listing = tokio::select! {
+                    biased;
+                    () = shutdown.cancelled() => return,
+                    listing = server.connect() => listing,
+                };
+                match listing {
+                    Ok(listed) => {
+                        let tools = wrap(&server, listed);
+                        tracing::info!(server = %server.name(), tools = tools.len(), "MCP server is up; its tools are offered from the next turn.");
+                        if let Ok(mut late) = self.late.write() {
+                            late.extend(tools.into_iter().map(|t| t as Arc<dyn Tool>));
+                        }
+                        if let Ok(mut unavailable) = self.unavailable.lock() {
+                            unavailable.retain(|s| !Arc::ptr_eq(s, &server));
+                        }
+                    }
+                    Err(error) => {
+                        tracing::debug!(server = %server.name(), error = %error, "MCP server still unavailable.");
+                    }
+                }
+            }
+            delay = (delay * 2).min(MAX_RETRY_DELAY);
+        }
+    }
+
+    fn pending(&self) -> Vec<Arc<McpServer>> {
+        self.unavailable
+            .lock()
+            .map(|servers| servers.clone())
+            .unwrap_or_default()
+    }
+
+    /// The tools of servers that came up after startup: offered to each turn as extra tools.
+    pub fn late_tools(&self) -> Vec<Arc<dyn Tool>> {
+        self.late
+            .read()
+            .map(|late| late.clone())
+            .unwrap_or_default()
     }
 
     /// The tools to register, one per server tool.
@@ -115,4 +174,22 @@ impl McpHub {
         }
         out
     }
+}
+
+/// The listed tools of `server` as namespaced [`McpTool`]s.
+fn wrap(server: &Arc<McpServer>, listed: Vec<rmcp::model::Tool>) -> Vec<Arc<McpTool>> {
+    listed
+        .into_iter()
+        .map(|remote| {
+            Arc::new(McpTool {
+                spec: ToolSpec {
+                    name: tool_name(server.name(), &remote.name),
+                    description: remote.description.as_deref().unwrap_or_default().to_owned(),
+                    parameters: Value::Object((*remote.input_schema).clone()),
+                },
+                remote_name: remote.name.to_string(),
+                server: server.clone(),
+            })
+        })
+        .collect()
 }

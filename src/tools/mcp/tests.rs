@@ -10,6 +10,7 @@ use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
 };
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
 use super::test_server::EchoServer;
 use super::*;
@@ -176,4 +177,78 @@ async fn unreachable_server_warns_without_blocking() {
             .iter()
             .all(|s| !s.connected && s.last_error.is_some())
     );
+}
+
+#[tokio::test]
+async fn server_down_at_startup_joins_as_late_tools_once_it_answers() {
+    // Reserve a port, then free it so the first connection is refused.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr: SocketAddr = listener.local_addr().unwrap();
+    drop(listener);
+    let config = McpServerConfig {
+        transport: McpTransport::Http,
+        url: format!("http://{addr}/mcp"),
+        ..Default::default()
+    };
+    let hub = Arc::new(
+        McpHub::connect(
+            &BTreeMap::from([("late".to_owned(), config)]),
+            Duration::from_secs(2),
+        )
+        .await,
+    );
+    assert!(hub.tools().is_empty() && hub.late_tools().is_empty());
+
+    let shutdown = CancellationToken::new();
+    let retry = tokio::spawn({
+        let hub = hub.clone();
+        let shutdown = shutdown.clone();
+        async move {
+            hub.retry_unavailable(Duration::from_millis(50), shutdown)
+                .await
+        }
+    });
+    // Still down for the first rounds: nothing is offered.
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    assert!(hub.late_tools().is_empty());
+
+    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    let _server = serve_http(listener).await;
+    // The retry loop ends by itself once every server answered.
+    tokio::time::timeout(Duration::from_secs(10), retry)
+        .await
+        .expect("retry loop ends once the server is up")
+        .unwrap();
+    let names: Vec<String> = hub
+        .late_tools()
+        .iter()
+        .map(|t| t.spec().name.clone())
+        .collect();
+    assert_eq!(names, ["late__echo", "late__add", "late__fail"]);
+    let echo = hub.late_tools().remove(0);
+    let out = echo.call(json!({"text": "hi"}), &context()).await;
+    assert_eq!(out, ToolOutput::ok("hi"));
+    assert!(hub.status().await[0].connected);
+    assert!(hub.tools().is_empty(), "the startup set never changes");
+}
+
+#[tokio::test]
+async fn retrying_stops_at_shutdown() {
+    let configs = BTreeMap::from([(
+        "missing".to_owned(),
+        McpServerConfig {
+            command: "/nonexistent/mcp-server".into(),
+            ..Default::default()
+        },
+    )]);
+    let hub = McpHub::connect(&configs, Duration::from_secs(1)).await;
+    let shutdown = CancellationToken::new();
+    shutdown.cancel();
+    tokio::time::timeout(
+        Duration::from_secs(2),
+        hub.retry_unavailable(Duration::from_secs(60), shutdown),
+    )
+    .await
+    .expect("returns at once when shut down");
+    assert!(hub.late_tools().is_empty());
 }
