@@ -2,8 +2,10 @@
 //! bootstrap templates (existing files are kept).
 //!
 //! It asks for the endpoint, model and key when they are not given as flags (and stdin is a
-//! terminal), never overwrites an existing configuration without `--force`, and checks that the
-//! file it wrote loads before reporting success.
+//! terminal). Running it again is safe: an existing configuration that already says what the
+//! flags ask for is kept (and missing workspace files are still created); one that differs is
+//! replaced only with `--force` or a "y" at the terminal, and the old file is kept as `.bak`.
+//! It exits 0 only when the configuration it leaves behind loads.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
@@ -13,6 +15,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 
 use squidbot::config::{Config, resolve_path};
+use squidbot::storage::atomic;
 
 /// Arguments of `squidbot onboard`.
 #[derive(Debug, Args)]
@@ -29,7 +32,7 @@ pub struct OnboardArgs {
     /// The API key itself (it is written into the config file).
     #[arg(long, value_name = "KEY")]
     api_key: Option<String>,
-    /// Overwrite an existing configuration file.
+    /// Replace an existing configuration file (the old one is kept as `.bak`).
     #[arg(long)]
     force: bool,
 }
@@ -38,47 +41,141 @@ pub struct OnboardArgs {
 pub fn run(config_path: Option<&Path>, args: OnboardArgs) -> Result<ExitCode> {
     let location = resolve_path(config_path);
     let path = location.path.clone();
-    if path.exists() && !args.force {
-        bail!(
-            "{} already exists; edit it, or run `squidbot onboard --force` to replace it",
-            path.display()
-        );
-    }
     let interactive = std::io::stdin().is_terminal();
-    let api_base = value(
-        args.api_base,
-        interactive,
-        "API base URL",
-        "https://api.openai.com/v1",
-    )?;
-    let model = value(args.model, interactive, "Model", "gpt-4o-mini")?;
-    let key = match (args.api_key_env, args.api_key) {
-        (Some(var), _) => var,
-        (None, Some(key)) => key,
-        (None, None) if interactive => ask(
-            "Environment variable with the API key (empty for none)",
-            "OPENAI_API_KEY",
-        )?,
-        (None, None) => String::new(),
+    let wanted = Wanted::from_flags(&args);
+    let write = if path.exists() && !args.force {
+        match decide_on_existing(&path, &wanted, interactive)? {
+            Existing::Keep => false,
+            Existing::Replace => true,
+        }
+    } else {
+        true
     };
-    let text = Config::starter(&api_base, &key, &model);
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    if write {
+        let api_base = value(
+            wanted.api_base,
+            interactive,
+            "API base URL",
+            "https://api.openai.com/v1",
+        )?;
+        let model = value(wanted.model, interactive, "Model", "gpt-4o-mini")?;
+        let key = match wanted.key {
+            Some(key) => key,
+            None if interactive => ask(
+                "Environment variable with the API key (empty for none)",
+                "OPENAI_API_KEY",
+            )?,
+            None => String::new(),
+        };
+        let text = Config::starter(&api_base, &key, &model);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        if path.exists() {
+            let backup = path.with_extension("yaml.bak");
+            std::fs::copy(&path, &backup)
+                .with_context(|| format!("keeping a copy in {}", backup.display()))?;
+            println!("Kept the old configuration as {}", backup.display());
+        }
+        atomic::write(&path, text.as_bytes())
+            .with_context(|| format!("writing {}", path.display()))?;
+        println!("Wrote {}", path.display());
+    } else {
+        println!("Kept {}", path.display());
     }
-    std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
     let workspace = location.home.join("workspace");
     let templates = squidbot::skills::templates::write_missing(&workspace)
         .with_context(|| format!("setting up the workspace {}", workspace.display()))?;
-    println!("Wrote {}", path.display());
     println!("Workspace: {}", workspace.display());
     for template in &templates {
         println!("  created {}", template.display());
     }
     match squidbot::config::load(Some(&path)) {
-        Ok(_) => println!("Next: squidbot agent"),
-        Err(error) => println!("Note: the config does not load yet:\n{error}"),
+        Ok(_) => {
+            println!("Next: squidbot agent");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(error) => {
+            println!("The configuration does not load yet:\n{error}");
+            Ok(ExitCode::FAILURE)
+        }
     }
-    Ok(ExitCode::SUCCESS)
+}
+
+/// What the flags ask for; `None` where a flag was not given.
+struct Wanted {
+    api_base: Option<String>,
+    model: Option<String>,
+    key: Option<String>,
+}
+
+impl Wanted {
+    fn from_flags(args: &OnboardArgs) -> Self {
+        Self {
+            api_base: args.api_base.clone(),
+            model: args.model.clone(),
+            key: args.api_key_env.clone().or_else(|| args.api_key.clone()),
+        }
+    }
+
+    fn any(&self) -> bool {
+        self.api_base.is_some() || self.model.is_some() || self.key.is_some()
+    }
+}
+
+/// What to do with a configuration file that is already there.
+enum Existing {
+    Keep,
+    Replace,
+}
+
+/// Running onboard again is safe: a configuration that loads and already says what the flags
+/// ask for is kept; one that differs (or does not load) is replaced only when the owner says so
+/// at the terminal, else the command refuses and points at `--force`.
+fn decide_on_existing(path: &Path, wanted: &Wanted, interactive: bool) -> Result<Existing> {
+    let current = match squidbot::config::load(Some(path)) {
+        Ok(loaded) => {
+            let config = loaded.config;
+            let first = config
+                .pool_members(&config.llm.default_pool)
+                .and_then(|members| members.into_iter().next())
+                .map(|m| (m.provider.api_base.clone(), m.model.model.clone()));
+            Ok(first)
+        }
+        Err(error) => Err(error.to_string()),
+    };
+    let matches = |(api_base, model): &(String, String)| {
+        wanted.api_base.as_ref().is_none_or(|w| w == api_base)
+            && wanted.model.as_ref().is_none_or(|w| w == model)
+            && wanted.key.is_none()
+    };
+    if let Ok(Some(pair)) = &current
+        && wanted.any()
+        && matches(pair)
+    {
+        return Ok(Existing::Keep);
+    }
+    let summary = match &current {
+        Ok(Some((api_base, model))) => format!("it uses {model} at {api_base}"),
+        Ok(None) => "its default pool is empty".to_owned(),
+        Err(error) => format!("it does not load:\n{error}"),
+    };
+    if current.is_ok() && !wanted.any() && !interactive {
+        return Ok(Existing::Keep);
+    }
+    if interactive {
+        println!("{} exists; {summary}", path.display());
+        let answer = ask("Replace it (a copy is kept as .bak)? y/N", "N")?;
+        if answer.eq_ignore_ascii_case("y") || answer.eq_ignore_ascii_case("yes") {
+            return Ok(Existing::Replace);
+        }
+        return Ok(Existing::Keep);
+    }
+    bail!(
+        "{} already exists and {summary}\nEdit it, or run `squidbot onboard --force ...` to \
+         replace it (the old file is kept as .bak)",
+        path.display()
+    )
 }
 
 fn value(given: Option<String>, interactive: bool, label: &str, default: &str) -> Result<String> {

@@ -164,14 +164,55 @@ async fn onboard_writes_a_config_that_loads_and_does_not_clobber_it() {
     assert!(home.path().join("workspace").is_dir());
     let first = std::fs::read_to_string(home.config()).unwrap();
 
+    // The same command again is a no-op that succeeds (idempotent), and so is a bare onboard.
+    let same = home
+        .run(&["onboard", "--api-base", &url, "--model", "scripted-model"])
+        .await;
+    assert!(same.status.success(), "{}", stderr(&same));
+    let bare = home.run(&["onboard"]).await;
+    assert!(bare.status.success(), "{}", stderr(&bare));
+    assert_eq!(std::fs::read_to_string(home.config()).unwrap(), first);
+    // A deleted template comes back; the config is untouched.
+    let agents = home.path().join("workspace/AGENTS.md");
+    std::fs::remove_file(&agents).unwrap();
+    assert!(home.run(&["onboard"]).await.status.success());
+    assert!(agents.exists());
+
+    // Different settings without --force are refused and change nothing.
     let again = home
         .run(&["onboard", "--api-base", "http://other/v1", "--model", "x"])
         .await;
     assert!(
         !again.status.success(),
-        "a second onboard without --force must not overwrite"
+        "a second onboard with other settings must not overwrite without --force"
+    );
+    let told = stderr(&again);
+    assert!(
+        told.contains("--force") && told.contains("scripted-model"),
+        "{told}"
     );
     assert_eq!(std::fs::read_to_string(home.config()).unwrap(), first);
+
+    // --force replaces it and keeps the old file beside it.
+    let forced = home
+        .run(&[
+            "onboard",
+            "--api-base",
+            "http://other/v1",
+            "--model",
+            "x",
+            "--force",
+        ])
+        .await;
+    assert!(forced.status.success(), "{}", stderr(&forced));
+    let backup = home.config().with_extension("yaml.bak");
+    assert_eq!(std::fs::read_to_string(&backup).unwrap(), first);
+    assert!(
+        std::fs::read_to_string(home.config())
+            .unwrap()
+            .contains("http://other/v1")
+    );
+    std::fs::copy(&backup, home.config()).unwrap();
 
     let status = home.run(&["status"]).await;
     assert!(status.status.success(), "{}", stderr(&status));
