@@ -1,8 +1,9 @@
 //! `squidbot doctor`: checks that the configured setup can actually run, one line per check.
 //!
 //! Each line is `ok  <what>` or `FAIL <what>: <the fix>`; the exit code is 0 only when every
-//! check passes. Checks: the config loads; each model of the default pool answers a one-token
-//! call; the enabled channels' servers are reachable (Matrix `GET /_matrix/client/versions`,
+//! check passes. Checks: the config loads; each model of every pool answers a one-token call;
+//! the enabled channels' servers are reachable (Matrix `GET /_matrix/client/versions`, and
+//! `whoami` with the access token,
 //! email IMAP and SMTP TCP connects); home, `sessions/`, the workspace and `cron/` are
 //! writable; the HTTP listen address is free or already served by a squidbot gateway.
 
@@ -13,7 +14,7 @@ use std::time::Duration;
 use anyhow::Result;
 use chrono::Utc;
 
-use squidbot::config::Config;
+use squidbot::config::{Config, MatrixConfig};
 use squidbot::core::message::{Message, Role};
 use squidbot::core::ports::llm::{ChatRequest, LlmClient};
 use squidbot::llm::{Endpoint, OpenAiCompatLlm, Timeouts, http_client};
@@ -103,15 +104,39 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     })
 }
 
-/// One `max_tokens: 1` "ping" to each model of the default pool.
+/// One `max_tokens: 1` "ping" to each model of every pool (the default pool, the heartbeat's,
+/// the spawn profiles' and any other), each model once, so a fallback or a pool used only at
+/// night fails here rather than when it is needed.
 async fn llm_checks(config: &Config) -> Vec<Check> {
     let pool = &config.llm.default_pool;
-    let Some(members) = config.pool_members(pool).filter(|m| !m.is_empty()) else {
+    if config.pool_members(pool).is_none_or(|m| m.is_empty()) {
         return vec![Check::fail(
             format!("llm pool {pool:?}"),
             "no models configured (add providers, models and pools under `llm`, or run `squidbot onboard`)",
         )];
-    };
+    }
+    // Model name → the pools it serves, in pool order (the default pool first).
+    let mut models: Vec<(&str, Vec<&str>)> = Vec::new();
+    let pools = std::iter::once(pool.as_str()).chain(
+        config
+            .llm
+            .pools
+            .keys()
+            .map(String::as_str)
+            .filter(|name| name != pool),
+    );
+    let mut members = Vec::new();
+    for name in pools {
+        for member in config.pool_members(name).unwrap_or_default() {
+            match models.iter_mut().find(|(model, _)| *model == member.name) {
+                Some((_, serves)) => serves.push(name),
+                None => {
+                    models.push((member.name, vec![name]));
+                    members.push(member);
+                }
+            }
+        }
+    }
     let timeouts = Timeouts {
         connect: PROBE_TIMEOUT,
         first_byte: PROBE_TIMEOUT * 2,
@@ -141,8 +166,13 @@ async fn llm_checks(config: &Config) -> Vec<Check> {
             messages: &ping,
             tools: &[],
         };
+        let serves = models
+            .iter()
+            .find(|(model, _)| *model == member.name)
+            .map(|(_, pools)| pools.join(", "))
+            .unwrap_or_default();
         let what = format!(
-            "llm model {} ({} @ {api_base})",
+            "llm model {} ({} @ {api_base}; pools: {serves})",
             member.name, member.model.model
         );
         let call = tokio::time::timeout(timeouts.total, llm.chat(request, &|_| {})).await;
@@ -175,10 +205,12 @@ async fn channel_checks(config: &Config) -> Vec<Check> {
         );
         let what = format!("matrix homeserver {}", matrix.homeserver);
         let client = reqwest::Client::builder().timeout(PROBE_TIMEOUT).build();
-        let result = match client {
-            Ok(client) => client.get(&url).send().await.map_err(|e| e.to_string()),
-            Err(error) => Err(error.to_string()),
+        let client = match client {
+            Ok(client) => client,
+            Err(error) => return vec![Check::fail(what, error.to_string())],
         };
+        let result = client.get(&url).send().await.map_err(|e| e.to_string());
+        let reachable = matches!(&result, Ok(response) if response.status().is_success());
         checks.push(match result {
             Ok(response) if response.status().is_success() => Check::ok(what),
             Ok(response) => Check::fail(
@@ -193,6 +225,9 @@ async fn channel_checks(config: &Config) -> Vec<Check> {
                 format!("GET {url} failed: {error} (check channels.matrix.homeserver)"),
             ),
         });
+        if reachable && !matrix.access_token.is_empty() {
+            checks.push(matrix_whoami(&client, matrix).await);
+        }
     }
     let email = &config.channels.email;
     if email.enabled {
@@ -233,6 +268,48 @@ async fn channel_checks(config: &Config) -> Vec<Check> {
         }
     }
     checks
+}
+
+/// The access token is accepted and belongs to `channels.matrix.user_id` (a password is not
+/// tried: every password login would leave a new device on the account).
+async fn matrix_whoami(client: &reqwest::Client, matrix: &MatrixConfig) -> Check {
+    let what = format!("matrix login {}", matrix.user_id);
+    let url = format!(
+        "{}/_matrix/client/v3/account/whoami",
+        matrix.homeserver.trim_end_matches('/')
+    );
+    let response = client
+        .get(&url)
+        .bearer_auth(matrix.access_token.expose())
+        .send()
+        .await;
+    let response = match response {
+        Ok(response) => response,
+        Err(error) => return Check::fail(what, format!("GET {url} failed: {error}")),
+    };
+    let status = response.status();
+    let body: serde_json::Value = response.json().await.unwrap_or_default();
+    if !status.is_success() {
+        let code = body["errcode"].as_str().unwrap_or("no errcode");
+        return Check::fail(
+            what,
+            format!(
+                "the access token was refused ({status}, {code}); get a new one and set \
+                 channels.matrix.access_token"
+            ),
+        );
+    }
+    match body["user_id"].as_str() {
+        Some(user) if user == matrix.user_id => Check::ok(what),
+        Some(user) => Check::fail(
+            what,
+            format!(
+                "the access token belongs to {user}, not {}; fix channels.matrix.user_id or the token",
+                matrix.user_id
+            ),
+        ),
+        None => Check::fail(what, format!("GET {url} gave no user_id")),
+    }
 }
 
 /// Creates (if missing) `dir`, then creates and removes a temp file in it.

@@ -1,11 +1,13 @@
 //! `squidbot doctor` through the binary: all checks pass against the scripted LLM, an LLM
-//! that is down, an unwritable workspace and a listen address taken by something else.
+//! that is down (in any pool), an unwritable workspace, a listen address taken by something
+//! else, and a Matrix access token checked against the real Synapse.
 
 use crate::support::bin::{squidbot, stdout};
 use std::path::Path;
 use std::process::Output;
 
 use crate::support::scripted_llm::ScriptedLlm;
+use crate::support::testenv;
 
 fn write_config(home: &Path, url: &str, listen: &str) {
     let text = format!(
@@ -112,4 +114,83 @@ async fn an_unwritable_workspace_fails() {
         out.lines().any(|l| l.starts_with("FAIL workspace")),
         "{out}"
     );
+}
+
+#[tokio::test]
+async fn every_pool_is_checked_not_only_the_default() {
+    let llm = ScriptedLlm::start().await;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = format!("http://{}/v1", closed.local_addr().unwrap());
+    drop(closed);
+    let home = tempfile::tempdir().unwrap();
+    let url = llm.url();
+    let text = format!(
+        "llm:\n  default_pool: default\n  providers:\n    local:\n      api_base: \"{url}\"\n    night:\n      api_base: \"{dead}\"\n  models:\n    small:\n      provider: local\n      model: scripted-model\n    backup:\n      provider: night\n      model: other-model\n  pools:\n    default: [small]\n    heartbeat: [backup, small]\n  retry:\n    max_retries: 0\ngateway:\n  http:\n    listen: \"127.0.0.1:0\"\n"
+    );
+    std::fs::write(home.path().join("squidbot.yaml"), text).unwrap();
+    let output = doctor(home.path()).await;
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}");
+    let small = out
+        .lines()
+        .find(|line| line.contains("llm model small"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        small.starts_with("ok  ") && small.contains("pools: default, heartbeat"),
+        "{small}"
+    );
+    let backup = out
+        .lines()
+        .find(|line| line.contains("llm model backup"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        backup.starts_with("FAIL") && backup.contains(&dead) && backup.contains("pools: heartbeat"),
+        "{backup}"
+    );
+    // Each model is called once, even when it serves two pools.
+    assert_eq!(llm.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn matrix_token_is_checked_against_the_real_homeserver() {
+    let llm = ScriptedLlm::start().await;
+    let hs = testenv::var("SQUIDBOT_TEST_MATRIX_URL");
+    let dir = testenv::var("SQUIDBOT_TEST_SYNAPSE_DIR");
+    let user = format!("doctor{}", fastrand::u64(..));
+    let registered = testenv::run_script("synapse.sh", &["register", &dir, &user, "pw-doctor-1"]);
+    let registered: serde_json::Value = serde_json::from_str(registered.trim()).unwrap();
+    let token = registered["access_token"].as_str().unwrap().to_owned();
+    let user_id = registered["user_id"].as_str().unwrap().to_owned();
+
+    for (token, expect_ok) in [(token.as_str(), true), ("syt_not_a_token", false)] {
+        let home = tempfile::tempdir().unwrap();
+        write_config(home.path(), &llm.url(), "127.0.0.1:0");
+        let mut text = std::fs::read_to_string(home.path().join("squidbot.yaml")).unwrap();
+        text.push_str(&format!(
+            "channels:\n  matrix:\n    enabled: true\n    homeserver: \"{hs}\"\n    user_id: \"{user_id}\"\n    access_token: \"{token}\"\n"
+        ));
+        std::fs::write(home.path().join("squidbot.yaml"), text).unwrap();
+        let output = doctor(home.path()).await;
+        let out = stdout(&output);
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("ok  ") && l.contains("matrix homeserver")),
+            "{out}"
+        );
+        let login = out
+            .lines()
+            .find(|l| l.contains("matrix login"))
+            .unwrap_or_else(|| panic!("{out}"));
+        if expect_ok {
+            assert!(login.starts_with("ok  "), "{out}");
+            assert!(output.status.success(), "{out}");
+        } else {
+            assert!(
+                login.starts_with("FAIL") && login.contains("M_UNKNOWN_TOKEN"),
+                "{out}"
+            );
+            assert!(!out.contains("syt_not_a_token"), "a secret leaked: {out}");
+            assert_eq!(output.status.code(), Some(1));
+        }
+    }
 }
