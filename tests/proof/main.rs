@@ -1,0 +1,8 @@
+//! The slow proof suites of issue #7, run by `scripts/proof <suite>` (never by `cargo test`
+//! alone: every test here is `#[ignore]`d, and the script runs them with `--ignored` in
+//! release mode). Each prints what it measured; BENCHMARKS.md records the results.
+
+// Shared with the integration tests: the scripted LLM and running the binary.
+#[path = "../it/support/mod.rs"]
+#[allow(dead_code)]
+mod support;
