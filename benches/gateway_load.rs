@@ -4,18 +4,25 @@
 //! It starts the real `squidbot gateway` (release build) on a fresh home and measures:
 //! - startup: exec to the first `200` from `/readyz`;
 //! - idle RSS after start;
-//! - turns per second and p50/p99 latency of `POST /v1/sessions/{id}/messages` for 1, 10 and
-//!   100 concurrent sessions (each session a client that sends its next message when the last
-//!   one is answered; every turn is a full turn: durable appends, prompt, LLM over HTTP);
+//! - turns per second and p50/p99 latency of `POST /v1/sessions/{id}/messages` for 1, 10, 100
+//!   and 1 000 concurrent sessions (each session a client that sends its next message when the
+//!   last one is answered; every turn is a full turn: durable appends, prompt, LLM over HTTP);
 //! - RSS after each level (10 000 turns each) and once the load has stopped.
 //!
-//! Run: `cargo bench --bench gateway_load` (`-- --quick` for a shorter run).
+//! With `--soak` it runs the soak instead: 100 000 turns over 1 000 sessions (100 each, so
+//! every session consolidates), sampling the gateway's RSS every second, and prints the RSS at
+//! the end of warm-up (the first 10 000 turns), its peak after warm-up, and at the end.
+//!
+//! Run: `cargo bench --bench gateway_load` (`-- --quick` for a shorter run, `-- --soak` for
+//! the soak; `SQUIDBOT_PROOF_TURNS` / `SQUIDBOT_PROOF_SESSIONS` scale the soak).
 
 #[path = "../tests/it/support/scripted_llm.rs"]
 #[allow(dead_code)]
 mod scripted_llm;
 
 use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use scripted_llm::{Reply, ScriptedLlm};
@@ -58,11 +65,13 @@ async fn run_load(
     base: &str,
     sessions: usize,
     turns_per_session: usize,
+    progress: &Arc<AtomicUsize>,
 ) -> (f64, Duration, Duration) {
     let started = Instant::now();
     let tasks: Vec<_> = (0..sessions)
         .map(|s| {
             let client = client.clone();
+            let progress = progress.clone();
             let url = format!("{base}/v1/sessions/load{sessions}-{s}/messages");
             tokio::spawn(async move {
                 let mut latencies = Vec::with_capacity(turns_per_session);
@@ -82,6 +91,7 @@ async fn run_load(
                     );
                     let _ = response.bytes().await;
                     latencies.push(t.elapsed());
+                    progress.fetch_add(1, Ordering::Relaxed);
                 }
                 latencies
             })
@@ -100,9 +110,74 @@ async fn run_load(
     )
 }
 
+fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The soak: `turns` over `sessions`, RSS sampled every second while it runs.
+async fn soak(client: &reqwest::Client, base: &str, pid: u32) {
+    let turns = env_or("SQUIDBOT_PROOF_TURNS", 100_000);
+    let sessions = env_or("SQUIDBOT_PROOF_SESSIONS", 1_000);
+    let warm_up = turns / 10;
+    let progress = Arc::new(AtomicUsize::new(0));
+    let samples = Arc::new(std::sync::Mutex::new(Vec::<(usize, u64)>::new()));
+    let sampler = tokio::spawn({
+        let progress = progress.clone();
+        let samples = samples.clone();
+        async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let done = progress.load(Ordering::Relaxed);
+                samples.lock().unwrap().push((done, rss_kib(pid)));
+            }
+        }
+    });
+    let started = Instant::now();
+    let (tps, p50, p99) = run_load(client, base, sessions, turns / sessions, &progress).await;
+    sampler.abort();
+    let end = rss_kib(pid);
+    let samples = samples.lock().unwrap().clone();
+    let at_warm_up = samples
+        .iter()
+        .find(|(done, _)| *done >= warm_up)
+        .map_or(end, |(_, rss)| *rss);
+    let peak = samples
+        .iter()
+        .filter(|(done, _)| *done >= warm_up)
+        .map(|(_, rss)| *rss)
+        .max()
+        .unwrap_or(end)
+        .max(end);
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    println!(
+        "  soak: {} turns over {sessions} sessions in {:.1} s ({tps:.0} turns/s, p50 {:.2} ms, p99 {:.2} ms)",
+        progress.load(Ordering::Relaxed),
+        started.elapsed().as_secs_f64(),
+        p50.as_secs_f64() * 1e3,
+        p99.as_secs_f64() * 1e3,
+    );
+    println!(
+        "  soak RSS: after warm-up ({warm_up} turns) {:.1} MiB, peak after warm-up {:.1} MiB, end {:.1} MiB; growth after warm-up {:+.1} MiB",
+        mib(at_warm_up),
+        mib(peak),
+        mib(end),
+        mib(end) - mib(at_warm_up)
+    );
+    let series: Vec<String> = samples
+        .iter()
+        .step_by((samples.len() / 12).max(1))
+        .map(|(done, rss)| format!("{}k:{:.1}", done / 1000, mib(*rss)))
+        .collect();
+    println!("  soak RSS series (turns:MiB): {}", series.join(" "));
+}
+
 #[tokio::main]
 async fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
+    let soaking = std::env::args().any(|a| a == "--soak");
     let llm = ScriptedLlm::start().await;
     llm.set_handler(|_| Reply::Text("ok".into()));
     let home = tempfile::tempdir().expect("tempdir");
@@ -155,17 +230,23 @@ async fn main() {
     println!("  exec -> /readyz: {:.1} ms", ready.as_secs_f64() * 1e3);
     println!("  idle RSS after start: {:.1} MiB", idle as f64 / 1024.0);
 
+    if soaking {
+        soak(&client, &base, pid).await;
+        child.kill().await.ok();
+        return;
+    }
     let total_turns = if quick { 2_000 } else { 10_000 };
     let mut done = 0;
+    let progress = Arc::new(AtomicUsize::new(0));
     // The 100-session level runs twice: if memory were lost per turn, RSS would keep rising.
-    for sessions in [1usize, 10, 100, 100] {
+    for sessions in [1usize, 10, 100, 100, 1_000] {
         let per_session = (total_turns / sessions).max(1);
         let cpu_before = cpu_seconds(pid);
-        let (tps, p50, p99) = run_load(&client, &base, sessions, per_session).await;
+        let (tps, p50, p99) = run_load(&client, &base, sessions, per_session, &progress).await;
         let cpu_per_turn = (cpu_seconds(pid) - cpu_before) / (per_session * sessions) as f64;
         done += per_session * sessions;
         println!(
-            "  {sessions:>3} concurrent sessions: {tps:>7.0} turns/s, p50 {:>6.2} ms, p99 {:>6.2} ms; gateway CPU {:.0} µs/turn; RSS after {done} turns {:.1} MiB",
+            "  {sessions:>4} concurrent sessions: {tps:>7.0} turns/s, p50 {:>6.2} ms, p99 {:>6.2} ms; gateway CPU {:.0} µs/turn; RSS after {done} turns {:.1} MiB",
             p50.as_secs_f64() * 1e3,
             p99.as_secs_f64() * 1e3,
             cpu_per_turn * 1e6,

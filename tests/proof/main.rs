@@ -9,3 +9,6 @@ mod support;
 
 // SIGKILL under load, 200 times; every file loads and nothing is lost or answered twice.
 mod crash;
+
+// The LLM misbehaving at random for 1 000 turns: every turn ends cleanly, no panic.
+mod faults;
