@@ -11,6 +11,11 @@
 //!   SHA-256 plus the session of the last record. A second run over the same file imports
 //!   nothing; a file that only grew imports just the new lines; a file whose imported prefix
 //!   changed is refused (its history is not imported twice).
+//! - Crash safety: before appending, the chunk about to be imported is recorded in
+//!   `state/import.json` as pending, with each target session's length before the append. A
+//!   run that finds a pending chunk (the last one was killed mid-way) appends only the messages
+//!   of each session that are not already after that recorded length, so a crash at any point
+//!   neither loses nor duplicates a message. The history files are only ever appended to.
 //! - MEMORY.md: copied when ours is missing; when ours differs, ours is kept and theirs is
 //!   written next to it as `MEMORY.md.imported`.
 //! - Cron jobs: merged by id under the store's lock; a job whose id we already have is kept.
@@ -117,6 +122,21 @@ pub struct JobsReport {
 struct ImportState {
     #[serde(default)]
     history: BTreeMap<String, ImportedFile>,
+    /// Chunks whose import started but may not have finished, by source file.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pending: BTreeMap<String, PendingChunk>,
+}
+
+/// A chunk of a source file being imported: where it ends, and each target session's history
+/// length (bytes) before its messages were appended.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct PendingChunk {
+    /// The chunk ends here (bytes of the source, whole lines).
+    end: u64,
+    /// SHA-256 (hex) of the source up to `end`.
+    sha256: String,
+    /// Session id → its history's length before the append.
+    sessions: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -173,10 +193,22 @@ pub async fn import_history(source_home: &Path, home: &Path) -> Result<HistoryRe
         start = done_len;
         last_session = done.last_session.clone();
     }
-    // Only whole lines: a last line without a newline may still be being written.
-    let end = match bytes[start..].iter().rposition(|&b| b == b'\n') {
-        Some(pos) => start + pos + 1,
-        None => start,
+    // Only whole lines: a last line without a newline may still be being written. A chunk
+    // that a killed run left pending is finished first, exactly as it was recorded.
+    let pending = state
+        .pending
+        .get(&key)
+        .filter(|p| {
+            usize::try_from(p.end)
+                .ok()
+                .and_then(|end| bytes.get(..end))
+                .is_some_and(|chunk| sha256_hex(chunk) == p.sha256)
+        })
+        .cloned();
+    let end = match (&pending, bytes[start..].iter().rposition(|&b| b == b'\n')) {
+        (Some(p), _) => usize::try_from(p.end).unwrap_or(start),
+        (None, Some(pos)) => start + pos + 1,
+        (None, None) => start,
     };
     let mut report = HistoryReport::default();
     if end == start {
@@ -204,12 +236,35 @@ pub async fn import_history(source_home: &Path, home: &Path) -> Result<HistoryRe
         }
     }
     let store = JsonlStore::new(home);
+    let lengths = match &pending {
+        Some(p) => p.sessions.clone(),
+        None => {
+            let lengths: BTreeMap<String, u64> = grouped
+                .iter()
+                .map(|(session, _)| {
+                    let len = fs::metadata(store.history_path(session)).map_or(0, |m| m.len());
+                    (session.as_str().to_owned(), len)
+                })
+                .collect();
+            let chunk = PendingChunk {
+                end: end as u64,
+                sha256: sha256_hex(&bytes[..end]),
+                sessions: lengths.clone(),
+            };
+            state.pending.insert(key.clone(), chunk);
+            write_state(&state_path, &state)?;
+            lengths
+        }
+    };
     for (session, messages) in &grouped {
-        store.append(session, messages).await?;
+        let from = lengths.get(session.as_str()).copied().unwrap_or(0);
+        let done = already_appended(&store.history_path(session), from, messages)?;
+        store.append(session, &messages[done..]).await?;
         report
             .sessions
             .insert(session.as_str().to_owned(), messages.len());
     }
+    state.pending.remove(&key);
     state.history.insert(
         key,
         ImportedFile {
@@ -220,6 +275,24 @@ pub async fn import_history(source_home: &Path, home: &Path) -> Result<HistoryRe
     );
     write_state(&state_path, &state)?;
     Ok(report)
+}
+
+/// How many of `messages` a killed run already appended to `path` after byte `from`: the
+/// length of the common prefix of what is there and what is to be appended.
+fn already_appended(path: &Path, from: u64, messages: &[Message]) -> Result<usize, ImportError> {
+    let Some(bytes) = read_optional(path)? else {
+        return Ok(0);
+    };
+    let tail = bytes
+        .get(usize::try_from(from).unwrap_or(usize::MAX)..)
+        .unwrap_or_default();
+    let there = tail
+        .split(|&b| b == b'\n')
+        .filter_map(|line| serde_json::from_slice::<Message>(line).ok());
+    let same = |a: &Message, b: &Message| {
+        a.role == b.role && a.content == b.content && a.timestamp == b.timestamp
+    };
+    Ok(there.zip(messages).take_while(|(a, b)| same(a, b)).count())
 }
 
 /// One original record as our message, plus its `metadata` object if it has one.
@@ -493,5 +566,70 @@ mod tests {
             id(&record("matrix", "@u:x.org"), Some(&meta)),
             "matrix:!r:x.org"
         );
+    }
+
+    /// A run killed after some appends (and before its state was final) is finished by the
+    /// next run without losing or duplicating a message.
+    #[tokio::test]
+    async fn a_killed_import_is_finished_without_duplicates() {
+        let source = tempfile::tempdir().unwrap();
+        let line = |channel: &str, sender: &str, role: &str, text: &str, minute: u32| {
+            format!(
+                "{}\n",
+                serde_json::json!({"role": role, "content": text, "channel": channel,
+                    "sender_id": sender, "timestamp": format!("2026-01-01T10:{minute:02}:00+00:00")})
+            )
+        };
+        let history = line("cli", "local", "user", "a", 1)
+            + &line("cli", "local", "assistant", "re a", 2)
+            + &line("email", "x@y.org", "user", "b", 3)
+            + &line("email", "x@y.org", "assistant", "re b", 4)
+            + &line("matrix", "@u:x.org", "user", "c", 5);
+        std::fs::write(source.path().join("history.jsonl"), history).unwrap();
+        let count = |home: &Path, id: &str| {
+            let session = SessionId::parse(id).unwrap();
+            let path = JsonlStore::new(home).history_path(&session);
+            std::fs::read_to_string(path).map_or(0, |t| t.lines().count())
+        };
+        let state_path = |home: &Path| home.join("state").join("import.json");
+
+        for kill_after_sessions in 0..=3 {
+            let home = tempfile::tempdir().unwrap();
+            // A complete run, then its state rolled back to "pending, not finished", with the
+            // sessions after `kill_after_sessions` not yet written.
+            let first = import_history(source.path(), home.path()).await.unwrap();
+            assert_eq!(first.messages(), 5);
+            let mut state = read_state(&state_path(home.path())).unwrap();
+            let (key, done) = state.history.pop_first().unwrap();
+            let order = ["cli:local", "email:x@y.org", "matrix:@u:x.org"];
+            for id in &order[kill_after_sessions.min(3)..] {
+                let session = SessionId::parse(id).unwrap();
+                std::fs::remove_file(JsonlStore::new(home.path()).history_path(&session)).unwrap();
+            }
+            state.pending.insert(
+                key,
+                PendingChunk {
+                    end: done.bytes,
+                    sha256: done.sha256,
+                    sessions: order.iter().map(|id| ((*id).to_owned(), 0)).collect(),
+                },
+            );
+            write_state(&state_path(home.path()), &state).unwrap();
+
+            let again = import_history(source.path(), home.path()).await.unwrap();
+            assert_eq!(again.messages(), 5);
+            assert_eq!(
+                count(home.path(), "cli:local"),
+                2,
+                "kill after {kill_after_sessions}"
+            );
+            assert_eq!(count(home.path(), "email:x@y.org"), 2);
+            assert_eq!(count(home.path(), "matrix:@u:x.org"), 1);
+            let state = read_state(&state_path(home.path())).unwrap();
+            assert!(state.pending.is_empty());
+            // And a third run imports nothing.
+            let third = import_history(source.path(), home.path()).await.unwrap();
+            assert!(third.already_imported && third.messages() == 0);
+        }
     }
 }
