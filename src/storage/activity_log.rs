@@ -5,16 +5,22 @@
 //! and the file `$SQUIDBOT_HOME/state/last_active.json` is rewritten (atomically) only when the
 //! session or its routing metadata changed; identical records are skipped.
 //!
-//! Writing choice: inside a tokio runtime the write is handed to `spawn_blocking`, because an
-//! atomic write fsyncs twice and a slow disk must not stall a runtime worker; outside a runtime
-//! (tests, CLI) it runs inline. Each write stores the *latest* record under a write lock, so
+//! Writing choice: inside a tokio runtime writes are coalesced: the first change schedules one
+//! write [`WRITE_DELAY`] later, on `spawn_blocking` (an atomic write fsyncs twice and a slow
+//! disk must not stall a runtime worker), and every change until then rides along. With many
+//! sessions active the session changes on almost every turn, and a file sync per turn would
+//! cost more than the turn itself. The gateway calls [`ActivityFile::save`] on shutdown, so
+//! only a crash can lose the last second of it, which a cache may. Outside a runtime (tests,
+//! CLI) the write runs inline. Each write stores the *latest* record under a write lock, so
 //! writes that finish out of order still leave the newest record on disk.
 //!
 //! The file is a convenience cache, not user data: a missing file means "no activity yet" and a
 //! corrupt one is logged and ignored.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -24,6 +30,9 @@ use crate::core::session::SessionId;
 use crate::storage::atomic;
 
 /// Why the activity file could not be read or written.
+/// How long changes are gathered before one write, inside a runtime.
+pub const WRITE_DELAY: Duration = Duration::from_secs(1);
+
 #[derive(Debug, thiserror::Error)]
 pub enum ActivityFileError {
     /// Reading the file failed (other than it being missing).
@@ -68,6 +77,8 @@ struct Inner {
     /// A std mutex: serializes file writes (taken on blocking threads only), so the newest
     /// record is the last one written.
     write_lock: Mutex<()>,
+    /// A coalesced write is scheduled and has not started yet.
+    scheduled: AtomicBool,
 }
 
 /// The last session a person talked in, kept in memory and in `state/last_active.json`.
@@ -97,6 +108,7 @@ impl ActivityFile {
                 path,
                 record: Mutex::new(record),
                 write_lock: Mutex::new(()),
+                scheduled: AtomicBool::new(false),
             }),
         }
     }
@@ -168,16 +180,23 @@ impl ActivityLog for ActivityFile {
             });
         }
         let inner = Arc::clone(&self.inner);
-        let write = move || {
+        let write = move |inner: Arc<Inner>| {
             if let Err(error) = inner.save() {
                 tracing::warn!(error = %error, "Could not save the last active session.");
             }
         };
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
-                runtime.spawn_blocking(write);
+                if inner.scheduled.swap(true, Ordering::AcqRel) {
+                    return; // The scheduled write will carry this change.
+                }
+                runtime.spawn(async move {
+                    tokio::time::sleep(WRITE_DELAY).await;
+                    inner.scheduled.store(false, Ordering::Release);
+                    let _ = tokio::task::spawn_blocking(move || write(inner)).await;
+                });
             }
-            Err(_) => write(),
+            Err(_) => write(inner),
         }
     }
 
@@ -266,6 +285,40 @@ mod tests {
             ActivityFile::new(home.path()).last(),
             Some((session, metadata))
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn changes_in_a_runtime_are_written_once_after_the_delay() {
+        let home = tempfile::tempdir().unwrap();
+        let activity = ActivityFile::new(home.path());
+        for key in ["!a:x.org", "!b:x.org", "!c:x.org"] {
+            let (session, metadata) = room(key);
+            activity.record(&session, &metadata);
+        }
+        assert!(!activity.path().exists(), "nothing is written at once");
+        tokio::time::sleep(WRITE_DELAY + Duration::from_millis(10)).await;
+        // The write runs on the blocking pool: wait for it in real time.
+        for _ in 0..200 {
+            if activity.path().exists() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(
+            ActivityFile::new(home.path()).last(),
+            Some(room("!c:x.org"))
+        );
+        // A later change schedules a new write.
+        let (session, metadata) = room("!d:x.org");
+        activity.record(&session, &metadata);
+        tokio::time::sleep(WRITE_DELAY + Duration::from_millis(10)).await;
+        for _ in 0..200 {
+            if ActivityFile::new(home.path()).last() == Some(room("!d:x.org")) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        panic!("the second change was never written");
     }
 
     #[tokio::test]
