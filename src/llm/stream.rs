@@ -125,7 +125,11 @@ impl Accumulator {
 
 /// Parses a tool call's arguments: empty means `{}`, invalid JSON is kept as a string value so
 /// the tool layer can tell the model what was wrong.
-pub(crate) fn parse_arguments(raw: &str) -> Value {
+///
+/// Public (as [`crate::llm::parse_tool_arguments`]) because it is the first half of tool-argument
+/// validation: what this returns is what a tool's `call` receives, so checks of that pipeline
+/// (the fuzz targets of `fuzz/`) must start from the same function.
+pub fn parse_arguments(raw: &str) -> Value {
     if raw.trim().is_empty() {
         return Value::Object(Default::default());
     }

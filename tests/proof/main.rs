@@ -6,3 +6,6 @@
 #[path = "../it/support/mod.rs"]
 #[allow(dead_code)]
 mod support;
+
+// llama.cpp's server through `squidbot agent` and the gateway (scripts/proof compat).
+mod compat;
