@@ -133,7 +133,13 @@ pub fn parse_arguments(raw: &str) -> Value {
     if raw.trim().is_empty() {
         return Value::Object(Default::default());
     }
-    serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned()))
+    match serde_json::from_str(raw) {
+        // A bare JSON string is kept as the text the model wrote (quotes included), like invalid
+        // JSON: a parsed string could not be told apart from raw text and would go back to the
+        // provider without its quotes. See: #7 (the tool_arguments fuzz target).
+        Ok(Value::String(_)) | Err(_) => Value::String(raw.to_owned()),
+        Ok(value) => value,
+    }
 }
 
 /// The first [`DETAIL_BYTES`] of a text, cut at a character boundary.
@@ -303,6 +309,22 @@ mod tests {
 
     fn chunk(value: Value) -> Chunk {
         serde_json::from_value(value).unwrap()
+    }
+
+    /// Found by the `tool_arguments` fuzz target: `"ls"` came back as `ls`. See: #7
+    #[test]
+    fn issue_7_a_json_string_argument_round_trips_verbatim() {
+        for raw in [r#""ls""#, "{broken", r#"{"a":"b"}"#, "[1,2]"] {
+            let value = parse_arguments(raw);
+            let sent = crate::llm::tool_arguments_text(&value);
+            assert_eq!(
+                serde_json::from_str::<Value>(&sent).ok(),
+                serde_json::from_str(raw).ok()
+            );
+            if value.is_string() {
+                assert_eq!(sent, raw);
+            }
+        }
     }
 
     #[test]

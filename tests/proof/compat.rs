@@ -38,15 +38,16 @@ fn llama() -> (String, String) {
 }
 
 /// A config for the llama server: only harmless tools (the file tools in a scratch workspace),
-/// short replies, no retries (a 500 must show, not be papered over), `extra` appended.
-fn config(extra: &str) -> String {
+/// short replies, no retries (a 500 must show, not be papered over); `agents` is added to the
+/// `agents` section and `extra` appended.
+fn config(agents: &str, extra: &str) -> String {
     let (url, model) = llama();
     format!(
         "llm:\n  providers:\n    llama:\n      api_base: \"{url}\"\n  models:\n    small:\n      \
          provider: llama\n      model: \"{model}\"\n      max_tokens: 200\n      \
          max_context_tokens: 8192\n  pools:\n    default: [small]\n  retry:\n    \
          max_retries: 0\n  timeouts:\n    first_byte_seconds: 120\n    total_seconds: 300\n\
-         agents:\n  heartbeat:\n    enabled: false\ntools:\n  shell:\n    enabled: false\n  \
+         agents:\n  heartbeat:\n    enabled: false\n{agents}tools:\n  shell:\n    enabled: false\n  \
          fetch_url:\n    enabled: false\n  search_history:\n    enabled: false\n{extra}"
     )
 }
@@ -60,17 +61,21 @@ struct Gateway {
 }
 
 impl Gateway {
-    async fn start(extra: &str) -> Self {
+    /// Starts a gateway; `agents` goes into the config's `agents` section.
+    async fn start(agents: &str) -> Self {
         let home = tempfile::tempdir().unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
-        let config = config(&format!(
-            "gateway:\n  shutdown_grace_seconds: 5\n  http:\n    listen: 127.0.0.1:{port}\n    \
-             token: {TOKEN}\n{extra}"
-        ));
+        let config = config(
+            agents,
+            &format!(
+                "gateway:\n  shutdown_grace_seconds: 5\n  http:\n    listen: 127.0.0.1:{port}\n    \
+             token: {TOKEN}\n"
+            ),
+        );
         std::fs::write(home.path().join("squidbot.yaml"), config).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_squidbot"))
             .arg("gateway")
@@ -94,7 +99,7 @@ impl Gateway {
         loop {
             let ready = gateway
                 .http
-                .get(format!("{}/readyz", gateway.base))
+                .get(format!("{}/healthz", gateway.base))
                 .send()
                 .await;
             if ready.is_ok_and(|r| r.status().is_success()) {
@@ -197,7 +202,7 @@ fn non_empty_reply(body: &Value) -> &str {
 async fn agent_one_shot_prints_a_reply() {
     let started = Instant::now();
     let home = tempfile::tempdir().unwrap();
-    std::fs::write(home.path().join("squidbot.yaml"), config("")).unwrap();
+    std::fs::write(home.path().join("squidbot.yaml"), config("", "")).unwrap();
     let output = squidbot(home.path())
         .args(["agent", "-m", "Say hello in one short sentence."])
         .output()
@@ -332,7 +337,7 @@ async fn a_tool_call_makes_a_round_trip() {
 #[tokio::test]
 #[ignore = "needs a llama.cpp server; run by scripts/proof compat"]
 async fn consolidation_writes_a_real_summary() {
-    let gw = Gateway::start("agents:\n  consolidation_threshold: 4\n  keep_recent: 2\n").await;
+    let gw = Gateway::start("  consolidation_threshold: 4\n  keep_recent: 2\n").await;
     let started = Instant::now();
     let facts = [
         "My name is Ada and I live in Lisbon.",
