@@ -136,7 +136,7 @@ pub fn parse_arguments(raw: &str) -> Value {
     match serde_json::from_str(raw) {
         // A bare JSON string is kept as the text the model wrote (quotes included), like invalid
         // JSON: a parsed string could not be told apart from raw text and would go back to the
-        // provider without its quotes. See: #7 (the tool_arguments fuzz target).
+        // provider without its quotes. See: #7.
         Ok(Value::String(_)) | Err(_) => Value::String(raw.to_owned()),
         Ok(value) => value,
     }
@@ -311,7 +311,8 @@ mod tests {
         serde_json::from_value(value).unwrap()
     }
 
-    /// Found by the `tool_arguments` fuzz target: `"ls"` came back as `ls`. See: #7
+    /// Found while writing the `tool_arguments` fuzz target's round-trip invariant (its seed
+    /// `string.json`): `"ls"` went back to the provider as `ls`. See: #7
     #[test]
     fn issue_7_a_json_string_argument_round_trips_verbatim() {
         for raw in [r#""ls""#, "{broken", r#"{"a":"b"}"#, "[1,2]"] {
