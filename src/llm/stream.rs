@@ -313,8 +313,8 @@ mod tests {
         serde_json::from_value(value).unwrap()
     }
 
-    /// Found by the llama.cpp compatibility suite: llama-cpp-python repeats the function name in
-    /// every streamed fragment, and the name became `list_fileslist_files…`. See: #7
+    /// Seen in llama.cpp's raw stream while building the compat suite: llama-cpp-python repeats the
+    /// function name in every streamed fragment, which made `list_fileslist_files…`. See: #7
     #[test]
     fn issue_7_a_name_repeated_in_every_fragment_is_kept_once() {
         let mut accumulator = Accumulator::default();
