@@ -110,10 +110,11 @@ fn lenient_timestamp<'de, D: Deserializer<'de>>(
     if let Ok(parsed) = DateTime::parse_from_rfc3339(&text) {
         return Ok(parsed);
     }
-    // What chrono itself writes for years RFC 3339 cannot hold (before 0 or after 9999, with a
-    // sign), which the naive format below would accept without the offset: without this, such a
+    // chrono's own parser, the inverse of how it writes years RFC 3339 cannot hold (before 0 or
+    // after 9999, with a sign), which the naive format below accepts without an offset: without
+    // this, such a
     // record loads once and cannot be read back after being written. See: #7.
-    if let Ok(parsed) = DateTime::parse_from_str(&text, "%Y-%m-%dT%H:%M:%S%.f%:z") {
+    if let Ok(parsed) = text.parse::<DateTime<FixedOffset>>() {
         return Ok(parsed);
     }
     NaiveDateTime::parse_from_str(&text, "%Y-%m-%dT%H:%M:%S%.f")
@@ -133,7 +134,8 @@ mod tests {
         let line = r#"{"role":"user","content":"x","timestamp":"+10000-01-01T00:00:00"}"#;
         let message: Message = serde_json::from_str(line).unwrap();
         let written = serde_json::to_string(&message).unwrap();
-        let again: Message = serde_json::from_str(&written).unwrap();
+        let again: Message =
+            serde_json::from_str(&written).unwrap_or_else(|error| panic!("{written}: {error}"));
         assert_eq!(again, message, "{written}");
     }
 
