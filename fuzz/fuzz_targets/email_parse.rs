@@ -16,10 +16,19 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let first = format!("{:?}", squidbot::channels::email::parse::parse_inbound(data));
-    let second = format!("{:?}", squidbot::channels::email::parse::parse_inbound(data));
+    let first = format!(
+        "{:?}",
+        squidbot::channels::email::parse::parse_inbound(data)
+    );
+    let second = format!(
+        "{:?}",
+        squidbot::channels::email::parse::parse_inbound(data)
+    );
     assert_eq!(first, second, "parsing the same bytes twice differed");
     // Decoded text can exceed the raw size only by charset conversion (at most ~3x for UTF-8
     // from single-byte charsets) plus a small constant for synthesized fields.
-    assert!(first.len() <= data.len() * 8 + 4096, "parse result is implausibly large");
+    assert!(
+        first.len() <= data.len() * 8 + 4096,
+        "parse result is implausibly large"
+    );
 });

@@ -10,6 +10,12 @@
 //! - validation never accepts what it cannot parse: arguments that are not a JSON object (or
 //!   nothing) are always an error result, and a tool that accepts a call had an object;
 //! - a `path` the guard accepts resolves inside the workspace (it is restricted).
+//!
+//! KNOWN FAILURE (found by this target, not yet fixed): a number that is not exactly
+//! representable, e.g. `33333333333333333333333333333333` (seed `float_roundtrip_unfixed.json`),
+//! parses to a slightly different f64 than its printed form parses back to, because serde_json
+//! without its `float_roundtrip` feature rounds inexactly. The fix is enabling that feature in
+//! the main Cargo.toml (`serde_json = { version = "1", features = ["float_roundtrip"] }`).
 #![no_main]
 
 use std::path::PathBuf;
@@ -70,7 +76,11 @@ fuzz_target!(|data: &[u8]| {
     if raw.trim().is_empty() {
         assert_eq!(arguments, Value::Object(Default::default()));
     } else if let Ok(Value::String(_)) | Err(_) = &strict {
-        assert_eq!(arguments, Value::String(raw.to_owned()), "not kept verbatim");
+        assert_eq!(
+            arguments,
+            Value::String(raw.to_owned()),
+            "not kept verbatim"
+        );
     } else if let Ok(value) = &strict {
         assert_eq!(&arguments, value, "valid JSON changed");
     }

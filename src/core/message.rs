@@ -112,8 +112,7 @@ fn lenient_timestamp<'de, D: Deserializer<'de>>(
     }
     // chrono's own parser, the inverse of how it writes years RFC 3339 cannot hold (before 0 or
     // after 9999, with a sign), which the naive format below accepts without an offset: without
-    // this, such a
-    // record loads once and cannot be read back after being written. See: #7.
+    // this, such a record loads once and cannot be read back after being written. See: #7.
     if let Ok(parsed) = text.parse::<DateTime<FixedOffset>>() {
         return Ok(parsed);
     }
