@@ -110,6 +110,12 @@ fn lenient_timestamp<'de, D: Deserializer<'de>>(
     if let Ok(parsed) = DateTime::parse_from_rfc3339(&text) {
         return Ok(parsed);
     }
+    // chrono's own parser, the inverse of how it writes years RFC 3339 cannot hold (before 0 or
+    // after 9999, with a sign), which the naive format below accepts without an offset: without
+    // this, such a record loads once and cannot be read back after being written. See: #7.
+    if let Ok(parsed) = text.parse::<DateTime<FixedOffset>>() {
+        return Ok(parsed);
+    }
     NaiveDateTime::parse_from_str(&text, "%Y-%m-%dT%H:%M:%S%.f")
         .map(|naive| naive.and_utc().fixed_offset())
         .map_err(serde::de::Error::custom)
@@ -118,6 +124,19 @@ fn lenient_timestamp<'de, D: Deserializer<'de>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A signed five-digit year loads through the naive format; once written back (chrono adds
+    /// the offset) it must still load. Found while writing the `jsonl_history` fuzz target's
+    /// round-trip invariant. See: #7
+    #[test]
+    fn issue_7_a_far_future_timestamp_survives_a_round_trip() {
+        let line = r#"{"role":"user","content":"x","timestamp":"+10000-01-01T00:00:00"}"#;
+        let message: Message = serde_json::from_str(line).unwrap();
+        let written = serde_json::to_string(&message).unwrap();
+        let again: Message =
+            serde_json::from_str(&written).unwrap_or_else(|error| panic!("{written}: {error}"));
+        assert_eq!(again, message, "{written}");
+    }
 
     #[test]
     fn original_record_loads() {

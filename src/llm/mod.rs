@@ -17,3 +17,5 @@ mod wire;
 pub use openai_compat::{OpenAiCompatLlm, http_client};
 pub use pool::LlmPool;
 pub use settings::{Endpoint, RetryPolicy, Timeouts};
+pub use stream::parse_arguments as parse_tool_arguments;
+pub use wire::arguments_string as tool_arguments_text;

@@ -83,7 +83,9 @@ impl Accumulator {
             call.id = id;
         }
         if let Some(function) = fragment.function {
-            if let Some(name) = function.name {
+            // OpenAI sends the name once; llama.cpp's server (llama-cpp-python) repeats the
+            // whole name in every fragment, which must not be appended again. See: #7.
+            if let Some(name) = function.name.filter(|name| *name != call.name) {
                 call.name.push_str(&name);
             }
             if let Some(arguments) = function.arguments {
@@ -125,11 +127,21 @@ impl Accumulator {
 
 /// Parses a tool call's arguments: empty means `{}`, invalid JSON is kept as a string value so
 /// the tool layer can tell the model what was wrong.
-pub(crate) fn parse_arguments(raw: &str) -> Value {
+///
+/// Public (as [`crate::llm::parse_tool_arguments`]) because it is the first half of tool-argument
+/// validation: what this returns is what a tool's `call` receives, so checks of that pipeline
+/// (the fuzz targets of `fuzz/`) must start from the same function.
+pub fn parse_arguments(raw: &str) -> Value {
     if raw.trim().is_empty() {
         return Value::Object(Default::default());
     }
-    serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned()))
+    match serde_json::from_str(raw) {
+        // A bare JSON string is kept as the text the model wrote (quotes included), like invalid
+        // JSON: a parsed string could not be told apart from raw text and would go back to the
+        // provider without its quotes. See: #7.
+        Ok(Value::String(_)) | Err(_) => Value::String(raw.to_owned()),
+        Ok(value) => value,
+    }
 }
 
 /// The first [`DETAIL_BYTES`] of a text, cut at a character boundary.
@@ -299,6 +311,49 @@ mod tests {
 
     fn chunk(value: Value) -> Chunk {
         serde_json::from_value(value).unwrap()
+    }
+
+    /// Seen in llama.cpp's raw stream while building the compat suite: llama-cpp-python repeats the
+    /// function name in every streamed fragment, which made `list_fileslist_files…`. See: #7
+    #[test]
+    fn issue_7_a_name_repeated_in_every_fragment_is_kept_once() {
+        let mut accumulator = Accumulator::default();
+        for arguments in ["{", "\"path\": \"a\"", "}"] {
+            let fragment = json!({"choices":[{"delta":{"tool_calls":[{"index":0,"id":"x",
+                "type":"function","function":{"name":"list_files","arguments":arguments}}]}}]});
+            accumulator.apply_chunk(serde_json::from_value(fragment).unwrap(), &|_| {});
+        }
+        let response = accumulator.finish("m");
+        assert_eq!(response.tool_calls.len(), 1);
+        assert_eq!(response.tool_calls[0].name, "list_files");
+        assert_eq!(response.tool_calls[0].arguments, json!({"path": "a"}));
+    }
+
+    /// Found while writing the `tool_arguments` fuzz target's round-trip invariant (its seed
+    /// `string.json`): `"ls"` went back to the provider as `ls`. See: #7
+    #[test]
+    fn issue_7_a_json_string_argument_round_trips_verbatim() {
+        for raw in [r#""ls""#, "{broken", r#"{"a":"b"}"#, "[1,2]"] {
+            let value = parse_arguments(raw);
+            let sent = crate::llm::tool_arguments_text(&value);
+            assert_eq!(
+                serde_json::from_str::<Value>(&sent).ok(),
+                serde_json::from_str(raw).ok()
+            );
+            if value.is_string() {
+                assert_eq!(sent, raw);
+            }
+        }
+    }
+
+    /// Found by the `tool_arguments` fuzz target: without serde_json's `float_roundtrip`, a
+    /// long number came back to the provider as a slightly different number.
+    #[test]
+    fn issue_7_a_long_number_argument_round_trips_exactly() {
+        let raw = r#"{"n": 33333333333333333333333333333333, "x": 0.30000000000000004}"#;
+        let value = parse_arguments(raw);
+        let sent = crate::llm::tool_arguments_text(&value);
+        assert_eq!(serde_json::from_str::<Value>(&sent).unwrap(), value);
     }
 
     #[test]

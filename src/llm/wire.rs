@@ -112,7 +112,11 @@ struct WireFunctionCall<'a> {
 
 /// The arguments as the API wants them: a JSON string. Arguments the model sent as invalid JSON
 /// are stored as a string value and go back raw, exactly as the model wrote them.
-pub(crate) fn arguments_string(arguments: &Value) -> String {
+///
+/// Public (as [`crate::llm::tool_arguments_text`]) for the same reason as
+/// [`crate::llm::parse_tool_arguments`]: the two together are the round trip a tool call makes
+/// through history and back to the provider.
+pub fn arguments_string(arguments: &Value) -> String {
     match arguments {
         Value::String(raw) => raw.clone(),
         Value::Null => "{}".to_owned(),

@@ -282,16 +282,31 @@ fn read_messages(
     start: u64,
     path: &Path,
 ) -> Result<(Vec<StoredMessage>, usize), StoreError> {
-    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    parse_history(BufReader::with_capacity(64 * 1024, file), start)
+        .map_err(|e| io_error("read", path, e))
+}
+
+/// The rule by which a session file's lines become messages, applied to any byte source:
+/// `reader` is positioned at byte `start` of a history file, and each returned message carries
+/// the absolute offset just past its line. Blank lines are ignored; a line that is not a
+/// readable [`Message`] is skipped and counted, and a last line without its newline (a write
+/// torn by a crash) is counted as skipped and ends the read. Returns the messages and the number
+/// of skipped lines; only an I/O error of `reader` fails.
+///
+/// Public because it is the single definition of what a history file means: the store uses it
+/// on its files, and tools that read histories from elsewhere (a backup, an export, the fuzz
+/// targets of `fuzz/`) get exactly the messages squidbot itself would load.
+pub fn parse_history(
+    mut reader: impl BufRead,
+    start: u64,
+) -> std::io::Result<(Vec<StoredMessage>, usize)> {
     let mut line = Vec::with_capacity(512);
     let mut position = start;
     let mut messages = Vec::new();
     let mut skipped = 0;
     loop {
         line.clear();
-        let n = reader
-            .read_until(b'\n', &mut line)
-            .map_err(|e| io_error("read", path, e))?;
+        let n = reader.read_until(b'\n', &mut line)?;
         if n == 0 {
             break;
         }

@@ -12,3 +12,6 @@ mod crash;
 
 // The LLM misbehaving at random for 1 000 turns: every turn ends cleanly, no panic.
 mod faults;
+
+// llama.cpp's server through `squidbot agent` and the gateway (scripts/proof compat).
+mod compat;

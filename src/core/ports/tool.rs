@@ -88,8 +88,13 @@ pub fn parse_arguments<T: serde::de::DeserializeOwned>(
         arguments
     };
     if let Value::String(raw) = &arguments {
+        let what = if serde_json::from_str::<Value>(raw).is_ok() {
+            "not a JSON object"
+        } else {
+            "not valid JSON"
+        };
         return Err(ToolOutput::error(format!(
-            "Error: arguments for {tool} are not valid JSON: {}",
+            "Error: arguments for {tool} are {what}: {}",
             raw.chars().take(200).collect::<String>()
         )));
     }
