@@ -13,6 +13,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use async_imap::types::UnsolicitedResponse;
 use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -49,6 +50,8 @@ pub struct EmailStatus {
     pub idle_supported: Option<bool>,
     /// The last connection or protocol error.
     pub last_error: Option<String>,
+    /// Successful logins since start (more than one means it reconnected).
+    pub connects: u64,
     /// Mail submitted to the agent since start.
     pub submitted: u64,
     /// Mail not answered on purpose since start.
@@ -137,6 +140,7 @@ impl EmailChannel {
             match connected {
                 Ok(session) => {
                     backoff = BACKOFF_FIRST;
+                    lock(&self.status).connects += 1;
                     context.ready.cancel();
                     self.set_state("connected");
                     tracing::info!(server = %self.config.imap_host, "Email channel connected.");
@@ -188,6 +192,12 @@ impl EmailChannel {
                 imap::logout(session).await;
                 return Ok(());
             }
+            // Mail announced while the scan ran (EXISTS arrives as an unsolicited response
+            // during other commands) would not be announced again in IDLE: scan again first.
+            let unsolicited = session.unsolicited_responses.clone();
+            if drain_new_mail(|| unsolicited.try_recv().ok()) {
+                continue;
+            }
             if idle {
                 self.set_state("idle");
                 let mut handle = session.idle();
@@ -205,7 +215,9 @@ impl EmailChannel {
                         });
                     }
                 }
-                let ended = {
+                let ended = if drain_new_mail(|| unsolicited.try_recv().ok()) {
+                    Ok(None)
+                } else {
                     let (wait, _stop) = handle.wait_with_timeout(IDLE_REARM);
                     tokio::select! {
                         biased;
@@ -417,6 +429,18 @@ fn metadata(uid: u32, mail: &ParsedMail) -> Map<String, Value> {
         metadata.insert("email_signature_type".into(), Value::from(kind));
     }
     metadata
+}
+
+/// Empties the unsolicited responses; whether any announced new mail.
+fn drain_new_mail(mut next: impl FnMut() -> Option<UnsolicitedResponse>) -> bool {
+    let mut fresh = false;
+    while let Some(response) = next() {
+        fresh |= matches!(
+            response,
+            UnsolicitedResponse::Exists(_) | UnsolicitedResponse::Recent(_)
+        );
+    }
+    fresh
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
