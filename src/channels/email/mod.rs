@@ -18,6 +18,7 @@
 //! - [`smtp`]: sending over SMTP with lettre, with the configured TLS mode.
 //! - [`imap`]: connecting (plain, STARTTLS, TLS), login, search, fetch, IDLE, LOGOUT.
 //! - [`tls`]: the rustls client configuration shared by the IMAP side.
+//! - `tests`: the MIME parsing unit tests on literal mails.
 //! - [`channel`]: [`EmailChannel`], the running task, its reply sinks and its status.
 
 pub mod channel;
@@ -29,6 +30,9 @@ pub mod reply;
 pub mod sink;
 pub mod smtp;
 pub mod tls;
+
+#[cfg(test)]
+mod tests;
 
 pub use channel::{EmailChannel, EmailStatus};
 

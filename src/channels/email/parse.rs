@@ -222,7 +222,3 @@ pub fn agent_text(
 pub fn oversize_note(size: u64, limit: u64) -> String {
     format!("[This mail is {size} bytes, over the {limit}-byte limit: only its headers were read.]")
 }
-
-#[cfg(test)]
-#[path = "parse_tests.rs"]
-mod tests;

@@ -1,6 +1,8 @@
 //! Unit tests of MIME parsing on literal mails.
 
-use super::*;
+use std::path::PathBuf;
+
+use super::parse::*;
 
 fn mail(text: &str) -> ParsedMail {
     parse(text.replace('\n', "\r\n").as_bytes(), 1000).unwrap()
