@@ -2,6 +2,7 @@
 //!
 //! - [`attachments`]: received files saved inside the workspace for the agent to open.
 //! - [`format`]: Markdown to HTML and splitting long replies, for Matrix and email.
+//! - [`email`]: mail in over IMAP, threaded answers out over SMTP ([`EmailChannel`]).
 //! - [`cron`]: scheduled jobs from `cron/jobs.json`, fired as agent turns ([`CronChannel`]).
 //! - [`heartbeat`]: the agent checks in on its own, on a timer, within active hours.
 //! - [`http`]: the HTTP API (operator routes and the `/v1` message API).
@@ -9,9 +10,11 @@
 
 pub mod attachments;
 pub mod cron;
+pub mod email;
 pub mod format;
 pub mod heartbeat;
 pub mod http;
 pub mod terminal;
 
 pub use cron::CronChannel;
+pub use email::EmailChannel;

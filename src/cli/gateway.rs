@@ -14,6 +14,7 @@ use anyhow::Result;
 use tokio_util::sync::CancellationToken;
 
 use squidbot::channels::cron::CronChannel;
+use squidbot::channels::email::EmailChannel;
 use squidbot::channels::heartbeat::HeartbeatChannel;
 use squidbot::channels::http::{HttpChannel, HttpSettings};
 use squidbot::core::ports::channel::{ActivityLog, Channel, Dispatch, Outboxes};
@@ -85,6 +86,13 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
         state.add_section(Arc::new(HeartbeatSection(channel.clone())));
         directory.register(channel);
     }
+    let email = &config.channels.email;
+    if email.enabled {
+        let workspace = &config.agents.workspace;
+        let channel = Arc::new(EmailChannel::new(email, &loaded.home, workspace)?);
+        state.add_section(Arc::new(EmailSection(channel.clone())));
+        directory.register(channel);
+    }
     let cron = Arc::new(CronChannel::new(
         assembly.cron().clone(),
         assembly.clock().clone(),
@@ -140,6 +148,20 @@ struct HeartbeatSection(Arc<HeartbeatChannel>);
 impl StatusSection for HeartbeatSection {
     fn key(&self) -> &str {
         "heartbeat"
+    }
+
+    async fn render(&self) -> serde_json::Value {
+        serde_json::to_value(self.0.status()).unwrap_or_default()
+    }
+}
+
+/// The email section of `/status`: connection state, last UID, last error, queued replies.
+struct EmailSection(Arc<EmailChannel>);
+
+#[async_trait::async_trait]
+impl StatusSection for EmailSection {
+    fn key(&self) -> &str {
+        "email"
     }
 
     async fn render(&self) -> serde_json::Value {

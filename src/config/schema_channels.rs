@@ -114,6 +114,15 @@ pub struct EmailConfig {
     pub imap_starttls: bool,
     /// Whether SMTP uses STARTTLS instead of implicit TLS. Default: `true`.
     pub smtp_starttls: bool,
+    /// Mail larger than this (bytes, as the server reports it) is not downloaded: the agent
+    /// gets its headers and a note instead. Default: `26214400` (25 MiB).
+    pub max_message_bytes: u64,
+    /// Attachments larger than this (bytes, decoded) are not saved: the agent gets a note
+    /// naming them instead. Default: `5242880` (5 MiB).
+    pub max_attachment_bytes: u64,
+    /// Replies per sender per hour; mail beyond it is marked read and not answered, which
+    /// stops any mail loop the other guards miss. Default: `20`.
+    pub replies_per_hour: u32,
 }
 
 impl Default for EmailConfig {
@@ -134,6 +143,9 @@ impl Default for EmailConfig {
             tls_verify: true,
             imap_starttls: false,
             smtp_starttls: true,
+            max_message_bytes: 25 * 1024 * 1024,
+            max_attachment_bytes: 5 * 1024 * 1024,
+            replies_per_hour: 20,
         }
     }
 }

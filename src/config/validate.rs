@@ -350,6 +350,13 @@ fn check_channels(config: &Config, checker: &mut Checker<'_>) {
         checker.positive(email.smtp_port.into(), "channels.email.smtp_port");
         let field = "channels.email.poll_interval_seconds";
         checker.positive(email.poll_interval_seconds, field);
+        checker.positive(email.max_message_bytes, "channels.email.max_message_bytes");
+        checker.positive(
+            email.max_attachment_bytes,
+            "channels.email.max_attachment_bytes",
+        );
+        let field = "channels.email.replies_per_hour";
+        checker.positive(email.replies_per_hour.into(), field);
     }
 }
 

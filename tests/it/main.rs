@@ -28,3 +28,5 @@ mod skills_cli;
 mod doctor_cli;
 // `squidbot import DIR` through the binary: an original home brought over, idempotently.
 mod import_cli;
+// The email channel against real dovecot + SMTP: parsing, threading, loop guard, restarts.
+mod email;

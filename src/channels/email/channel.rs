@@ -1,0 +1,488 @@
+//! [`EmailChannel`]: the running task. It keeps one IMAP connection, turns new mail into turns
+//! of `email:<sender>`, marks each `\Seen` once persisted, and answers through [`EmailReply`].
+//!
+//! The loop: connect and log in (backing off 1 s doubling to 60 s after failures), select
+//! INBOX, check UIDVALIDITY, then repeatedly scan (unseen mail and mail above the last UID,
+//! skipping what the progress file says is done) and wait: IDLE, re-armed every 25 minutes
+//! (servers may drop an IDLE after 29), or a poll timer where the server has no IDLE. The wait
+//! also ends when a submitted mail was persisted, so its `\Seen` is set promptly. Shutdown ends
+//! every wait, and the session logs out before `run` returns.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use async_imap::types::UnsolicitedResponse;
+use async_trait::async_trait;
+use serde::Serialize;
+use serde_json::{Map, Value};
+use tokio::sync::{Notify, mpsc, oneshot};
+
+use super::EmailError;
+use super::guard::{Allowlist, RateLimit, loop_check};
+use super::imap::{self, Fetched, ImapSession};
+use super::parse::{self, ParsedMail};
+use super::progress::{MessageState, Progress, ProgressSummary};
+use super::reply::{META_FROM, META_MESSAGE_ID, META_REFERENCES, META_SUBJECT};
+use super::sink::{EmailReply, Mailer};
+use super::smtp::SmtpOutbox;
+use crate::channels::attachments::AttachmentStore;
+use crate::config::EmailConfig;
+use crate::core::ports::channel::{Channel, ChannelContext, ChannelError, Inbound, ReplySink};
+use crate::core::session::SessionId;
+
+/// The channel name and session prefix.
+const NAME: &str = "email";
+/// How long one IDLE lasts before it is re-issued (RFC 2177: under 29 minutes).
+const IDLE_REARM: Duration = Duration::from_secs(25 * 60);
+/// The first reconnect pause; it doubles per failure.
+const BACKOFF_FIRST: Duration = Duration::from_secs(1);
+/// The longest reconnect pause.
+const BACKOFF_MAX: Duration = Duration::from_secs(60);
+
+/// What `/status` shows of the channel.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct EmailStatus {
+    /// `connecting`, `connected`, `idle`, `polling`, `backing_off` or `stopped`.
+    pub state: &'static str,
+    /// Whether the server offers IDLE (known after the first login).
+    pub idle_supported: Option<bool>,
+    /// The last connection or protocol error.
+    pub last_error: Option<String>,
+    /// Successful logins since start (more than one means it reconnected).
+    pub connects: u64,
+    /// Mail submitted to the agent since start.
+    pub submitted: u64,
+    /// Mail not answered on purpose since start.
+    pub ignored: u64,
+    /// UIDVALIDITY, last UID and queued replies, from the progress file.
+    #[serde(flatten)]
+    pub progress: ProgressSummary,
+}
+
+/// How one mail was handled.
+enum Handled {
+    /// Submitted; its `\Seen` follows once persisted.
+    Submitted,
+    /// Not for the agent: recorded and marked `\Seen` now.
+    Ignored(String),
+    /// Not handled now (shutting down); it stays unseen and comes again.
+    Deferred,
+}
+
+/// The email channel.
+pub struct EmailChannel {
+    config: EmailConfig,
+    mailer: Arc<Mailer>,
+    progress: Arc<Progress>,
+    attachments: AttachmentStore,
+    allowlist: Allowlist,
+    // Std mutexes: held for quick in-memory updates only, never across an await.
+    rate_limit: Mutex<RateLimit>,
+    status: Mutex<EmailStatus>,
+    /// UIDs submitted but not yet persisted: not to be submitted again meanwhile.
+    in_flight: Arc<Mutex<HashSet<u32>>>,
+}
+
+impl EmailChannel {
+    /// The channel for `config` (password resolved), keeping progress under `home` and saving
+    /// attachments in `workspace`.
+    pub fn new(config: &EmailConfig, home: &Path, workspace: &Path) -> Result<Self, EmailError> {
+        let progress = Arc::new(Progress::load(Progress::path_for(home, &config.username))?);
+        let mailer = Arc::new(Mailer {
+            outbox: SmtpOutbox::new(config)?,
+            progress: progress.clone(),
+            queued: Notify::new(),
+        });
+        Ok(Self {
+            config: config.clone(),
+            mailer,
+            progress,
+            attachments: AttachmentStore::new(workspace),
+            allowlist: Allowlist::new(&config.allow_from),
+            rate_limit: Mutex::new(RateLimit::new(config.replies_per_hour)),
+            status: Mutex::new(EmailStatus {
+                state: "connecting",
+                ..EmailStatus::default()
+            }),
+            in_flight: Arc::new(Mutex::new(HashSet::new())),
+        })
+    }
+
+    /// The `/status` view.
+    pub fn status(&self) -> EmailStatus {
+        let mut status = lock(&self.status).clone();
+        status.progress = self.progress.summary();
+        status
+    }
+
+    fn set_state(&self, state: &'static str) {
+        lock(&self.status).state = state;
+    }
+
+    fn set_error(&self, error: &EmailError) {
+        tracing::warn!(error = %error, "Email channel error; reconnecting.");
+        lock(&self.status).last_error = Some(error.to_string());
+    }
+
+    /// Connects, serves and reconnects with backoff until shutdown.
+    async fn imap_loop(&self, context: &ChannelContext) {
+        let (ack_tx, mut ack_rx) = mpsc::unbounded_channel::<u32>();
+        let mut backoff = BACKOFF_FIRST;
+        loop {
+            self.set_state("connecting");
+            let connected = tokio::select! {
+                biased;
+                _ = context.shutdown.cancelled() => break,
+                result = imap::connect(&self.config) => result,
+            };
+            match connected {
+                Ok(session) => {
+                    backoff = BACKOFF_FIRST;
+                    lock(&self.status).connects += 1;
+                    context.ready.cancel();
+                    self.set_state("connected");
+                    tracing::info!(server = %self.config.imap_host, "Email channel connected.");
+                    match self.serve(session, context, &ack_tx, &mut ack_rx).await {
+                        Ok(()) => break,
+                        Err(error) => self.set_error(&error),
+                    }
+                }
+                Err(error) => self.set_error(&error),
+            }
+            self.set_state("backing_off");
+            tokio::select! {
+                biased;
+                _ = context.shutdown.cancelled() => break,
+                _ = tokio::time::sleep(backoff) => {}
+            }
+            backoff = (backoff * 2).min(BACKOFF_MAX);
+        }
+        self.set_state("stopped");
+    }
+
+    /// Serves one logged-in session; `Ok` means shutdown (after LOGOUT), `Err` reconnect.
+    async fn serve(
+        &self,
+        mut session: ImapSession,
+        context: &ChannelContext,
+        ack_tx: &mpsc::UnboundedSender<u32>,
+        ack_rx: &mut mpsc::UnboundedReceiver<u32>,
+    ) -> Result<(), EmailError> {
+        let uid_validity = imap::select_inbox(&mut session).await?;
+        if self.progress.set_uid_validity(uid_validity)? {
+            tracing::warn!(
+                uid_validity,
+                "INBOX UIDVALIDITY changed; only unseen mail counts."
+            );
+            lock(&self.in_flight).clear();
+        }
+        let idle = imap::supports_idle(&mut session).await?;
+        lock(&self.status).idle_supported = Some(idle);
+        let mut acks: Vec<u32> = Vec::new();
+        loop {
+            while let Ok(uid) = ack_rx.try_recv() {
+                acks.push(uid);
+            }
+            imap::mark_seen(&mut session, &acks).await?;
+            acks.clear();
+            self.scan(&mut session, context, ack_tx).await?;
+            if context.shutdown.is_cancelled() {
+                imap::logout(session).await;
+                return Ok(());
+            }
+            // Mail announced while the scan ran (EXISTS arrives as an unsolicited response
+            // during other commands) would not be announced again in IDLE: scan again first.
+            let unsolicited = session.unsolicited_responses.clone();
+            if drain_new_mail(|| unsolicited.try_recv().ok()) {
+                continue;
+            }
+            if idle {
+                self.set_state("idle");
+                let mut handle = session.idle();
+                match tokio::time::timeout(Duration::from_secs(30), handle.init()).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(source)) => {
+                        return Err(EmailError::Imap {
+                            command: "IDLE".into(),
+                            source,
+                        });
+                    }
+                    Err(_) => {
+                        return Err(EmailError::Timeout {
+                            command: "IDLE".into(),
+                        });
+                    }
+                }
+                let ended = if drain_new_mail(|| unsolicited.try_recv().ok()) {
+                    Ok(None)
+                } else {
+                    let (wait, _stop) = handle.wait_with_timeout(IDLE_REARM);
+                    tokio::select! {
+                        biased;
+                        _ = context.shutdown.cancelled() => Ok(None),
+                        uid = ack_rx.recv() => Ok(uid),
+                        _ = tokio::time::sleep(IDLE_REARM) => Ok(None),
+                        result = wait => result.map(|_| None),
+                    }
+                };
+                let done = tokio::time::timeout(Duration::from_secs(30), handle.done()).await;
+                session = match done {
+                    Ok(Ok(session)) => session,
+                    Ok(Err(source)) => {
+                        return Err(EmailError::Imap {
+                            command: "IDLE DONE".into(),
+                            source,
+                        });
+                    }
+                    Err(_) => {
+                        return Err(EmailError::Timeout {
+                            command: "IDLE DONE".into(),
+                        });
+                    }
+                };
+                match ended {
+                    Ok(uid) => acks.extend(uid),
+                    Err(source) => {
+                        return Err(EmailError::Imap {
+                            command: "IDLE".into(),
+                            source,
+                        });
+                    }
+                }
+            } else {
+                self.set_state("polling");
+                let poll = Duration::from_secs(self.config.poll_interval_seconds);
+                tokio::select! {
+                    biased;
+                    _ = context.shutdown.cancelled() => {}
+                    uid = ack_rx.recv() => acks.extend(uid),
+                    _ = tokio::time::sleep(poll) => {}
+                }
+            }
+        }
+    }
+
+    /// Handles every new mail once; marks the handled-before and ignored ones `\Seen`.
+    async fn scan(
+        &self,
+        session: &mut ImapSession,
+        context: &ChannelContext,
+        ack_tx: &mpsc::UnboundedSender<u32>,
+    ) -> Result<(), EmailError> {
+        let uids = imap::candidate_uids(session, self.progress.last_uid()).await?;
+        let mut seen = Vec::new();
+        for uid in uids {
+            if context.shutdown.is_cancelled() {
+                break;
+            }
+            if lock(&self.in_flight).contains(&uid) {
+                continue;
+            }
+            if self.progress.state(uid).is_some() {
+                seen.push(uid);
+                continue;
+            }
+            let fetched = imap::fetch(session, uid, self.config.max_message_bytes).await?;
+            match self.handle(uid, fetched, context, ack_tx).await {
+                Handled::Submitted | Handled::Deferred => {}
+                Handled::Ignored(reason) => {
+                    lock(&self.status).ignored += 1;
+                    self.progress.record(uid, MessageState::Ignored(reason))?;
+                    seen.push(uid);
+                }
+            }
+        }
+        imap::mark_seen(session, &seen).await
+    }
+
+    /// Parses, guards and submits one mail.
+    async fn handle(
+        &self,
+        uid: u32,
+        fetched: Fetched,
+        context: &ChannelContext,
+        ack_tx: &mpsc::UnboundedSender<u32>,
+    ) -> Handled {
+        let max_attachment =
+            usize::try_from(self.config.max_attachment_bytes).unwrap_or(usize::MAX);
+        let (raw, note) = match fetched {
+            Fetched::Full(raw) => (raw, None),
+            Fetched::HeaderOnly { header, size } => {
+                let note = parse::oversize_note(size, self.config.max_message_bytes);
+                (header, Some(note))
+            }
+            Fetched::Gone => return Handled::Ignored("gone".into()),
+        };
+        let parsed = tokio::task::spawn_blocking(move || parse::parse(&raw, max_attachment)).await;
+        let Ok(Some(mut mail)) = parsed else {
+            tracing::warn!(uid, "Mail could not be parsed; skipped.");
+            return Handled::Ignored("unparseable".into());
+        };
+        if let Some(note) = note {
+            mail.body = note;
+        }
+        let progress = self.progress.clone();
+        let own_id = move |id: &str| progress.is_own_id(id);
+        if let Some(reason) = loop_check(&mail.facts, &self.config.from_address, own_id) {
+            tracing::info!(uid, sender = ?mail.facts.sender, reason = reason.label(), "Mail not answered (loop guard).");
+            return Handled::Ignored(reason.label().into());
+        }
+        let sender = mail.facts.sender.clone().unwrap_or_default();
+        if !self.allowlist.allows(&sender) {
+            tracing::debug!(uid, sender = %sender, "Mail from a sender not in allow_from; ignored.");
+            return Handled::Ignored("not_allowed".into());
+        }
+        if !lock(&self.rate_limit).try_take(&sender, Instant::now()) {
+            tracing::warn!(uid, sender = %sender, "Sender over replies_per_hour; mail not answered.");
+            return Handled::Ignored("rate_limited".into());
+        }
+        let Ok(session) = SessionId::new(NAME, &sender) else {
+            tracing::warn!(uid, sender = %sender, "Sender address is not a valid session key; skipped.");
+            return Handled::Ignored("bad_sender".into());
+        };
+        let text = self.save_attachments(&mail, max_attachment).await;
+        let metadata = metadata(uid, &mail);
+        let reply: Arc<dyn ReplySink> = Arc::new(EmailReply {
+            mailer: self.mailer.clone(),
+            to: sender.clone(),
+            metadata: metadata.clone(),
+            uid: Some(uid),
+        });
+        let mut inbound = Inbound::new(session, text, sender, reply);
+        inbound.metadata = metadata;
+        let (persisted_tx, persisted_rx) = oneshot::channel();
+        inbound.persisted = Some(persisted_tx);
+        lock(&self.in_flight).insert(uid);
+        if context.dispatch.submit(inbound).is_err() {
+            lock(&self.in_flight).remove(&uid);
+            return Handled::Deferred;
+        }
+        lock(&self.status).submitted += 1;
+        let progress = self.progress.clone();
+        let in_flight = self.in_flight.clone();
+        let ack_tx = ack_tx.clone();
+        tokio::spawn(async move {
+            if persisted_rx.await.is_ok() {
+                match progress.record(uid, MessageState::Persisted) {
+                    Ok(()) => {
+                        let _ = ack_tx.send(uid);
+                    }
+                    Err(error) => {
+                        tracing::warn!(uid, error = %error, "Could not record a persisted mail; it stays unseen.");
+                    }
+                }
+            }
+            // Not persisted (shutdown): not acknowledged, so it is delivered again.
+            lock(&in_flight).remove(&uid);
+        });
+        Handled::Submitted
+    }
+
+    /// Saves the attachments in the workspace and returns the agent's text.
+    async fn save_attachments(&self, mail: &ParsedMail, max_attachment: usize) -> String {
+        let store = self.attachments.clone();
+        let attachments = mail.attachments.clone();
+        let saved = tokio::task::spawn_blocking(move || {
+            let day = chrono::Local::now().date_naive();
+            let mut saved = Vec::new();
+            let mut failed = Vec::new();
+            for attachment in attachments {
+                match store.save(NAME, day, &attachment.name, &attachment.bytes) {
+                    Ok(path) => saved.push((
+                        attachment.name,
+                        attachment.mime,
+                        attachment.bytes.len(),
+                        path,
+                    )),
+                    Err(error) => {
+                        tracing::warn!(name = %attachment.name, error = %error, "Could not save an attachment.");
+                        failed.push(attachment.name);
+                    }
+                }
+            }
+            (saved, failed)
+        })
+        .await;
+        let (saved, failed) = saved.unwrap_or_default();
+        parse::agent_text(mail, &saved, &failed, max_attachment)
+    }
+}
+
+/// The routing data of a mail, kept with the turn and used by its reply.
+fn metadata(uid: u32, mail: &ParsedMail) -> Map<String, Value> {
+    let mut metadata = Map::new();
+    let sender = mail.facts.sender.clone().unwrap_or_default();
+    metadata.insert(META_FROM.into(), Value::from(sender));
+    metadata.insert(META_SUBJECT.into(), Value::from(mail.subject.clone()));
+    if let Some(id) = &mail.facts.message_id {
+        metadata.insert(META_MESSAGE_ID.into(), Value::from(id.clone()));
+    }
+    metadata.insert(META_REFERENCES.into(), Value::from(mail.references.clone()));
+    metadata.insert(
+        "email_in_reply_to".into(),
+        Value::from(mail.in_reply_to.clone()),
+    );
+    metadata.insert("email_uid".into(), Value::from(uid));
+    if let Some(kind) = mail.signature {
+        metadata.insert("email_signature_type".into(), Value::from(kind));
+    }
+    metadata
+}
+
+/// Empties the unsolicited responses; whether any announced new mail.
+fn drain_new_mail(mut next: impl FnMut() -> Option<UnsolicitedResponse>) -> bool {
+    let mut fresh = false;
+    while let Some(response) = next() {
+        fresh |= matches!(
+            response,
+            UnsolicitedResponse::Exists(_) | UnsolicitedResponse::Recent(_)
+        );
+    }
+    fresh
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poison| poison.into_inner())
+}
+
+#[async_trait]
+impl Channel for EmailChannel {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    async fn run(&self, context: ChannelContext) -> Result<(), ChannelError> {
+        if !self.config.tls {
+            tracing::warn!(
+                "Email without TLS: the password and all mail cross the network in clear text."
+            );
+        } else if !self.config.tls_verify {
+            tracing::warn!(
+                "EMAIL TLS CERTIFICATE CHECKS ARE OFF (tls_verify: false): anyone on the network path can read the password and the mail."
+            );
+        }
+        tokio::join!(
+            self.imap_loop(&context),
+            self.mailer.retry_loop(&context.shutdown)
+        );
+        Ok(())
+    }
+
+    fn outbox(
+        &self,
+        session: &SessionId,
+        metadata: &Map<String, Value>,
+    ) -> Option<Arc<dyn ReplySink>> {
+        if session.channel() != NAME || !session.key().contains('@') {
+            return None;
+        }
+        Some(Arc::new(EmailReply {
+            mailer: self.mailer.clone(),
+            to: session.key().to_owned(),
+            metadata: metadata.clone(),
+            uid: None,
+        }))
+    }
+}

@@ -1,0 +1,224 @@
+//! MIME to what the agent reads: the text (plain preferred, HTML converted), the attachments,
+//! and the header facts the loop guard and the reply need.
+//!
+//! Parsing is done by mail-parser, which decodes transfer encodings and legacy charsets. This
+//! module only chooses: the text/plain bodies when there are any, else the HTML bodies turned
+//! into readable text by html2text (the agent should not read markup); signature parts of
+//! multipart/signed mail are not attachments; attachments over the size limit are listed but
+//! not kept. It does no I/O, so every rule is unit-tested on literal mails.
+
+use std::path::PathBuf;
+
+use mail_parser::{HeaderValue, Message, MessageParser, MimeHeaders, PartType};
+
+use super::guard::MailFacts;
+
+/// The width HTML is wrapped to when converted to text.
+const HTML_WIDTH: usize = 100;
+
+/// One mail, parsed.
+#[derive(Debug, Clone, Default)]
+pub struct ParsedMail {
+    /// The header facts for the loop guard (sender, Message-ID, automation headers).
+    pub facts: MailFacts,
+    /// The subject, decoded; empty if none.
+    pub subject: String,
+    /// In-Reply-To ids, without angle brackets.
+    pub in_reply_to: Vec<String>,
+    /// References ids, without angle brackets.
+    pub references: Vec<String>,
+    /// The readable text.
+    pub body: String,
+    /// `pgp` or `smime` for multipart/signed mail (the signature is not verified).
+    pub signature: Option<&'static str>,
+    /// Attachments within the size limit.
+    pub attachments: Vec<Attachment>,
+    /// Attachments over the size limit: `(name, mime, size)`.
+    pub skipped: Vec<(String, String, usize)>,
+}
+
+/// One attachment kept for saving.
+#[derive(Debug, Clone)]
+pub struct Attachment {
+    /// The sender's file name (not yet made safe).
+    pub name: String,
+    /// `type/subtype`.
+    pub mime: String,
+    /// The decoded content.
+    pub bytes: Vec<u8>,
+}
+
+/// Parses `raw`; attachments larger than `max_attachment` bytes are listed in `skipped`.
+/// `None` when the bytes are not a mail at all.
+pub fn parse(raw: &[u8], max_attachment: usize) -> Option<ParsedMail> {
+    let message = MessageParser::default().parse(raw)?;
+    let mut mail = ParsedMail {
+        facts: facts(&message),
+        subject: message.subject().unwrap_or_default().trim().to_owned(),
+        in_reply_to: ids(message.in_reply_to()),
+        references: ids(message.references()),
+        body: body(&message),
+        ..ParsedMail::default()
+    };
+    if let Some(kind) = message.content_type().filter(|ct| {
+        ct.ctype().eq_ignore_ascii_case("multipart")
+            && ct
+                .subtype()
+                .is_some_and(|s| s.eq_ignore_ascii_case("signed"))
+    }) {
+        let protocol = kind.attribute("protocol").unwrap_or_default();
+        mail.signature = Some(if protocol.contains("pgp") {
+            "pgp"
+        } else {
+            "smime"
+        });
+    }
+    for (index, part) in message.attachments().enumerate() {
+        let mime = part
+            .content_type()
+            .map(|ct| {
+                format!("{}/{}", ct.ctype(), ct.subtype().unwrap_or("octet-stream"))
+                    .to_ascii_lowercase()
+            })
+            .unwrap_or_else(|| "application/octet-stream".to_owned());
+        if is_signature(&mime) {
+            continue;
+        }
+        let name = part
+            .attachment_name()
+            .map(str::to_owned)
+            .unwrap_or_else(|| match part.body {
+                PartType::Message(_) => format!("message-{}.eml", index + 1),
+                _ => format!("attachment-{}", index + 1),
+            });
+        let bytes = part.contents();
+        if bytes.len() > max_attachment {
+            mail.skipped.push((name, mime, bytes.len()));
+        } else {
+            mail.attachments.push(Attachment {
+                name,
+                mime,
+                bytes: bytes.to_vec(),
+            });
+        }
+    }
+    Some(mail)
+}
+
+/// The sender and automation headers.
+fn facts(message: &Message<'_>) -> MailFacts {
+    let sender = message
+        .from()
+        .and_then(|from| from.first())
+        .and_then(|addr| addr.address())
+        .map(|a| a.trim().to_ascii_lowercase());
+    let header = |name: &str| {
+        message
+            .header_raw(name)
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+    };
+    let return_path = header("Return-Path").unwrap_or_default();
+    MailFacts {
+        sender,
+        message_id: message.message_id().map(str::to_owned),
+        auto_submitted: header("Auto-Submitted"),
+        precedence: header("Precedence"),
+        list_id: message.header_raw("List-Id").is_some(),
+        null_return_path: return_path.replace(' ', "") == "<>",
+    }
+}
+
+/// The ids of an id-list header, without angle brackets.
+fn ids(value: &HeaderValue<'_>) -> Vec<String> {
+    match value {
+        HeaderValue::Text(id) => vec![id.to_string()],
+        HeaderValue::TextList(list) => list.iter().map(|id| id.to_string()).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The text bodies joined, plain text preferred and HTML converted; a note when there is none.
+fn body(message: &Message<'_>) -> String {
+    let mut texts = Vec::new();
+    for part in message.text_bodies() {
+        match &part.body {
+            PartType::Text(text) => texts.push(text.trim().to_owned()),
+            PartType::Html(html) => texts.push(html_to_text(html)),
+            _ => {}
+        }
+    }
+    if texts.iter().all(|t| t.is_empty()) {
+        for part in message.html_bodies() {
+            if let PartType::Html(html) = &part.body {
+                texts.push(html_to_text(html));
+            }
+        }
+    }
+    let text = texts
+        .into_iter()
+        .filter(|t| !t.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    if text.is_empty() {
+        "[This mail has no text.]".to_owned()
+    } else {
+        text
+    }
+}
+
+/// Readable text from HTML (links kept as footnotes, markup dropped).
+pub fn html_to_text(html: &str) -> String {
+    match html2text::config::plain().string_from_read(html.as_bytes(), HTML_WIDTH) {
+        Ok(text) => text.trim().to_owned(),
+        Err(_) => html.to_owned(),
+    }
+}
+
+/// Whether a part is the signature of multipart/signed mail.
+fn is_signature(mime: &str) -> bool {
+    matches!(
+        mime,
+        "application/pgp-signature"
+            | "application/pkcs7-signature"
+            | "application/x-pkcs7-signature"
+    )
+}
+
+/// The text the agent gets: the subject, the body, then one line per attachment (saved with
+/// its path, or skipped with the reason).
+pub fn agent_text(
+    mail: &ParsedMail,
+    saved: &[(String, String, usize, PathBuf)],
+    failed: &[String],
+    max_attachment: usize,
+) -> String {
+    let mut text = String::new();
+    if !mail.subject.is_empty() {
+        text.push_str(&format!("Subject: {}\n\n", mail.subject));
+    }
+    text.push_str(&mail.body);
+    for (name, mime, size, path) in saved {
+        text.push_str(&format!(
+            "\n[Attachment: {name} ({mime}, {size} bytes) saved at {}]",
+            path.display()
+        ));
+    }
+    for (name, mime, size) in &mail.skipped {
+        text.push_str(&format!(
+            "\n[Attachment not saved: {name} ({mime}, {size} bytes) is over the \
+             {max_attachment}-byte limit]"
+        ));
+    }
+    for name in failed {
+        text.push_str(&format!(
+            "\n[Attachment not saved: {name} could not be written]"
+        ));
+    }
+    text
+}
+
+/// The note the agent gets for a mail too large to download.
+pub fn oversize_note(size: u64, limit: u64) -> String {
+    format!("[This mail is {size} bytes, over the {limit}-byte limit: only its headers were read.]")
+}

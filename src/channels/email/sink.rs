@@ -1,0 +1,141 @@
+//! Where replies leave: the reply sink of one mail (or one proactive message) and the retry
+//! queue for mail the SMTP server did not take.
+//!
+//! A send that fails is not lost: the mail (with its Message-ID fixed) goes into the progress
+//! file's queue and the retry loop sends it again with growing pauses (5 s doubling to 10 min),
+//! also after a restart. Every generated Message-ID is recorded before the first attempt, so
+//! the loop guard recognises the bot's own mail if it ever comes back.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::progress::{MessageState, Progress};
+use super::reply::{self, OutgoingMail};
+use super::smtp::SmtpOutbox;
+use crate::core::ports::channel::{DeliveryError, ReplySink};
+
+/// The first retry pause; it doubles per failed attempt.
+const RETRY_FIRST: Duration = Duration::from_secs(5);
+/// The longest retry pause.
+const RETRY_MAX: Duration = Duration::from_secs(600);
+
+/// What every sink of the channel shares.
+pub struct Mailer {
+    /// The SMTP side.
+    pub outbox: SmtpOutbox,
+    /// The saved progress (answered states, own ids, the retry queue).
+    pub progress: Arc<Progress>,
+    /// Wakes the retry loop when a mail was queued.
+    pub queued: Notify,
+}
+
+impl Mailer {
+    /// Sends `mail` answering `uid` (if any); on failure queues it for a retry.
+    pub async fn send_or_queue(&self, mail: OutgoingMail, uid: Option<u32>) -> Result<(), String> {
+        if let Err(error) = self.progress.add_sent_id(&mail.message_id) {
+            tracing::warn!(error = %error, "Could not record an outgoing Message-ID.");
+        }
+        let result = self.outbox.send(&mail).await;
+        if let Some(uid) = uid
+            && let Err(error) = self.progress.record(uid, MessageState::Answered)
+        {
+            tracing::warn!(uid, error = %error, "Could not record an answered mail.");
+        }
+        match result {
+            Ok(()) => {
+                tracing::debug!(to = %mail.to, message_id = %mail.message_id, "Mail sent.");
+                Ok(())
+            }
+            Err(error) => {
+                tracing::warn!(to = %mail.to, error = %error, "Sending mail failed; it will be retried.");
+                let next = now() + RETRY_FIRST.as_secs() as i64;
+                self.progress
+                    .add_pending(mail, error.to_string(), next)
+                    .map_err(|e| format!("{error}; and it could not be queued: {e}"))?;
+                self.queued.notify_one();
+                Ok(())
+            }
+        }
+    }
+
+    /// Sends queued mail when due, until `shutdown`.
+    pub async fn retry_loop(&self, shutdown: &CancellationToken) {
+        loop {
+            let wait = match self.progress.next_due() {
+                Some(due) => Duration::from_secs(due.saturating_sub(now()).max(0) as u64),
+                None => Duration::from_secs(3600),
+            };
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => return,
+                _ = self.queued.notified() => continue,
+                _ = tokio::time::sleep(wait) => {}
+            }
+            for pending in self.progress.due(now()) {
+                if shutdown.is_cancelled() {
+                    return;
+                }
+                let result = tokio::select! {
+                    biased;
+                    _ = shutdown.cancelled() => return,
+                    result = self.outbox.send(&pending.mail) => result,
+                };
+                let saved = match result {
+                    Ok(()) => {
+                        tracing::info!(to = %pending.mail.to, attempts = pending.attempts + 1, "Queued mail sent.");
+                        self.progress.remove_pending(&pending.mail.message_id)
+                    }
+                    Err(error) => {
+                        let pause = RETRY_FIRST
+                            .saturating_mul(1 << pending.attempts.min(10))
+                            .min(RETRY_MAX);
+                        tracing::warn!(to = %pending.mail.to, attempts = pending.attempts + 1, error = %error, "Queued mail failed again.");
+                        let next = now() + pause.as_secs() as i64;
+                        self.progress
+                            .add_pending(pending.mail, error.to_string(), next)
+                    }
+                };
+                if let Err(error) = saved {
+                    tracing::warn!(error = %error, "Could not update the mail retry queue.");
+                }
+            }
+        }
+    }
+}
+
+/// Unix seconds now.
+fn now() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
+/// The reply sink of one mail, or of a proactive message (`uid: None`) to an email session.
+pub struct EmailReply {
+    /// The shared sender.
+    pub mailer: Arc<Mailer>,
+    /// The recipient.
+    pub to: String,
+    /// The inbound mail's (or the cron job's) metadata: subject and threading ids.
+    pub metadata: Map<String, Value>,
+    /// The UID answered, if this answers a mail.
+    pub uid: Option<u32>,
+}
+
+#[async_trait]
+impl ReplySink for EmailReply {
+    async fn deliver(&self, text: &str) -> Result<(), DeliveryError> {
+        let message_id = reply::new_message_id(self.mailer.outbox.from_address());
+        let mail = reply::outgoing(&self.to, &self.metadata, text, message_id);
+        self.mailer
+            .send_or_queue(mail, self.uid)
+            .await
+            .map_err(|detail| DeliveryError {
+                channel: "email".into(),
+                detail,
+            })
+    }
+}

@@ -1,0 +1,494 @@
+//! The email channel end to end: a real `squidbot gateway` reading a dovecot mailbox over IMAP
+//! and answering over SMTP, with mail sent by a real SMTP client and replies read back over
+//! IMAP. Each test uses fresh random users, so the tests run in parallel on the shared server.
+
+use std::time::Duration;
+
+use mail_parser::MessageParser;
+use serde_json::Value;
+
+use crate::support::mail_client::{MailGateway, MailServer, new_id, plain_mail, write_config};
+use crate::support::scripted_llm::{Reply, ScriptedLlm};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// The replies in a mailbox: (In-Reply-To id, raw mail).
+fn replies(mails: &[(Vec<u8>, bool)]) -> Vec<(String, Vec<u8>)> {
+    mails
+        .iter()
+        .filter_map(|(raw, _)| {
+            let message = MessageParser::default().parse(raw)?;
+            let id = message.in_reply_to().as_text()?.to_owned();
+            Some((id, raw.clone()))
+        })
+        .collect()
+}
+
+/// Every user message text the LLM was sent, joined.
+fn user_texts(llm: &ScriptedLlm) -> String {
+    llm.requests()
+        .iter()
+        .flat_map(|request| request["messages"].as_array().cloned().unwrap_or_default())
+        .filter(|m| m["role"] == "user")
+        .map(|m| match &m["content"] {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn answering_llm(llm: &ScriptedLlm) {
+    llm.set_handler(|_| Reply::Text("Here is **the answer**.".into()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mail_of_every_shape_is_answered_in_thread_and_robots_are_not() {
+    let server = MailServer::shared();
+    let bot = server.add_user("bot");
+    let (owner, owner_pw) = server.add_user("owner");
+    let llm = ScriptedLlm::start().await;
+    answering_llm(&llm);
+    let home = tempfile::tempdir().unwrap();
+    let port = write_config(home.path(), &llm.url(), &server, &bot, "[\"@LOCALHOST\"]");
+    let gateway = MailGateway::start(home.path(), port).await;
+    let to = bot.0.as_str();
+
+    // Plain, answering a thread: the reply keeps the references and adds this id.
+    let plain = new_id("plain");
+    let extra = "In-Reply-To: <earlier@test.example>\r\nReferences: <root@test.example> <earlier@test.example>\r\n";
+    server
+        .send_raw(
+            &owner,
+            to,
+            &plain_mail(
+                &owner,
+                to,
+                "Re: Lunch plans",
+                &plain,
+                extra,
+                "Plain words PLAINMARK",
+            ),
+        )
+        .await;
+    // HTML only.
+    let html = new_id("html");
+    let body = format!(
+        "From: {owner}\r\nTo: {to}\r\nSubject: Html\r\nMessage-ID: <{html}>\r\nMIME-Version: 1.0\r\n\
+         Content-Type: text/html; charset=utf-8\r\n\r\n<html><body><p>Hello <b>HTMLMARK</b></p><script>x</script></body></html>\r\n"
+    );
+    server.send_raw(&owner, to, body.as_bytes()).await;
+    // multipart/alternative: plain wins.
+    let alt = new_id("alt");
+    let body = format!(
+        "From: {owner}\r\nTo: {to}\r\nSubject: Alt\r\nMessage-ID: <{alt}>\r\nMIME-Version: 1.0\r\n\
+         Content-Type: multipart/alternative; boundary=zz\r\n\r\n--zz\r\nContent-Type: text/plain\r\n\r\nALTPLAIN\r\n\
+         --zz\r\nContent-Type: text/html\r\n\r\n<p>ALTHTML</p>\r\n--zz--\r\n"
+    );
+    server.send_raw(&owner, to, body.as_bytes()).await;
+    // An attachment.
+    let attach = new_id("attach");
+    let body = format!(
+        "From: {owner}\r\nTo: {to}\r\nSubject: File\r\nMessage-ID: <{attach}>\r\nMIME-Version: 1.0\r\n\
+         Content-Type: multipart/mixed; boundary=zz\r\n\r\n--zz\r\nContent-Type: text/plain\r\n\r\nsee file\r\n\
+         --zz\r\nContent-Type: text/csv; name=\"../data.csv\"\r\nContent-Disposition: attachment; filename=\"../data.csv\"\r\n\
+         Content-Transfer-Encoding: base64\r\n\r\nYSxiCjEsMgo=\r\n--zz--\r\n"
+    );
+    server.send_raw(&owner, to, body.as_bytes()).await;
+    // ISO-8859-1 body and encoded subject.
+    let latin = new_id("latin");
+    let mut body = format!(
+        "From: {owner}\r\nTo: {to}\r\nSubject: =?ISO-8859-1?Q?Gr=FC=DFe?=\r\nMessage-ID: <{latin}>\r\nMIME-Version: 1.0\r\n\
+         Content-Type: text/plain; charset=iso-8859-1\r\nContent-Transfer-Encoding: 8bit\r\n\r\n"
+    ).into_bytes();
+    body.extend_from_slice(b"Sch\xf6ne Gr\xfc\xdfe LATINMARK\r\n");
+    server.send_raw(&owner, to, &body).await;
+    // 10 MB: the text is read, the attachment (over the 5 MiB default) is not saved.
+    let big = new_id("big");
+    let payload = "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo=".repeat(10 * 1024 * 1024 / 26);
+    let wrapped: Vec<&str> = payload
+        .as_bytes()
+        .chunks(76)
+        .map(|c| std::str::from_utf8(c).unwrap())
+        .collect();
+    let body = format!(
+        "From: {owner}\r\nTo: {to}\r\nSubject: Big\r\nMessage-ID: <{big}>\r\nMIME-Version: 1.0\r\n\
+         Content-Type: multipart/mixed; boundary=zz\r\n\r\n--zz\r\nContent-Type: text/plain\r\n\r\nBIGMARK\r\n\
+         --zz\r\nContent-Type: application/octet-stream\r\nContent-Disposition: attachment; filename=big.bin\r\n\
+         Content-Transfer-Encoding: base64\r\n\r\n{}\r\n--zz--\r\n",
+        wrapped.join("\r\n")
+    );
+    assert!(body.len() > 10_000_000);
+    server.send_raw(&owner, to, body.as_bytes()).await;
+
+    let answered = [&plain, &html, &alt, &attach, &latin, &big];
+    let mails = server
+        .wait_for(&owner, &owner_pw, "six replies", WAIT, |mails| {
+            replies(mails).len() >= 6
+        })
+        .await;
+    let got = replies(&mails);
+    for id in answered {
+        assert_eq!(
+            got.iter().filter(|(r, _)| r == id.as_str()).count(),
+            1,
+            "one reply to {id}"
+        );
+    }
+    let (_, raw) = got.iter().find(|(r, _)| r == plain.as_str()).unwrap();
+    let reply = MessageParser::default().parse(raw).unwrap();
+    assert_eq!(reply.subject(), Some("Re: Lunch plans"));
+    assert_eq!(
+        reply
+            .references()
+            .as_text_list()
+            .unwrap()
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>(),
+        vec![
+            "root@test.example".to_owned(),
+            "earlier@test.example".into(),
+            plain.clone()
+        ]
+    );
+    assert_eq!(
+        reply.header_raw("Auto-Submitted").map(str::trim),
+        Some("auto-replied")
+    );
+    assert!(reply.body_text(0).unwrap().contains("**the answer**"));
+    assert!(
+        reply
+            .body_html(0)
+            .unwrap()
+            .contains("<strong>the answer</strong>")
+    );
+    let raw_text = String::from_utf8_lossy(raw);
+    assert!(raw_text.contains("multipart/alternative"), "{raw_text}");
+    let (_, raw) = got.iter().find(|(r, _)| r == html.as_str()).unwrap();
+    assert_eq!(
+        MessageParser::default().parse(raw).unwrap().subject(),
+        Some("Re: Html")
+    );
+
+    let texts = user_texts(&llm);
+    assert!(texts.contains("Plain words PLAINMARK"), "{texts}");
+    assert!(
+        texts.contains("HTMLMARK") && !texts.contains("<b>") && !texts.contains("<script>"),
+        "{texts}"
+    );
+    assert!(
+        texts.contains("ALTPLAIN") && !texts.contains("ALTHTML"),
+        "{texts}"
+    );
+    assert!(
+        texts.contains("Schöne Grüße LATINMARK") && texts.contains("Subject: Grüße"),
+        "{texts}"
+    );
+    assert!(texts.contains("BIGMARK"), "{texts}");
+    assert!(
+        texts.contains("big.bin (application/octet-stream"),
+        "{texts}"
+    );
+    assert!(texts.contains("over the 5242880-byte limit"), "{texts}");
+    let saved = texts
+        .split("saved at ")
+        .nth(1)
+        .and_then(|rest| rest.split(']').next())
+        .expect("an attachment path");
+    assert!(
+        saved.contains("attachments/email/") && saved.ends_with("data.csv"),
+        "{saved}"
+    );
+    assert_eq!(std::fs::read_to_string(saved).unwrap(), "a,b\n1,2\n");
+
+    // The loop guard: none of these gets a reply, nor does an unknown sender.
+    let own_reply_id = MessageParser::default()
+        .parse(raw)
+        .unwrap()
+        .message_id()
+        .unwrap()
+        .to_owned();
+    let guarded = [
+        (
+            owner.clone(),
+            new_id("autosub"),
+            "Auto-Submitted: auto-replied\r\n".to_owned(),
+        ),
+        (
+            owner.clone(),
+            new_id("bulk"),
+            "Precedence: bulk\r\n".to_owned(),
+        ),
+        (
+            owner.clone(),
+            new_id("list"),
+            "List-Id: <news.test.example>\r\n".to_owned(),
+        ),
+        (
+            "MAILER-DAEMON@localhost".to_owned(),
+            new_id("daemon"),
+            String::new(),
+        ),
+        (
+            "postmaster@localhost".to_owned(),
+            new_id("postmaster"),
+            String::new(),
+        ),
+        (bot.0.clone(), new_id("own"), String::new()),
+        (owner.clone(), own_reply_id, String::new()),
+        (
+            "stranger@elsewhere.example".to_owned(),
+            new_id("stranger"),
+            String::new(),
+        ),
+    ];
+    let before = llm.request_count();
+    for (from, id, extra) in &guarded {
+        server
+            .send_raw(
+                from,
+                to,
+                &plain_mail(from, to, "Robot", id, extra, "GUARDMARK"),
+            )
+            .await;
+    }
+    // The bot marks every guarded mail \Seen once it decided; then nothing more may arrive.
+    let total = answered.len() + guarded.len();
+    server
+        .wait_for(
+            &bot.0,
+            &bot.1,
+            "the guarded mail marked seen",
+            WAIT,
+            |mails| mails.len() == total && mails.iter().all(|(_, seen)| *seen),
+        )
+        .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mails = server.mailbox(&owner, &owner_pw).await;
+    assert_eq!(
+        replies(&mails).len(),
+        answered.len(),
+        "a guarded mail got a reply"
+    );
+    assert_eq!(
+        llm.request_count(),
+        before,
+        "a guarded mail reached the agent"
+    );
+    assert!(!user_texts(&llm).contains("GUARDMARK"));
+
+    let status = gateway.status().await;
+    let email = &status["email"];
+    assert!(matches!(email["state"].as_str(), Some("idle")), "{status}");
+    assert_eq!(email["idle_supported"], true, "{status}");
+    assert_eq!(email["pending_replies"], 0, "{status}");
+    assert!(
+        email["last_uid"].as_u64().unwrap() >= total as u64,
+        "{status}"
+    );
+    let started = std::time::Instant::now();
+    gateway.stop().await;
+    assert!(started.elapsed() < Duration::from_secs(5), "slow shutdown");
+    let log = std::fs::read_to_string(home.path().join("gateway.log")).unwrap();
+    assert!(log.contains("IMAP logout done"), "{log}");
+    assert!(!log.contains(&bot.1), "the password was logged");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mail_sent_while_down_is_answered_once_across_three_restarts() {
+    let server = MailServer::shared();
+    let bot = server.add_user("bot");
+    let (owner, owner_pw) = server.add_user("owner");
+    let llm = ScriptedLlm::start().await;
+    answering_llm(&llm);
+    let home = tempfile::tempdir().unwrap();
+    let port = write_config(
+        home.path(),
+        &llm.url(),
+        &server,
+        &bot,
+        &format!("[\"{owner}\"]"),
+    );
+    let to = bot.0.as_str();
+    let mut ids = Vec::new();
+    for round in 0..3 {
+        // Sent while the gateway is down.
+        let id = new_id(&format!("down{round}"));
+        server
+            .send_raw(
+                &owner,
+                to,
+                &plain_mail(&owner, to, "While down", &id, "", "hello"),
+            )
+            .await;
+        ids.push(id);
+        let gateway = MailGateway::start(home.path(), port).await;
+        // And one while it runs.
+        let id = new_id(&format!("up{round}"));
+        server
+            .send_raw(
+                &owner,
+                to,
+                &plain_mail(&owner, to, "While up", &id, "", "hello"),
+            )
+            .await;
+        ids.push(id);
+        let expected = ids.len();
+        server
+            .wait_for(
+                &owner,
+                &owner_pw,
+                "the replies of this round",
+                WAIT,
+                |mails| replies(mails).len() >= expected,
+            )
+            .await;
+        gateway.stop().await;
+    }
+    let gateway = MailGateway::start(home.path(), port).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    gateway.stop().await;
+    let got = replies(&server.mailbox(&owner, &owner_pw).await);
+    assert_eq!(
+        got.len(),
+        ids.len(),
+        "replies: {:?}",
+        got.iter().map(|(r, _)| r).collect::<Vec<_>>()
+    );
+    for id in &ids {
+        assert_eq!(got.iter().filter(|(r, _)| r == id).count(), 1, "{id}");
+    }
+    let progress =
+        std::fs::read_to_string(home.path().join(format!("state/email/{}.json", bot.0))).unwrap();
+    assert!(progress.contains("answered"), "{progress}");
+}
+
+/// A private mail server, stopped on drop.
+struct PrivateMail {
+    server: MailServer,
+}
+
+impl Drop for PrivateMail {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(crate::support::testenv::scripts_dir().join("mail.sh"))
+            .args(["stop", &self.server.dir])
+            .output();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_restart_during_idle_is_recovered() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new()
+        .prefix("squidbot-mail-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (imap, smtp) = (
+        crate::support::testenv::free_port(),
+        crate::support::testenv::free_port(),
+    );
+    let dir_text = dir.path().display().to_string();
+    let script = |args: &[&str]| crate::support::testenv::run_script("mail.sh", args);
+    script(&["start", &dir_text, &imap.to_string(), &smtp.to_string()]);
+    let private = PrivateMail {
+        server: MailServer {
+            host: "127.0.0.1".into(),
+            imap_port: imap,
+            smtp_port: smtp,
+            dir: dir_text.clone(),
+        },
+    };
+    let server = private.server.clone();
+    let bot = server.add_user("bot");
+    let (owner, owner_pw) = server.add_user("owner");
+    let llm = ScriptedLlm::start().await;
+    answering_llm(&llm);
+    let home = tempfile::tempdir().unwrap();
+    let port = write_config(home.path(), &llm.url(), &server, &bot, "[]");
+    let gateway = MailGateway::start(home.path(), port).await;
+    let to = bot.0.as_str();
+    let first = new_id("first");
+    server
+        .send_raw(
+            &owner,
+            to,
+            &plain_mail(&owner, to, "One", &first, "", "one"),
+        )
+        .await;
+    server
+        .wait_for(&owner, &owner_pw, "the first reply", WAIT, |m| {
+            replies(m).len() == 1
+        })
+        .await;
+
+    script(&["stop", &dir_text]);
+    // Dovecot's IMAP processes outlive their master; end the ones serving this private port
+    // (found by their sockets, killed by pid), so the bot's IDLE connection really drops.
+    kill_connections(imap);
+    script(&["start", &dir_text, &imap.to_string(), &smtp.to_string()]);
+    let second = new_id("second");
+    server
+        .send_raw(
+            &owner,
+            to,
+            &plain_mail(&owner, to, "Two", &second, "", "two"),
+        )
+        .await;
+    let mails = server
+        .wait_for(
+            &owner,
+            &owner_pw,
+            "the reply after the restart",
+            WAIT,
+            |m| replies(m).len() == 2,
+        )
+        .await;
+    assert_eq!(
+        replies(&mails).iter().filter(|(r, _)| *r == second).count(),
+        1
+    );
+    let status = gateway.status().await;
+    assert!(
+        status["email"]["connects"].as_u64().unwrap() >= 2,
+        "{status}"
+    );
+    assert!(status["email"]["last_error"].is_string(), "{status}");
+    gateway.stop().await;
+    drop(private);
+}
+
+/// Kills (by pid) the processes holding server-side TCP connections on local `port`.
+fn kill_connections(port: u16) {
+    let mut inodes = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        for line in std::fs::read_to_string(table)
+            .unwrap_or_default()
+            .lines()
+            .skip(1)
+        {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let local_port = fields[1].rsplit(':').next().unwrap();
+            if u16::from_str_radix(local_port, 16).ok() == Some(port) && fields[3] != "0A" {
+                inodes.push(format!("socket:[{}]", fields[9]));
+            }
+        }
+    }
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.parse::<u32>().is_err() {
+            continue;
+        }
+        let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else {
+            continue;
+        };
+        let holds = fds.flatten().any(|fd| {
+            std::fs::read_link(fd.path())
+                .is_ok_and(|target| inodes.contains(&target.to_string_lossy().into_owned()))
+        });
+        if holds && name != std::process::id().to_string() {
+            let _ = std::process::Command::new("kill").arg(&name).status();
+        }
+    }
+}

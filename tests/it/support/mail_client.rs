@@ -1,0 +1,243 @@
+//! A real mail client for the email tests: users created on the test dovecot, mail sent with
+//! lettre over SMTP, mailboxes read with async-imap, and a `squidbot gateway` whose home
+//! survives restarts.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use async_imap::Session;
+use futures_util::TryStreamExt;
+use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor, address::Envelope};
+use tokio::net::TcpStream;
+use tokio::process::{Child, Command};
+
+use super::testenv;
+
+/// Where a mail server listens.
+#[derive(Clone, Debug)]
+pub struct MailServer {
+    pub host: String,
+    pub imap_port: u16,
+    pub smtp_port: u16,
+    pub dir: String,
+}
+
+impl MailServer {
+    /// The shared test server from `scripts/testenv/up`.
+    pub fn shared() -> Self {
+        Self {
+            host: testenv::var("SQUIDBOT_TEST_MAIL_HOST"),
+            imap_port: testenv::var("SQUIDBOT_TEST_IMAP_PORT").parse().unwrap(),
+            smtp_port: testenv::var("SQUIDBOT_TEST_SMTP_PORT").parse().unwrap(),
+            dir: testenv::var("SQUIDBOT_TEST_MAIL_DIR"),
+        }
+    }
+
+    /// Creates a fresh random user; returns its address (`name@localhost`) and password.
+    pub fn add_user(&self, prefix: &str) -> (String, String) {
+        // `mail.sh adduser` rewrites the users file through one temporary name: serialize it.
+        static ADDUSER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _guard = ADDUSER.lock().unwrap_or_else(|p| p.into_inner());
+        let name = format!("{prefix}{:08x}", fastrand::u32(..));
+        let password = format!("pw{:08x}", fastrand::u32(..));
+        testenv::run_script("mail.sh", &["adduser", &self.dir, &name, &password]);
+        // Dovecot rereads the users file when its mtime (in whole seconds) changes: the next
+        // change must fall in a later second, or a read in between hides it.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        std::thread::sleep(
+            Duration::from_nanos(1_000_000_000 - u64::from(now.subsec_nanos()))
+                + Duration::from_millis(10),
+        );
+        (format!("{name}@localhost"), password)
+    }
+
+    /// Sends raw RFC 5322 `bytes` from `from` to `to` over SMTP.
+    pub async fn send_raw(&self, from: &str, to: &str, bytes: &[u8]) {
+        let transport = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(&self.host)
+            .port(self.smtp_port)
+            .timeout(Some(Duration::from_secs(60)))
+            .build();
+        let envelope =
+            Envelope::new(Some(from.parse().unwrap()), vec![to.parse().unwrap()]).unwrap();
+        transport.send_raw(&envelope, bytes).await.unwrap();
+    }
+
+    /// Logs in as `user`, INBOX selected.
+    pub async fn imap(&self, user: &str, password: &str) -> Session<TcpStream> {
+        let tcp = TcpStream::connect((self.host.as_str(), self.imap_port))
+            .await
+            .unwrap();
+        let mut client = async_imap::Client::new(tcp);
+        client.read_response().await.unwrap();
+        let mut session = client.login(user, password).await.map_err(|e| e.0).unwrap();
+        session.select("INBOX").await.unwrap();
+        session
+    }
+
+    /// Every mail in `user`'s INBOX, raw, with whether it is `\Seen`.
+    pub async fn mailbox(&self, user: &str, password: &str) -> Vec<(Vec<u8>, bool)> {
+        let mut session = self.imap(user, password).await;
+        let mailbox = session.select("INBOX").await.unwrap();
+        let mut mails = Vec::new();
+        if mailbox.exists > 0 {
+            let fetches: Vec<_> = session
+                .fetch("1:*", "(FLAGS BODY.PEEK[])")
+                .await
+                .unwrap()
+                .try_collect()
+                .await
+                .unwrap();
+            for fetch in fetches {
+                let seen = fetch
+                    .flags()
+                    .any(|f| matches!(f, async_imap::types::Flag::Seen));
+                mails.push((fetch.body().unwrap_or_default().to_vec(), seen));
+            }
+        }
+        let _ = session.logout().await;
+        mails
+    }
+
+    /// Waits until `check` holds for `user`'s mailbox, or panics with `what` after `limit`.
+    pub async fn wait_for(
+        &self,
+        user: &str,
+        password: &str,
+        what: &str,
+        limit: Duration,
+        check: impl Fn(&[(Vec<u8>, bool)]) -> bool,
+    ) -> Vec<(Vec<u8>, bool)> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let mails = self.mailbox(user, password).await;
+            if check(&mails) {
+                return mails;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// A plain mail with `extra` headers (each ending in CRLF).
+pub fn plain_mail(
+    from: &str,
+    to: &str,
+    subject: &str,
+    id: &str,
+    extra: &str,
+    body: &str,
+) -> Vec<u8> {
+    format!(
+        "From: {from}\r\nTo: {to}\r\nSubject: {subject}\r\nMessage-ID: <{id}>\r\n\
+         Date: Sun, 22 Nov 2026 08:00:00 +0000\r\nMIME-Version: 1.0\r\n{extra}\
+         Content-Type: text/plain; charset=utf-8\r\n\r\n{body}\r\n"
+    )
+    .into_bytes()
+}
+
+/// A fresh Message-ID.
+pub fn new_id(tag: &str) -> String {
+    format!("{tag}.{:016x}@test.example", fastrand::u64(..))
+}
+
+/// A running `squidbot gateway` with a home that outlives it (for restarts).
+pub struct MailGateway {
+    pub child: Child,
+    pub base: String,
+}
+
+impl MailGateway {
+    /// Starts the gateway in `home` (config already written) and waits until `/readyz` is 200,
+    /// which needs the email channel logged in.
+    pub async fn start(home: &Path, port: u16) -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_squidbot"));
+        command
+            .arg("gateway")
+            .env("SQUIDBOT_HOME", home)
+            .env("HOME", home)
+            .env_remove("SQUIDBOT_CONFIG")
+            .env("RUST_LOG", "warn,squidbot::channels::email=debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(home.join("gateway.log"))
+                    .unwrap(),
+            ))
+            .kill_on_drop(true);
+        let child = command.spawn().unwrap();
+        let gateway = Self {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+        };
+        let http = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(response) = http.get(format!("{}/readyz", gateway.base)).send().await
+                && response.status().is_success()
+            {
+                return gateway;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "gateway not ready: {}",
+                std::fs::read_to_string(home.join("gateway.log")).unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// `/status` as JSON.
+    pub async fn status(&self) -> serde_json::Value {
+        reqwest::get(format!("{}/status", self.base))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    /// SIGTERM, then waits for the exit (panics after 15 s).
+    pub async fn stop(mut self) {
+        let pid = self.child.id().unwrap();
+        let killed = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let status = tokio::time::timeout(Duration::from_secs(15), self.child.wait())
+            .await
+            .expect("gateway did not stop within 15 s")
+            .unwrap();
+        assert!(status.success(), "gateway exit: {status}");
+    }
+}
+
+/// Writes a gateway config for the bot account into `home`; returns the HTTP port.
+pub fn write_config(
+    home: &Path,
+    llm_url: &str,
+    server: &MailServer,
+    bot: &(String, String),
+    allow_from: &str,
+) -> u16 {
+    let port = testenv::free_port();
+    let (address, password) = bot;
+    let config = format!(
+        "llm:\n  providers:\n    local:\n      api_base: \"{llm_url}\"\n  models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\n\
+         agents:\n  heartbeat:\n    enabled: false\n\
+         gateway:\n  shutdown_grace_seconds: 5\n  http:\n    listen: 127.0.0.1:{port}\n\
+         channels:\n  email:\n    enabled: true\n    imap_host: {host}\n    imap_port: {imap}\n    smtp_host: {host}\n    smtp_port: {smtp}\n    username: {address}\n    password: {password}\n    from_address: {address}\n    allow_from: {allow_from}\n    poll_interval_seconds: 1\n    tls: false\n",
+        host = server.host,
+        imap = server.imap_port,
+        smtp = server.smtp_port,
+    );
+    std::fs::write(home.join("squidbot.yaml"), config).unwrap();
+    port
+}
