@@ -1,34 +1,36 @@
 //! Fuzzes inbound email parsing: raw RFC 5322 bytes as fetched over IMAP, through
-//! `squidbot::channels::email::parse::parse_inbound`, the function the email channel applies to
-//! every fetched message.
-//!
-//! NOT YET BUILT: `src/channels/email/parse.rs` is on another branch. Once it is merged, add this
-//! target to `fuzz/Cargo.toml` (a `[[bin]]` named `email_parse`, like the others) and to
-//! `TARGETS` in `scripts/proof`, and adjust the call below to the function's real name and
-//! return type; the seeds are in `fuzz/seeds/email_parse/`.
+//! `squidbot::channels::email::parse::parse` (what the email channel applies to every fetched
+//! message) and `agent_text` (what the agent then reads).
 //!
 //! Invariants checked on every input, beyond "never panics":
 //! - parsing is deterministic (the same bytes give the same result twice);
-//! - an accepted message's text is valid UTF-8 (guaranteed by `String`) and no longer than a
-//!   generous bound on the input (decoding quoted-printable or base64 never grows text wildly).
+//! - the size limit holds: every kept attachment is within it, every skipped one is over it;
+//! - decoding never grows the text wildly (quoted-printable and base64 shrink; charset
+//!   conversion to UTF-8 at most triples; HTML to text adds little).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use squidbot::channels::email::parse::{agent_text, parse};
+
+/// The attachment limit used here: small, so the fuzzer reaches both sides of it.
+const LIMIT: usize = 64;
 
 fuzz_target!(|data: &[u8]| {
-    let first = format!(
-        "{:?}",
-        squidbot::channels::email::parse::parse_inbound(data)
+    let first = parse(data, LIMIT);
+    let second = parse(data, LIMIT);
+    assert_eq!(
+        format!("{first:?}"),
+        format!("{second:?}"),
+        "parsing the same bytes twice differed"
     );
-    let second = format!(
-        "{:?}",
-        squidbot::channels::email::parse::parse_inbound(data)
-    );
-    assert_eq!(first, second, "parsing the same bytes twice differed");
-    // Decoded text can exceed the raw size only by charset conversion (at most ~3x for UTF-8
-    // from single-byte charsets) plus a small constant for synthesized fields.
+    let Some(mail) = first else { return };
+    assert!(mail.attachments.iter().all(|a| a.bytes.len() <= LIMIT));
+    assert!(mail.skipped.iter().all(|(_, _, size)| *size > LIMIT));
     assert!(
-        first.len() <= data.len() * 8 + 4096,
-        "parse result is implausibly large"
+        mail.body.len() <= data.len() * 8 + 4096,
+        "the text is implausibly large ({} bytes from {})",
+        mail.body.len(),
+        data.len()
     );
+    let _ = agent_text(&mail, &[], &[], LIMIT);
 });
