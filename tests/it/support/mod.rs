@@ -2,5 +2,6 @@
 //! servers (Synapse, dovecot) started by `scripts/testenv/up`.
 
 pub mod bin;
+pub mod matrix_client;
 pub mod scripted_llm;
 pub mod testenv;
