@@ -1,5 +1,8 @@
 //! The integration test binary: every suite that drives squidbot over real files and HTTP.
 
+// matrix-sdk's futures are deep; proving the test client's sync task `Send` needs more room.
+#![recursion_limit = "256"]
+
 // The scripted OpenAI-compatible server and other shared test support.
 mod support;
 // The real test servers (Synapse, dovecot + SMTP) are up and answer.

@@ -196,6 +196,18 @@ fn backoff(failures: u32) -> Duration {
     Duration::from_secs(secs).min(MAX_BACKOFF)
 }
 
+/// How many members joined `room`: the stored member events, or the server's summary when
+/// that says more (the summary alone is stale without lazy-loading, and a group room counted
+/// as a DM would skip the group policy).
+async fn joined_members(room: &Room) -> u64 {
+    let stored = room
+        .members_no_sync(matrix_sdk::RoomMemberships::JOIN)
+        .await
+        .map(|members| members.len() as u64)
+        .unwrap_or(0);
+    stored.max(room.joined_members_count())
+}
+
 /// Whether a sync error means the session is gone (no point retrying with it).
 fn is_fatal(error: &matrix_sdk::Error) -> bool {
     matches!(
@@ -509,7 +521,7 @@ impl MatrixChannel {
         let facts = MessageFacts {
             room_id: room.room_id().as_str(),
             sender: &sender,
-            other_members: room.joined_members_count().saturating_sub(1),
+            other_members: joined_members(room).await.saturating_sub(1),
             mentioned: mentions_bot(
                 &this.own,
                 &this.display_name,

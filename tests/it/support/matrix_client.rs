@@ -76,7 +76,6 @@ impl Homeserver {
 #[derive(Clone, Debug)]
 pub struct Seen {
     pub room_id: OwnedRoomId,
-    pub event_id: OwnedEventId,
     pub sender: OwnedUserId,
     pub content: RoomMessageEventContent,
     pub encrypted: bool,
@@ -125,7 +124,6 @@ impl Human {
                     async move {
                         seen.lock().unwrap().push(Seen {
                             room_id: room.room_id().to_owned(),
-                            event_id: event.event_id,
                             sender: event.sender,
                             content: event.content,
                             encrypted: encryption.is_some(),
