@@ -115,7 +115,7 @@ mod tests {
 
     #[test]
     fn splitting_never_breaks_a_character_and_loses_nothing() {
-        let text = "é".repeat(200) + &"日本".repeat(100);
+        let text = "é".repeat(200) + "日本".repeat(100).as_str();
         let pieces = split_message(&text, 33);
         assert!(pieces.iter().all(|p| p.len() <= 33));
         assert_eq!(pieces.concat(), text);

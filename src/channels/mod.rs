@@ -6,6 +6,7 @@
 //! - [`cron`]: scheduled jobs from `cron/jobs.json`, fired as agent turns ([`CronChannel`]).
 //! - [`heartbeat`]: the agent checks in on its own, on a timer, within active hours.
 //! - [`http`]: the HTTP API (operator routes and the `/v1` message API).
+//! - [`matrix`]: Matrix rooms (encrypted ones too), through matrix-sdk.
 //! - [`terminal`]: `squidbot agent`, the interactive REPL and the one-shot `-m` mode.
 
 pub mod attachments;
@@ -14,6 +15,7 @@ pub mod email;
 pub mod format;
 pub mod heartbeat;
 pub mod http;
+pub mod matrix;
 pub mod terminal;
 
 pub use cron::CronChannel;

@@ -17,7 +17,8 @@ use squidbot::channels::cron::CronChannel;
 use squidbot::channels::email::EmailChannel;
 use squidbot::channels::heartbeat::HeartbeatChannel;
 use squidbot::channels::http::{HttpChannel, HttpSettings};
-use squidbot::core::ports::channel::{ActivityLog, Channel, Dispatch, Outboxes};
+use squidbot::channels::matrix::{MatrixChannel, MatrixTurnTools};
+use squidbot::core::ports::channel::{ActivityLog, Channel, Dispatch, Outboxes, TurnTools};
 use squidbot::gateway::StatusSection;
 use squidbot::gateway::fault::FaultChannel;
 use squidbot::gateway::{ChannelDirectory, GatewayState, Metrics, Router, Supervisor, shutdown};
@@ -48,9 +49,25 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     }
     let activity = Arc::new(ActivityFile::new(&loaded.home));
     let activity_log: Arc<dyn ActivityLog> = activity.clone();
+    let matrix = config.channels.matrix.enabled.then(|| {
+        let workspace = &config.agents.workspace;
+        Arc::new(MatrixChannel::new(
+            &config.channels.matrix,
+            &loaded.home,
+            workspace,
+        ))
+    });
+    let turn_tools: Arc<dyn TurnTools> = match &matrix {
+        Some(matrix) => Arc::new(MatrixTurnTools::new(
+            assembly.turn_tools(),
+            matrix.client_slot(),
+            config.agents.workspace.clone(),
+        )),
+        None => assembly.turn_tools(),
+    };
     let router = Arc::new(Router::new(
         assembly.agent.clone(),
-        assembly.turn_tools(),
+        turn_tools,
         Some(activity_log.clone()),
         state.clone(),
         config.gateway.max_parallel_sessions,
@@ -69,6 +86,10 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
             token,
         };
         directory.register(Arc::new(HttpChannel::new(settings, state.clone())));
+    }
+    if let Some(matrix) = matrix {
+        state.add_section(Arc::new(MatrixSection(matrix.clone())));
+        directory.register(matrix);
     }
     let heartbeat = &config.agents.heartbeat;
     if heartbeat.enabled {
@@ -139,6 +160,21 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     }
     tracing::info!(drained, "Gateway stopped.");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The Matrix section of `/status`: connecting, syncing or backing off, last sync, rooms, last
+/// error.
+struct MatrixSection(Arc<MatrixChannel>);
+
+#[async_trait::async_trait]
+impl StatusSection for MatrixSection {
+    fn key(&self) -> &str {
+        "matrix"
+    }
+
+    async fn render(&self) -> serde_json::Value {
+        serde_json::to_value(self.0.status()).unwrap_or_default()
+    }
 }
 
 /// The heartbeat section of `/status`.

@@ -57,7 +57,20 @@ pub struct MatrixConfig {
     /// User ids allowed to talk to the bot (and whose invites are accepted). Default: none.
     pub allowlist: Vec<String>,
     /// Whether invites from allowed users are joined automatically. Default: `true`.
+    /// With an empty allowlist no invite is trusted, so none is joined.
     pub auto_join: bool,
+    /// Directory of the persistent store (sync token, room state, encryption keys), relative
+    /// to `$SQUIDBOT_HOME` unless absolute. Losing it means a new encryption identity and
+    /// re-reading nothing: keep it with the home. Default: `matrix`.
+    pub store_dir: String,
+    /// Passphrase encrypting the store at rest, or `${VAR}`. Default: empty (not encrypted).
+    pub store_passphrase: Secret,
+    /// Recovery key (or passphrase) of the account's server-side key backup and secret
+    /// storage, or `${VAR}`. When set, the bot restores cross-signing and room keys from it at
+    /// login, so it can read history sent to its other devices. Default: empty.
+    pub recovery_key: Secret,
+    /// Name of an environment variable holding the recovery key. Default: empty.
+    pub recovery_key_env: String,
 }
 
 impl Default for MatrixConfig {
@@ -75,6 +88,10 @@ impl Default for MatrixConfig {
             group_policy: GroupPolicy::Mention,
             allowlist: Vec::new(),
             auto_join: true,
+            store_dir: "matrix".to_owned(),
+            store_passphrase: Secret::default(),
+            recovery_key: Secret::default(),
+            recovery_key_env: String::new(),
         }
     }
 }

@@ -151,6 +151,15 @@ fn resolve_secrets(config: &mut Config, checker: &mut Checker<'_>, env: EnvLooku
         );
         let field = "channels.matrix.password";
         checker.secret(&mut matrix.password, &matrix.password_env, field, env);
+        let field = "channels.matrix.recovery_key";
+        checker.secret(
+            &mut matrix.recovery_key,
+            &matrix.recovery_key_env,
+            field,
+            env,
+        );
+        let field = "channels.matrix.store_passphrase";
+        checker.secret(&mut matrix.store_passphrase, "", field, env);
     }
     let email = &mut config.channels.email;
     if email.enabled {
@@ -324,6 +333,11 @@ fn check_channels(config: &Config, checker: &mut Checker<'_>) {
         checker.require(
             !matrix.device_id.is_empty(),
             "channels.matrix.device_id",
+            message,
+        );
+        checker.require(
+            !matrix.store_dir.trim().is_empty(),
+            "channels.matrix.store_dir",
             message,
         );
     }

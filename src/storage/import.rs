@@ -580,11 +580,14 @@ mod tests {
                     "sender_id": sender, "timestamp": format!("2026-01-01T10:{minute:02}:00+00:00")})
             )
         };
-        let history = line("cli", "local", "user", "a", 1)
-            + &line("cli", "local", "assistant", "re a", 2)
-            + &line("email", "x@y.org", "user", "b", 3)
-            + &line("email", "x@y.org", "assistant", "re b", 4)
-            + &line("matrix", "@u:x.org", "user", "c", 5);
+        let history = [
+            line("cli", "local", "user", "a", 1),
+            line("cli", "local", "assistant", "re a", 2),
+            line("email", "x@y.org", "user", "b", 3),
+            line("email", "x@y.org", "assistant", "re b", 4),
+            line("matrix", "@u:x.org", "user", "c", 5),
+        ]
+        .concat();
         std::fs::write(source.path().join("history.jsonl"), history).unwrap();
         let count = |home: &Path, id: &str| {
             let session = SessionId::parse(id).unwrap();

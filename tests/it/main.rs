@@ -1,5 +1,8 @@
 //! The integration test binary: every suite that drives squidbot over real files and HTTP.
 
+// matrix-sdk's futures are deep; proving the test client's sync task `Send` needs more room.
+#![recursion_limit = "256"]
+
 // The scripted OpenAI-compatible server and other shared test support.
 mod support;
 // The real test servers (Synapse, dovecot + SMTP) are up and answer.
@@ -18,6 +21,8 @@ mod cli;
 mod daemon;
 // The gateway end to end: HTTP API, auth, ordering, status, metrics, restarts, SIGTERM.
 mod gateway;
+// The Matrix channel against real Synapse with a real matrix-sdk client as the human.
+mod matrix;
 // `squidbot cron`: add, list, enable, disable, remove through the binary.
 mod cron_cli;
 // spawn with profiles: sub-agent sessions, tools, prompts, pools, concurrency, pruning.

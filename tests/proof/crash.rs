@@ -383,22 +383,22 @@ async fn the_checker_catches_loss_duplicates_torn_lines_and_a_runaway_cursor() {
     let write = move |home: &Path, text: String| {
         std::fs::write(home.join("sessions").join(format!("{stem}.jsonl")), text).unwrap();
     };
-    let ok = line("user", "a") + &line("assistant", "re: a");
+    let ok = line("user", "a") + line("assistant", "re: a").as_str();
     let acked = [("s0".to_owned(), "a".to_owned())];
     assert!(
         !fails(|h| write(h, ok.clone()), &acked).await,
         "a good home passes"
     );
     assert!(fails(|_| {}, &acked).await, "a lost message");
-    let twice = ok.clone() + &line("assistant", "re: a");
+    let twice = ok.clone() + line("assistant", "re: a").as_str();
     assert!(fails(|h| write(h, twice), &[]).await, "a reply sent twice");
     // A torn line left by a kill is skipped, but a message lost in one is caught.
-    let torn = line("user", "b").trim_end()[..10].to_owned() + "\n" + &ok;
+    let torn = line("user", "b").trim_end()[..10].to_owned() + "\n" + ok.as_str();
     assert!(
         !fails(|h| write(h, torn), &acked).await,
         "an isolated torn line"
     );
-    let hidden = line("user", "a").trim_end()[..10].to_owned() + &ok;
+    let hidden = line("user", "a").trim_end()[..10].to_owned() + ok.as_str();
     assert!(
         fails(|h| write(h, hidden), &acked).await,
         "a message merged into a torn line"

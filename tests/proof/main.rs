@@ -2,6 +2,9 @@
 //! alone: every test here is `#[ignore]`d, and the script runs them with `--ignored` in
 //! release mode). Each prints what it measured; BENCHMARKS.md records the results.
 
+// matrix-sdk's futures (in the shared support) are deep; proving them `Send` needs more room.
+#![recursion_limit = "256"]
+
 // Shared with the integration tests: the scripted LLM and running the binary.
 #[path = "../it/support/mod.rs"]
 #[allow(dead_code)]

@@ -3,5 +3,6 @@
 
 pub mod bin;
 pub mod mail_client;
+pub mod matrix_client;
 pub mod scripted_llm;
 pub mod testenv;

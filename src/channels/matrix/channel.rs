@@ -1,0 +1,602 @@
+//! [`MatrixChannel`]: login, the sync loop, and turning room events into inbound messages.
+//!
+//! The loop calls `sync_once` itself so it knows each event's batch (see [`SyncState`]). The
+//! first sync of a fresh store only sets the position: nothing said before the bot existed is
+//! answered, and in a room it just joined, events before its own join are skipped. Sync
+//! errors back off (1 s doubling to 60 s) and the loop keeps going; a refused session ends
+//! `run` with an error so the supervisor restarts the channel and shows it failing.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use matrix_sdk::authentication::matrix::MatrixSession;
+use matrix_sdk::config::{RequestConfig, SyncSettings, SyncToken};
+use matrix_sdk::deserialized_responses::TimelineEventKind;
+use matrix_sdk::ruma::api::client::receipt::create_receipt::v3::ReceiptType;
+use matrix_sdk::ruma::api::error::ErrorKind;
+use matrix_sdk::ruma::events::receipt::ReceiptThread;
+use matrix_sdk::ruma::events::room::member::MembershipState;
+use matrix_sdk::ruma::events::room::message::{MessageType, Relation, RoomMessageEventContent};
+use matrix_sdk::ruma::events::{
+    AnySyncMessageLikeEvent, AnySyncStateEvent, AnySyncTimelineEvent, SyncMessageLikeEvent,
+    SyncStateEvent,
+};
+use matrix_sdk::ruma::{OwnedRoomId, RoomId, UserId};
+use matrix_sdk::sync::SyncResponse;
+use matrix_sdk::{Client, Room, SessionMeta, SessionTokens};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use tokio_util::task::TaskTracker;
+
+use super::MatrixError;
+use super::media::{self, ClientSlot};
+use super::policy::{MessageFacts, RoomPolicy, Verdict, mentions_bot};
+use super::sink::{MatrixReplySink, ThreadRef};
+use super::sync_state::SyncState;
+use crate::channels::attachments::AttachmentStore;
+use crate::config::MatrixConfig;
+use crate::core::ports::channel::{Channel, ChannelContext, ChannelError, Inbound, ReplySink};
+use crate::core::session::SessionId;
+
+/// The channel's name and session prefix.
+pub const NAME: &str = "matrix";
+
+/// How long the server may hold a sync request open.
+const SYNC_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The longest wait between failed syncs.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// How long shutdown waits for messages being persisted, so their receipts go out.
+const DRAIN: Duration = Duration::from_secs(3);
+
+/// What `/status` shows about the channel.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct MatrixStatus {
+    /// `connecting`, `syncing`, `backing_off` or `stopped`.
+    pub state: &'static str,
+    /// When the last sync succeeded (RFC 3339).
+    pub last_sync: Option<String>,
+    /// Joined rooms.
+    pub rooms: usize,
+    /// The last error, if the last attempt failed.
+    pub last_error: Option<String>,
+    /// Messages handed to the agent since start.
+    pub messages_in: u64,
+}
+
+/// The Matrix channel.
+pub struct MatrixChannel {
+    config: MatrixConfig,
+    store_dir: PathBuf,
+    attachments: AttachmentStore,
+    client: ClientSlot,
+    /// A std mutex: held only to copy or update a few fields.
+    status: Mutex<MatrixStatus>,
+}
+
+impl MatrixChannel {
+    /// The channel for `config`; its store lives under `home` unless `store_dir` is absolute,
+    /// and received files go to `workspace`.
+    pub fn new(config: &MatrixConfig, home: &Path, workspace: &Path) -> Self {
+        Self {
+            config: config.clone(),
+            store_dir: home.join(&config.store_dir),
+            attachments: AttachmentStore::new(workspace),
+            client: ClientSlot::default(),
+            status: Mutex::new(MatrixStatus {
+                state: "stopped",
+                ..MatrixStatus::default()
+            }),
+        }
+    }
+
+    /// The client handle shared with the `matrix_send_file` tool.
+    pub fn client_slot(&self) -> ClientSlot {
+        self.client.clone()
+    }
+
+    /// A snapshot for `/status`.
+    pub fn status(&self) -> MatrixStatus {
+        self.status.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    fn update(&self, change: impl FnOnce(&mut MatrixStatus)) {
+        if let Ok(mut status) = self.status.lock() {
+            change(&mut status);
+        }
+    }
+
+    /// Builds the client on the persistent store and logs in (access token or password).
+    async fn connect(&self) -> Result<Client, MatrixError> {
+        let config = &self.config;
+        let user_id = UserId::parse(&config.user_id).map_err(|source| MatrixError::UserId {
+            user_id: config.user_id.clone(),
+            source,
+        })?;
+        std::fs::create_dir_all(&self.store_dir).map_err(|source| MatrixError::StoreDir {
+            path: self.store_dir.clone(),
+            source,
+        })?;
+        let passphrase = (!config.store_passphrase.is_empty())
+            .then(|| config.store_passphrase.expose().to_owned());
+        let client = Client::builder()
+            .homeserver_url(&config.homeserver)
+            .sqlite_store(&self.store_dir, passphrase.as_deref())
+            .request_config(RequestConfig::new().retry_limit(2))
+            .build()
+            .await
+            .map_err(|source| MatrixError::Build {
+                homeserver: config.homeserver.clone(),
+                source,
+            })?;
+        let login_error = |source: matrix_sdk::Error| MatrixError::Login {
+            user_id: config.user_id.clone(),
+            source: Box::new(source),
+        };
+        if config.access_token.is_empty() {
+            client
+                .matrix_auth()
+                .login_username(user_id.as_str(), config.password.expose())
+                .device_id(&config.device_id)
+                .initial_device_display_name("squidbot")
+                .send()
+                .await
+                .map_err(login_error)?;
+        } else {
+            let session = MatrixSession {
+                meta: SessionMeta {
+                    user_id: user_id.clone(),
+                    device_id: config.device_id.as_str().into(),
+                },
+                tokens: SessionTokens {
+                    access_token: config.access_token.expose().to_owned(),
+                    refresh_token: None,
+                },
+            };
+            client.restore_session(session).await.map_err(login_error)?;
+            let who = client
+                .whoami()
+                .await
+                .map_err(|e| login_error(matrix_sdk::Error::Http(Box::new(e))))?;
+            let device = who.device_id.as_ref().map(|d| d.as_str());
+            if who.user_id != user_id || device != Some(config.device_id.as_str()) {
+                return Err(MatrixError::WrongToken {
+                    configured: format!("{user_id} device {}", config.device_id),
+                    actual: format!("{} device {}", who.user_id, device.unwrap_or("?")),
+                });
+            }
+        }
+        if !config.recovery_key.is_empty() {
+            // The key itself is never logged; only whether recovery worked.
+            match client
+                .encryption()
+                .recovery()
+                .recover(config.recovery_key.expose())
+                .await
+            {
+                Ok(()) => tracing::info!(
+                    "Restored Matrix key backup and cross-signing from the recovery key."
+                ),
+                Err(error) => {
+                    tracing::warn!(error = %error, "Matrix recovery failed; old encrypted history may be unreadable.")
+                }
+            }
+        }
+        Ok(client)
+    }
+}
+
+/// Exponential backoff between failed syncs.
+fn backoff(failures: u32) -> Duration {
+    let secs = 1u64 << failures.min(6);
+    Duration::from_secs(secs).min(MAX_BACKOFF)
+}
+
+/// How many members joined `room`: the stored member events, or the server's summary when
+/// that says more (the summary alone is stale without lazy-loading, and a group room counted
+/// as a DM would skip the group policy).
+async fn joined_members(room: &Room) -> u64 {
+    let stored = room
+        .members_no_sync(matrix_sdk::RoomMemberships::JOIN)
+        .await
+        .map(|members| members.len() as u64)
+        .unwrap_or(0);
+    stored.max(room.joined_members_count())
+}
+
+/// Whether a sync error means the session is gone (no point retrying with it).
+fn is_fatal(error: &matrix_sdk::Error) -> bool {
+    matches!(
+        error.client_api_error_kind(),
+        Some(ErrorKind::UnknownToken(_) | ErrorKind::Forbidden | ErrorKind::UserDeactivated)
+    )
+}
+
+/// What one sync loop run shares with the tasks waiting for persistence.
+struct Loop {
+    client: Client,
+    policy: RoomPolicy,
+    own: String,
+    display_name: String,
+    state: Arc<Mutex<SyncState>>,
+    waiters: TaskTracker,
+    /// Rooms already told that a message could not be decrypted (once per room and run).
+    utd_notified: HashSet<OwnedRoomId>,
+}
+
+#[async_trait]
+impl Channel for MatrixChannel {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    async fn run(&self, context: ChannelContext) -> Result<(), ChannelError> {
+        self.update(|s| s.state = "connecting");
+        let connected = tokio::select! {
+            biased;
+            _ = context.shutdown.cancelled() => return Ok(()),
+            connected = self.connect() => connected,
+        };
+        let client = match connected {
+            Ok(client) => client,
+            Err(error) => {
+                self.update(|s| {
+                    s.state = "stopped";
+                    s.last_error = Some(error.to_string());
+                });
+                return Err(ChannelError::new(NAME, error.to_string()));
+            }
+        };
+        if let Ok(mut slot) = self.client.write() {
+            *slot = Some(client.clone());
+        }
+        let own = self.config.user_id.clone();
+        let localpart = own
+            .trim_start_matches('@')
+            .split(':')
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        let display_name = match client.account().get_display_name().await {
+            Ok(Some(name)) => name,
+            _ => localpart,
+        };
+        let state = SyncState::load(&self.store_dir.join("squidbot-sync.json"));
+        let mut token = state.token().map(str::to_owned);
+        let mut this = Loop {
+            client: client.clone(),
+            policy: RoomPolicy::new(
+                &own,
+                &self.config.room_ids,
+                self.config.group_policy,
+                &self.config.allowlist,
+                self.config.auto_join,
+            ),
+            own,
+            display_name,
+            state: Arc::new(Mutex::new(state)),
+            waiters: TaskTracker::new(),
+            utd_notified: HashSet::new(),
+        };
+        let mut failures = 0u32;
+        let mut first = true;
+        let result = loop {
+            let settings = SyncSettings::default()
+                .timeout(if first { Duration::ZERO } else { SYNC_TIMEOUT })
+                .token(match &token {
+                    Some(token) => SyncToken::Specific(token.clone()),
+                    None => SyncToken::NoToken,
+                });
+            let synced = tokio::select! {
+                biased;
+                _ = context.shutdown.cancelled() => break Ok(()),
+                synced = client.sync_once(settings) => synced,
+            };
+            match synced {
+                Ok(response) => {
+                    failures = 0;
+                    let fresh = token.is_none();
+                    token = Some(response.next_batch.clone());
+                    first = false;
+                    self.update(|s| {
+                        s.state = "syncing";
+                        s.last_sync = Some(chrono::Utc::now().to_rfc3339());
+                        s.rooms = client.joined_rooms().len();
+                        s.last_error = None;
+                    });
+                    context.ready.cancel();
+                    let submitted = self.process(&mut this, &context, response, fresh).await;
+                    self.update(|s| s.messages_in += submitted);
+                }
+                Err(error) if is_fatal(&error) => {
+                    let error = MatrixError::SessionRefused {
+                        source: Box::new(error),
+                    };
+                    self.update(|s| s.last_error = Some(error.to_string()));
+                    break Err(ChannelError::new(NAME, error.to_string()));
+                }
+                Err(error) => {
+                    let delay = backoff(failures);
+                    failures = failures.saturating_add(1);
+                    tracing::warn!(error = %error, retry_in_secs = delay.as_secs(), "Matrix sync failed; backing off.");
+                    self.update(|s| {
+                        s.state = "backing_off";
+                        s.last_error = Some(error.to_string());
+                    });
+                    tokio::select! {
+                        biased;
+                        _ = context.shutdown.cancelled() => break Ok(()),
+                        _ = tokio::time::sleep(delay) => {}
+                    }
+                }
+            }
+        };
+        this.waiters.close();
+        let _ = tokio::time::timeout(DRAIN, this.waiters.wait()).await;
+        if let Ok(mut slot) = self.client.write() {
+            *slot = None;
+        }
+        self.update(|s| s.state = "stopped");
+        result
+    }
+
+    fn outbox(
+        &self,
+        session: &SessionId,
+        metadata: &Map<String, Value>,
+    ) -> Option<Arc<dyn ReplySink>> {
+        let client = self.client.read().ok()?.clone()?;
+        let room_id = RoomId::parse(session.key()).ok()?;
+        let room = client.get_room(&room_id)?;
+        let thread = metadata
+            .get("matrix_thread_root")
+            .and_then(Value::as_str)
+            .and_then(|root| matrix_sdk::ruma::EventId::parse(root).ok())
+            .map(|root| ThreadRef {
+                latest: root.clone(),
+                root,
+            });
+        Some(Arc::new(MatrixReplySink::new(room, thread)))
+    }
+}
+
+impl MatrixChannel {
+    /// Handles one sync response: invites, then every room's new messages. Returns how many
+    /// messages were submitted. With `fresh` (the store's first sync) nothing is answered.
+    async fn process(
+        &self,
+        this: &mut Loop,
+        context: &ChannelContext,
+        response: SyncResponse,
+        fresh: bool,
+    ) -> u64 {
+        for room_id in response.rooms.invited.keys() {
+            self.invited(this, room_id).await;
+        }
+        let batch = this
+            .state
+            .lock()
+            .map(|mut s| s.open(&response.next_batch))
+            .unwrap_or(0);
+        let mut submitted = 0;
+        for (room_id, update) in &response.rooms.joined {
+            let Some(room) = this.client.get_room(room_id) else {
+                continue;
+            };
+            if fresh || !this.policy.listens_in(room_id.as_str()) {
+                continue;
+            }
+            let events = &update.timeline.events;
+            // Events before the bot's own join in this batch predate it: never answered.
+            let joined_at = events.iter().rposition(|event| {
+                matches!(
+                    event.raw().deserialize(),
+                    Ok(AnySyncTimelineEvent::State(AnySyncStateEvent::RoomMember(SyncStateEvent::Original(member))))
+                        if member.state_key.as_str() == this.own && member.content.membership == MembershipState::Join
+                )
+            });
+            let start = joined_at.map_or(0, |at| at + 1);
+            for event in &events[start..] {
+                let Some(event_id) = event.event_id() else {
+                    continue;
+                };
+                if this
+                    .state
+                    .lock()
+                    .is_ok_and(|s| s.handled(event_id.as_str()))
+                {
+                    continue;
+                }
+                if let TimelineEventKind::UnableToDecrypt { event: raw, .. } = &event.kind {
+                    let sender = raw
+                        .get_field::<String>("sender")
+                        .ok()
+                        .flatten()
+                        .unwrap_or_default();
+                    self.undecryptable(this, &room, &sender).await;
+                    continue;
+                }
+                if self.message(this, context, &room, event, batch).await {
+                    submitted += 1;
+                }
+            }
+        }
+        if let Ok(mut state) = this.state.lock() {
+            state.close(batch);
+        }
+        submitted
+    }
+
+    /// Joins the room if the inviter is trusted.
+    async fn invited(&self, this: &Loop, room_id: &RoomId) {
+        let Some(room) = this.client.get_room(room_id) else {
+            return;
+        };
+        let inviter = match room.invite_details().await {
+            Ok(invite) => invite.inviter.map(|m| m.user_id().to_string()),
+            Err(error) => {
+                tracing::debug!(room = %room_id, error = %error, "Could not read a Matrix invite.");
+                None
+            }
+        };
+        let inviter = inviter.unwrap_or_default();
+        if !this.policy.accepts_invite(&inviter) {
+            tracing::debug!(room = %room_id, inviter, "Ignored a Matrix invite from a sender not in the allowlist.");
+            return;
+        }
+        match room.join().await {
+            Ok(()) => tracing::info!(room = %room_id, inviter, "Joined a Matrix room on invite."),
+            Err(error) => {
+                tracing::warn!(room = %room_id, error = %error, "Could not join a Matrix room.")
+            }
+        }
+    }
+
+    /// Tells the room, once per run, that a message could not be decrypted.
+    async fn undecryptable(&self, this: &mut Loop, room: &Room, sender: &str) {
+        let facts = MessageFacts {
+            room_id: room.room_id().as_str(),
+            sender,
+            other_members: 1,
+            mentioned: true,
+        };
+        if this.policy.judge(&facts) != Verdict::Answer {
+            return;
+        }
+        tracing::warn!(room = %room.room_id(), sender, "A Matrix message could not be decrypted.");
+        if !this.utd_notified.insert(room.room_id().to_owned()) {
+            return;
+        }
+        let notice = RoomMessageEventContent::notice_plain(
+            "I could not decrypt a message in this room: my device did not receive its key. \
+             Please allow sending keys to unverified devices (or verify mine) and send it again.",
+        );
+        if let Err(error) = room.send(notice).await {
+            tracing::warn!(room = %room.room_id(), error = %error, "Could not send the undecryptable-message notice.");
+        }
+    }
+
+    /// Submits one timeline event if it is a message the policy answers; `true` if submitted.
+    async fn message(
+        &self,
+        this: &Loop,
+        context: &ChannelContext,
+        room: &Room,
+        event: &matrix_sdk::deserialized_responses::TimelineEvent,
+        batch: u64,
+    ) -> bool {
+        let Ok(AnySyncTimelineEvent::MessageLike(AnySyncMessageLikeEvent::RoomMessage(
+            SyncMessageLikeEvent::Original(message),
+        ))) = event.raw().deserialize()
+        else {
+            return false;
+        };
+        if matches!(message.content.relates_to, Some(Relation::Replacement(_))) {
+            return false; // An edit; the original was answered.
+        }
+        let sender = message.sender.to_string();
+        let (body, formatted) = match &message.content.msgtype {
+            MessageType::Text(text) => (
+                text.body.clone(),
+                text.formatted.as_ref().map(|f| f.body.clone()),
+            ),
+            MessageType::Emote(emote) => (
+                emote.body.clone(),
+                emote.formatted.as_ref().map(|f| f.body.clone()),
+            ),
+            // Notices are what bots send; answering them is how bot loops start.
+            MessageType::Notice(_) => return false,
+            other => (other.body().to_owned(), None),
+        };
+        let mentioned_users: Vec<String> = message
+            .content
+            .mentions
+            .as_ref()
+            .map(|m| m.user_ids.iter().map(ToString::to_string).collect())
+            .unwrap_or_default();
+        let facts = MessageFacts {
+            room_id: room.room_id().as_str(),
+            sender: &sender,
+            other_members: joined_members(room).await.saturating_sub(1),
+            mentioned: mentions_bot(
+                &this.own,
+                &this.display_name,
+                &body,
+                formatted.as_deref(),
+                &mentioned_users,
+            ),
+        };
+        let verdict = this.policy.judge(&facts);
+        if verdict != Verdict::Answer {
+            tracing::debug!(room = %room.room_id(), sender, verdict = ?verdict, "Matrix message not answered.");
+            return false;
+        }
+        let text = match media::media_of(&message.content.msgtype) {
+            Some(media) => media::receive(&this.client, &self.attachments, media).await,
+            None => body,
+        };
+        let Ok(session) = SessionId::new(NAME, room.room_id().as_str()) else {
+            return false;
+        };
+        let thread = match &message.content.relates_to {
+            Some(Relation::Thread(thread)) => Some(ThreadRef {
+                root: thread.event_id.clone(),
+                latest: message.event_id.clone(),
+            }),
+            _ => None,
+        };
+        let mut metadata = Map::new();
+        metadata.insert("matrix_room_id".into(), room.room_id().as_str().into());
+        metadata.insert("matrix_event_id".into(), message.event_id.as_str().into());
+        metadata.insert("matrix_sender".into(), sender.clone().into());
+        if let Some(thread) = &thread {
+            metadata.insert("matrix_thread_root".into(), thread.root.as_str().into());
+        }
+        let sink = Arc::new(MatrixReplySink::new(room.clone(), thread));
+        let mut inbound = Inbound::new(session, text, sender, sink);
+        inbound.metadata = metadata;
+        let (persisted_tx, persisted_rx) = tokio::sync::oneshot::channel();
+        inbound.persisted = Some(persisted_tx);
+        if let Ok(mut state) = this.state.lock() {
+            state.add(batch);
+        }
+        if context.dispatch.submit(inbound).is_err() {
+            return false; // Shutting down; the batch stays open, so it is synced again.
+        }
+        let state = this.state.clone();
+        let room = room.clone();
+        let event_id = message.event_id.clone();
+        this.waiters.spawn(async move {
+            // Fired once the router persisted the message; dropped if it never will be.
+            if persisted_rx.await.is_err() {
+                return;
+            }
+            if let Ok(mut state) = state.lock() {
+                state.persisted(batch, event_id.as_str());
+            }
+            if let Err(error) = room
+                .send_single_receipt(ReceiptType::Read, ReceiptThread::Unthreaded, event_id)
+                .await
+            {
+                tracing::debug!(room = %room.room_id(), error = %error, "Could not send a read receipt.");
+            }
+        });
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_is_capped() {
+        assert_eq!(backoff(0), Duration::from_secs(1));
+        assert_eq!(backoff(3), Duration::from_secs(8));
+        assert_eq!(backoff(40), MAX_BACKOFF);
+    }
+}

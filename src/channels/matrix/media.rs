@@ -1,0 +1,282 @@
+//! Files in both directions.
+//!
+//! In: a received image, file, audio or video is downloaded (the SDK decrypts files from
+//! encrypted rooms), saved inside the workspace through [`AttachmentStore`], and offered to the
+//! agent as `[attachment: name (type)] → path`, since the file tools can only open the
+//! workspace. Out: the per-turn tool `matrix_send_file` uploads a workspace file to the room of
+//! the turn; a tool (not a reply convention) because the model then learns whether it worked.
+
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+
+use async_trait::async_trait;
+use matrix_sdk::Client;
+use matrix_sdk::attachment::AttachmentConfig;
+use matrix_sdk::media::{MediaFormat, MediaRequestParameters};
+use matrix_sdk::ruma::RoomId;
+use matrix_sdk::ruma::events::room::MediaSource;
+use matrix_sdk::ruma::events::room::message::MessageType;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::channels::attachments::AttachmentStore;
+use crate::core::ports::channel::TurnTools;
+use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, ToolSpec, parse_arguments};
+use crate::core::session::SessionId;
+use crate::tools::workspace_path::WorkspaceGuard;
+
+/// The running channel's client, shared with the tool; `None` while logged out. A std lock:
+/// held only to clone the client out.
+pub type ClientSlot = Arc<RwLock<Option<Client>>>;
+
+/// The largest file sent or received (bytes); bigger ones are refused with a message.
+pub const MAX_FILE: u64 = 50 * 1024 * 1024;
+
+/// A media message: its file name, MIME type, size if told, and where it is.
+pub struct MediaRef {
+    /// The file name the sender gave (or the body).
+    pub name: String,
+    /// The MIME type the sender gave.
+    pub mimetype: Option<String>,
+    /// The size the sender gave.
+    pub size: Option<u64>,
+    /// The plain or encrypted source.
+    pub source: MediaSource,
+}
+
+/// The media of a message, if it is an image, file, audio or video.
+pub fn media_of(msgtype: &MessageType) -> Option<MediaRef> {
+    let (name, source, mimetype, size) = match msgtype {
+        MessageType::Image(c) => (
+            c.filename.clone().unwrap_or_else(|| c.body.clone()),
+            c.source.clone(),
+            c.info.as_ref().and_then(|i| i.mimetype.clone()),
+            c.info.as_ref().and_then(|i| i.size).map(u64::from),
+        ),
+        MessageType::File(c) => (
+            c.filename.clone().unwrap_or_else(|| c.body.clone()),
+            c.source.clone(),
+            c.info.as_ref().and_then(|i| i.mimetype.clone()),
+            c.info.as_ref().and_then(|i| i.size).map(u64::from),
+        ),
+        MessageType::Audio(c) => (
+            c.filename.clone().unwrap_or_else(|| c.body.clone()),
+            c.source.clone(),
+            c.info.as_ref().and_then(|i| i.mimetype.clone()),
+            c.info.as_ref().and_then(|i| i.size).map(u64::from),
+        ),
+        MessageType::Video(c) => (
+            c.filename.clone().unwrap_or_else(|| c.body.clone()),
+            c.source.clone(),
+            c.info.as_ref().and_then(|i| i.mimetype.clone()),
+            c.info.as_ref().and_then(|i| i.size).map(u64::from),
+        ),
+        _ => return None,
+    };
+    Some(MediaRef {
+        name,
+        mimetype,
+        size,
+        source,
+    })
+}
+
+/// Downloads (and decrypts) `media` and saves it in the workspace; returns the text offered
+/// to the agent, which says what went wrong instead when it failed.
+pub async fn receive(client: &Client, store: &AttachmentStore, media: MediaRef) -> String {
+    let kind = media.mimetype.as_deref().unwrap_or("unknown type");
+    if media.size.is_some_and(|size| size > MAX_FILE) {
+        return format!(
+            "[attachment not downloaded: {} is larger than 50 MiB]",
+            media.name
+        );
+    }
+    let request = MediaRequestParameters {
+        source: media.source,
+        format: MediaFormat::File,
+    };
+    let bytes = match client.media().get_media_content(&request, false).await {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            tracing::warn!(name = %media.name, error = %error, "Could not download a Matrix attachment.");
+            return format!("[attachment not available: {} ({error})]", media.name);
+        }
+    };
+    let store = store.clone();
+    let name = media.name.clone();
+    let today = chrono::Local::now().date_naive();
+    let saved =
+        tokio::task::spawn_blocking(move || store.save("matrix", today, &name, &bytes)).await;
+    match saved {
+        Ok(Ok(path)) => format!("[attachment: {} ({kind})] → {}", media.name, path.display()),
+        Ok(Err(error)) => format!("[attachment not saved: {} ({error})]", media.name),
+        Err(error) => format!("[attachment not saved: {} ({error})]", media.name),
+    }
+}
+
+/// The per-turn tools of the gateway plus `matrix_send_file` in Matrix sessions.
+pub struct MatrixTurnTools {
+    inner: Arc<dyn TurnTools>,
+    send_file: Arc<dyn Tool>,
+}
+
+impl MatrixTurnTools {
+    /// Wraps `inner`, adding the file tool for `matrix:` sessions.
+    pub fn new(inner: Arc<dyn TurnTools>, client: ClientSlot, workspace: PathBuf) -> Self {
+        Self {
+            inner,
+            send_file: Arc::new(SendFileTool::new(client, workspace)),
+        }
+    }
+}
+
+impl TurnTools for MatrixTurnTools {
+    fn for_turn(
+        &self,
+        session: &SessionId,
+        metadata: &Map<String, Value>,
+        allow_cron_add: bool,
+    ) -> Vec<Arc<dyn Tool>> {
+        let mut tools = self.inner.for_turn(session, metadata, allow_cron_add);
+        if metadata.contains_key("matrix_room_id") {
+            tools.push(self.send_file.clone());
+        }
+        tools
+    }
+}
+
+/// `matrix_send_file`: uploads a workspace file to the turn's room.
+struct SendFileTool {
+    spec: ToolSpec,
+    client: ClientSlot,
+    workspace: PathBuf,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Arguments {
+    path: String,
+}
+
+impl SendFileTool {
+    fn new(client: ClientSlot, workspace: PathBuf) -> Self {
+        Self {
+            spec: ToolSpec {
+                name: "matrix_send_file".to_owned(),
+                description: "Send a file from the workspace to this Matrix room as an attachment."
+                    .to_owned(),
+                parameters: json!({
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string", "description": "Path of the file, relative to the workspace."}
+                    },
+                    "required": ["path"],
+                    "additionalProperties": false
+                }),
+            },
+            client,
+            workspace,
+        }
+    }
+}
+
+/// A MIME type from the file extension; unknown ones are sent as bytes.
+fn mime_for(name: &str) -> &'static str {
+    let extension = name.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
+    match extension.as_deref() {
+        Some("png") => "image/png",
+        Some("jpg" | "jpeg") => "image/jpeg",
+        Some("gif") => "image/gif",
+        Some("webp") => "image/webp",
+        Some("svg") => "image/svg+xml",
+        Some("pdf") => "application/pdf",
+        Some("txt" | "log") => "text/plain",
+        Some("md") => "text/markdown",
+        Some("csv") => "text/csv",
+        Some("json") => "application/json",
+        Some("html" | "htm") => "text/html",
+        Some("mp3") => "audio/mpeg",
+        Some("ogg") => "audio/ogg",
+        Some("mp4") => "video/mp4",
+        Some("zip") => "application/zip",
+        _ => "application/octet-stream",
+    }
+}
+
+#[async_trait]
+impl Tool for SendFileTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, arguments: Value, context: &ToolContext) -> ToolOutput {
+        let arguments: Arguments = match parse_arguments("matrix_send_file", arguments) {
+            Ok(arguments) => arguments,
+            Err(output) => return output,
+        };
+        let Some(room_id) = context
+            .metadata
+            .get("matrix_room_id")
+            .and_then(Value::as_str)
+        else {
+            return ToolOutput::error("this turn did not come from a Matrix room");
+        };
+        let client = self.client.read().ok().and_then(|slot| slot.clone());
+        let Some(client) = client else {
+            return ToolOutput::error("the Matrix channel is not connected");
+        };
+        let room = RoomId::parse(room_id)
+            .ok()
+            .and_then(|room_id| client.get_room(&room_id));
+        let Some(room) = room else {
+            return ToolOutput::error(format!("the bot is not in room {room_id}"));
+        };
+        let path = match WorkspaceGuard::new(&self.workspace, true, &[])
+            .and_then(|guard| guard.resolve_for_read(&arguments.path))
+        {
+            Ok(path) => path,
+            Err(error) => return ToolOutput::error(format!("{}: {error}", arguments.path)),
+        };
+        match tokio::fs::metadata(&path).await {
+            Ok(meta) if meta.len() > MAX_FILE => {
+                return ToolOutput::error(format!("{} is larger than 50 MiB", arguments.path));
+            }
+            Ok(meta) if !meta.is_file() => {
+                return ToolOutput::error(format!("{} is not a file", arguments.path));
+            }
+            Ok(_) => {}
+            Err(error) => return ToolOutput::error(format!("{}: {error}", arguments.path)),
+        }
+        let bytes = match tokio::fs::read(&path).await {
+            Ok(bytes) => bytes,
+            Err(error) => return ToolOutput::error(format!("{}: {error}", arguments.path)),
+        };
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "file".to_owned());
+        let mime: mime::Mime = mime_for(&name)
+            .parse()
+            .unwrap_or(mime::APPLICATION_OCTET_STREAM);
+        let size = bytes.len();
+        match room
+            .send_attachment(name.clone(), &mime, bytes, AttachmentConfig::new())
+            .await
+        {
+            Ok(_) => ToolOutput::ok(format!("Sent {name} ({size} bytes, {mime}) to the room.")),
+            Err(error) => ToolOutput::error(format!("sending {name}: {error}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mime_types_come_from_the_extension() {
+        assert_eq!(mime_for("report.PDF"), "application/pdf");
+        assert_eq!(mime_for("notes.txt"), "text/plain");
+        assert_eq!(mime_for("noext"), "application/octet-stream");
+    }
+}

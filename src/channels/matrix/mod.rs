@@ -1,0 +1,74 @@
+//! The Matrix channel: the owner chats with squidbot in Matrix rooms, encrypted ones included.
+//!
+//! Built on matrix-sdk with its SQLite store, so the account's encryption keys and room state
+//! survive restarts. The channel drives the sync loop itself (rather than through event
+//! handlers) because it must know which batch an event came in: the sync token it persists
+//! advances only once every answered event of the batches before it was persisted, which is
+//! what "persist before acknowledging" means for a sync token.
+//!
+//! - [`policy`]: who and what is answered (room filter, allowlist, group policy, real mentions).
+//! - [`sync_state`]: the persisted sync token and the ids of events already handed over.
+//! - [`sink`]: [`MatrixReplySink`], replies as HTML, in the thread, split, with typing.
+//! - [`media`]: received files saved in the workspace, and the `matrix_send_file` tool.
+//! - [`channel`]: [`MatrixChannel`], login, the sync loop with backoff, and its status.
+
+pub mod channel;
+pub mod media;
+pub mod policy;
+pub mod sink;
+pub mod sync_state;
+
+pub use channel::{MatrixChannel, MatrixStatus};
+pub use media::MatrixTurnTools;
+pub use sink::MatrixReplySink;
+
+/// What went wrong in the Matrix channel.
+#[derive(Debug, thiserror::Error)]
+pub enum MatrixError {
+    /// The client could not be built (bad homeserver URL, store cannot be opened).
+    #[error("building the Matrix client for {homeserver}: {source}")]
+    Build {
+        /// The configured homeserver.
+        homeserver: String,
+        /// The SDK's error.
+        source: matrix_sdk::ClientBuildError,
+    },
+    /// The configured user id does not parse.
+    #[error("channels.matrix.user_id {user_id:?} is not a Matrix user id: {source}")]
+    UserId {
+        /// The configured value.
+        user_id: String,
+        /// Why it does not parse.
+        source: matrix_sdk::IdParseError,
+    },
+    /// Login (password) or session restore (access token) was refused.
+    #[error("logging in as {user_id}: {source}")]
+    Login {
+        /// The bot's user id.
+        user_id: String,
+        /// The SDK's error.
+        source: Box<matrix_sdk::Error>,
+    },
+    /// The access token belongs to another user or device than configured.
+    #[error("the access token is for {actual}, but channels.matrix says {configured}")]
+    WrongToken {
+        /// The configured user and device.
+        configured: String,
+        /// What the server says the token is for.
+        actual: String,
+    },
+    /// The homeserver refused the sync because the session is no longer valid.
+    #[error("the homeserver refused the session: {source}")]
+    SessionRefused {
+        /// The SDK's error.
+        source: Box<matrix_sdk::Error>,
+    },
+    /// The store directory could not be created.
+    #[error("creating the Matrix store directory {path}: {source}")]
+    StoreDir {
+        /// The directory.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}

@@ -1,0 +1,119 @@
+//! [`MatrixReplySink`]: how one turn's reply reaches a room.
+//!
+//! The Markdown reply goes out as `m.text` with the source as `body` and the rendered HTML as
+//! `formatted_body` (the original sent no HTML through this path), in the thread the message
+//! came from, split into pieces of at most [`MAX_PIECE`] bytes so no event nears the 64 KiB
+//! limit, with an empty `m.mentions` so a reply never pings anyone. While the turn runs a
+//! typing notice is kept alive (the original had the code but never called it).
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use matrix_sdk::Room;
+use matrix_sdk::ruma::OwnedEventId;
+use matrix_sdk::ruma::events::Mentions;
+use matrix_sdk::ruma::events::relation::Thread;
+use matrix_sdk::ruma::events::room::message::{Relation, RoomMessageEventContent};
+use tokio::task::AbortHandle;
+
+use crate::channels::format::{markdown_to_html, split_message};
+use crate::core::ports::channel::{DeliveryError, ReplySink};
+
+/// The largest piece of Markdown sent as one event; the HTML copy roughly doubles it, and
+/// the event must stay well under Matrix's 64 KiB.
+pub const MAX_PIECE: usize = 16_000;
+
+/// How often the typing notice is renewed; servers drop it after the 30 s the SDK asks for.
+const TYPING_RENEW: Duration = Duration::from_secs(20);
+
+/// Where replies to one room (and thread) go.
+pub struct MatrixReplySink {
+    room: Room,
+    thread: Option<ThreadRef>,
+    /// The keep-alive task of the typing notice. A std mutex: held only to swap the handle.
+    typing: Mutex<Option<AbortHandle>>,
+}
+
+/// The thread a reply belongs to.
+#[derive(Debug, Clone)]
+pub struct ThreadRef {
+    /// The thread's root event.
+    pub root: OwnedEventId,
+    /// The message being answered (the fallback reply target for clients without threads).
+    pub latest: OwnedEventId,
+}
+
+impl MatrixReplySink {
+    /// A sink for `room`, replying in `thread` when the message came from one.
+    pub fn new(room: Room, thread: Option<ThreadRef>) -> Self {
+        Self {
+            room,
+            thread,
+            typing: Mutex::new(None),
+        }
+    }
+
+    fn stop_keepalive(&self) {
+        if let Ok(mut slot) = self.typing.lock()
+            && let Some(handle) = slot.take()
+        {
+            handle.abort();
+        }
+    }
+
+    /// The event content of one piece of the reply.
+    pub fn content(&self, markdown: &str) -> RoomMessageEventContent {
+        let mut content = RoomMessageEventContent::text_html(markdown, markdown_to_html(markdown));
+        content.mentions = Some(Mentions::new());
+        if let Some(thread) = &self.thread {
+            content.relates_to = Some(Relation::Thread(Thread::plain(
+                thread.root.clone(),
+                thread.latest.clone(),
+            )));
+        }
+        content
+    }
+}
+
+impl Drop for MatrixReplySink {
+    fn drop(&mut self) {
+        self.stop_keepalive();
+    }
+}
+
+#[async_trait]
+impl ReplySink for MatrixReplySink {
+    async fn typing(&self, active: bool) {
+        self.stop_keepalive();
+        if active {
+            let room = self.room.clone();
+            let task = tokio::spawn(async move {
+                loop {
+                    if let Err(error) = room.typing_notice(true).await {
+                        tracing::debug!(room = %room.room_id(), error = %error, "Typing notice failed.");
+                    }
+                    tokio::time::sleep(TYPING_RENEW).await;
+                }
+            });
+            if let Ok(mut slot) = self.typing.lock() {
+                *slot = Some(task.abort_handle());
+            }
+        } else if let Err(error) = self.room.typing_notice(false).await {
+            tracing::debug!(room = %self.room.room_id(), error = %error, "Stopping the typing notice failed.");
+        }
+    }
+
+    async fn deliver(&self, text: &str) -> Result<(), DeliveryError> {
+        for piece in split_message(text, MAX_PIECE) {
+            self.room
+                .send(self.content(&piece))
+                .await
+                .map_err(|error| DeliveryError {
+                    channel: "matrix".to_owned(),
+                    detail: format!("sending to {}: {error}", self.room.room_id()),
+                })?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,599 @@
+//! The Matrix channel end to end: a real `squidbot gateway` logged in to a real Synapse, and a
+//! second real Matrix client (matrix-sdk, end-to-end encryption on) playing the human.
+//!
+//! Each test registers fresh users and creates its own rooms, so the tests run in parallel on
+//! the shared homeserver; the homeserver-restart test starts a private one. Negative checks
+//! ("not answered") send the ignored message first and a later answered one second: the
+//! channel handles a room's events in order, so once the second reply is there the first one
+//! was judged.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use matrix_sdk::attachment::AttachmentConfig;
+use matrix_sdk::media::{MediaFormat, MediaRequestParameters};
+use matrix_sdk::ruma::events::Mentions;
+use matrix_sdk::ruma::events::receipt::ReceiptThread;
+use matrix_sdk::ruma::events::receipt::ReceiptType;
+use matrix_sdk::ruma::events::relation::Thread;
+use matrix_sdk::ruma::events::room::member::MembershipState;
+use matrix_sdk::ruma::events::room::message::{MessageType, Relation, RoomMessageEventContent};
+use matrix_sdk::ruma::{OwnedUserId, RoomId};
+use serde_json::Value;
+use tokio::process::{Child, Command};
+
+use crate::support::matrix_client::{Account, Homeserver, Human, Seen};
+use crate::support::scripted_llm::{Reply, ScriptedLlm};
+use crate::support::testenv;
+
+/// A gateway with the Matrix channel, on a home the test owns (so it can be restarted).
+struct BotGateway {
+    child: Child,
+    base: String,
+    http: reqwest::Client,
+}
+
+impl BotGateway {
+    /// Starts `squidbot gateway` in `home`, logged in as `bot`, with `matrix_extra` (YAML at
+    /// the indentation of `channels.matrix` fields) added; waits for `/readyz`.
+    async fn start(
+        home: &Path,
+        llm: &str,
+        hs: &Homeserver,
+        bot: &Account,
+        matrix_extra: &str,
+    ) -> Self {
+        let port = testenv::free_port();
+        let config = format!(
+            "llm:\n  providers:\n    local:\n      api_base: \"{llm}\"\n  models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\nagents:\n  heartbeat:\n    enabled: false\ngateway:\n  shutdown_grace_seconds: 5\n  http:\n    listen: 127.0.0.1:{port}\nchannels:\n  matrix:\n    enabled: true\n    homeserver: \"{}\"\n    user_id: \"{}\"\n    password: \"{}\"\n    device_id: SQUIDBOTTEST\n{matrix_extra}\n",
+            hs.url, bot.user_id, bot.password
+        );
+        std::fs::write(home.join("squidbot.yaml"), config).unwrap();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(home.join("gateway.log"))
+            .unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_squidbot"))
+            .arg("gateway")
+            .env("SQUIDBOT_HOME", home)
+            .env("HOME", home)
+            .env_remove("SQUIDBOT_CONFIG")
+            .env("RUST_LOG", "warn,squidbot=debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let gateway = Self {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            http: reqwest::Client::new(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(response) = gateway
+                .http
+                .get(format!("{}/readyz", gateway.base))
+                .send()
+                .await
+                && response.status().is_success()
+            {
+                return gateway;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "gateway not ready: {}",
+                std::fs::read_to_string(home.join("gateway.log")).unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn status(&self) -> Value {
+        let response = self
+            .http
+            .get(format!("{}/status", self.base))
+            .send()
+            .await
+            .unwrap();
+        response.json().await.unwrap()
+    }
+
+    /// SIGTERM, then waits for a clean exit.
+    async fn stop(mut self) {
+        let pid = self.child.id().unwrap();
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap();
+        let status = tokio::time::timeout(Duration::from_secs(15), self.child.wait())
+            .await
+            .expect("gateway exits within 15 s")
+            .unwrap();
+        assert!(status.success(), "{status:?}");
+    }
+}
+
+/// The scripted LLM: `**echo** <last user text>`, after 1.5 s when the text says "slow", and
+/// a reply over 16 KB (so it is split) when it says "long".
+fn echo(request: &Value) -> Reply {
+    let user = request["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    if user.contains("long") {
+        return Reply::Text(format!("start {} end", "word ".repeat(5000)));
+    }
+    let reply = Reply::Text(format!("**echo** {user}"));
+    if user.contains("slow") {
+        return Reply::Delay {
+            ms: 1500,
+            then: Box::new(reply),
+        };
+    }
+    reply
+}
+
+fn bodies(messages: &[Seen]) -> Vec<String> {
+    messages
+        .iter()
+        .map(|m| m.content.body().to_owned())
+        .collect()
+}
+
+fn html(seen: &Seen) -> String {
+    match &seen.content.msgtype {
+        MessageType::Text(text) => text
+            .formatted
+            .as_ref()
+            .map(|f| f.body.clone())
+            .unwrap_or_default(),
+        _ => String::new(),
+    }
+}
+
+async fn wait_receipt(
+    human: &Human,
+    room_id: &RoomId,
+    user: &str,
+    event: &matrix_sdk::ruma::EventId,
+) {
+    let user: OwnedUserId = user.parse().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let receipt = human
+            .room(room_id)
+            .load_user_receipt(ReceiptType::Read, ReceiptThread::Unthreaded, &user)
+            .await
+            .unwrap();
+        if receipt.as_ref().is_some_and(|(id, _)| id == event) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no read receipt on {event}: {receipt:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dm_round_trip_with_html_typing_receipts_threads_splitting_and_files() {
+    let hs = Homeserver::shared();
+    let (bot, alice_account) = (hs.register("bot"), hs.register("alice"));
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(echo);
+    let home = tempfile::tempdir().unwrap();
+    let extra = format!("    allowlist: [\"{}\"]", alice_account.user_id);
+    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
+    let alice = Human::login(&hs, &alice_account).await;
+    let room = alice.create_room(&[&bot.user_id], false).await;
+    let room_id = room.room_id().to_owned();
+    alice.wait_joined(&room_id, &bot.user_id).await;
+
+    // A DM round trip: Markdown rendered as HTML, typing shown while the turn ran, and the
+    // read receipt on the message.
+    let hello = alice.say(&room_id, "slow hello").await;
+    let replies = alice.wait_messages(&room_id, &bot.user_id, 1).await;
+    assert_eq!(replies[0].content.body(), "**echo** slow hello");
+    assert!(
+        html(&replies[0]).contains("<strong>echo</strong>"),
+        "{:?}",
+        replies[0]
+    );
+    assert!(
+        alice.saw_typing(&room_id, &bot.user_id),
+        "the bot showed it was typing"
+    );
+    wait_receipt(&alice, &room_id, &bot.user_id, &hello).await;
+
+    // A reply stays in the thread it came from.
+    let root = alice.say(&room_id, "thread root").await;
+    alice.wait_messages(&room_id, &bot.user_id, 2).await;
+    let mut threaded = RoomMessageEventContent::text_plain("in the thread");
+    threaded.relates_to = Some(Relation::Thread(Thread::plain(root.clone(), root.clone())));
+    alice.send(&room_id, threaded).await;
+    let replies = alice.wait_messages(&room_id, &bot.user_id, 3).await;
+    match &replies[2].content.relates_to {
+        Some(Relation::Thread(thread)) => assert_eq!(thread.event_id, root),
+        other => panic!("reply not in the thread: {other:?}"),
+    }
+
+    // A long reply is split into pieces that together are the whole text.
+    alice.say(&room_id, "long please").await;
+    let replies = alice.wait_messages(&room_id, &bot.user_id, 5).await;
+    let joined = format!(
+        "{} {}",
+        replies[3].content.body(),
+        replies[4].content.body()
+    );
+    assert!(
+        joined.starts_with("start word") && joined.ends_with("word  end"),
+        "{joined:.80}"
+    );
+    assert_eq!(joined.matches("word").count(), 5000);
+
+    // A file in: downloaded into the workspace and offered to the agent by path.
+    alice
+        .room(&room_id)
+        .send_attachment(
+            "notes.txt",
+            &mime::TEXT_PLAIN,
+            b"attached-content-42".to_vec(),
+            AttachmentConfig::new(),
+        )
+        .await
+        .unwrap();
+    let replies = alice.wait_messages(&room_id, &bot.user_id, 6).await;
+    let text = replies[5].content.body().to_owned();
+    assert!(
+        text.starts_with("**echo** [attachment: notes.txt (text/plain)] → "),
+        "{text}"
+    );
+    let path = text.rsplit("→ ").next().unwrap().trim();
+    assert!(
+        path.starts_with(
+            home.path()
+                .join("workspace/attachments/matrix")
+                .to_str()
+                .unwrap()
+        ),
+        "{path}"
+    );
+    assert_eq!(std::fs::read(path).unwrap(), b"attached-content-42");
+
+    // A file out: the agent calls matrix_send_file with a workspace path.
+    std::fs::write(home.path().join("workspace/report.txt"), "report-body-7").unwrap();
+    llm.enqueue(Reply::ToolCalls {
+        text: String::new(),
+        calls: vec![(
+            "c1".into(),
+            "matrix_send_file".into(),
+            r#"{"path":"report.txt"}"#.into(),
+        )],
+    });
+    llm.enqueue(Reply::Text("sent it".into()));
+    alice.say(&room_id, "send me the report").await;
+    let replies = alice.wait_messages(&room_id, &bot.user_id, 8).await;
+    let file = replies.iter().find_map(|m| match &m.content.msgtype {
+        MessageType::File(file) => Some(file.clone()),
+        _ => None,
+    });
+    let file = file.unwrap_or_else(|| panic!("no file from the bot: {:?}", bodies(&replies)));
+    assert_eq!(file.body, "report.txt");
+    let request = MediaRequestParameters {
+        source: file.source,
+        format: MediaFormat::File,
+    };
+    let bytes = alice
+        .client
+        .media()
+        .get_media_content(&request, false)
+        .await
+        .unwrap();
+    assert_eq!(bytes, b"report-body-7");
+    assert_eq!(replies[7].content.body(), "sent it");
+
+    let status = gateway.status().await;
+    assert_eq!(status["matrix"]["state"], "syncing", "{status}");
+    assert!(status["matrix"]["rooms"].as_u64() >= Some(1), "{status}");
+    assert!(status["matrix"]["last_sync"].is_string(), "{status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_encrypted_room_is_read_and_answered_encrypted() {
+    let hs = Homeserver::shared();
+    let (bot, alice_account) = (hs.register("bot"), hs.register("alice"));
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(echo);
+    let home = tempfile::tempdir().unwrap();
+    let extra = format!("    allowlist: [\"{}\"]", alice_account.user_id);
+    let _gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
+    let alice = Human::login(&hs, &alice_account).await;
+    let room = alice.create_room(&[&bot.user_id], true).await;
+    let room_id = room.room_id().to_owned();
+    alice.wait_joined(&room_id, &bot.user_id).await;
+    alice.say(&room_id, "a secret hello").await;
+    let replies = alice.wait_messages(&room_id, &bot.user_id, 1).await;
+    assert_eq!(replies[0].content.body(), "**echo** a secret hello");
+    assert!(
+        replies[0].encrypted,
+        "the reply was sent encrypted and decrypted by the human"
+    );
+    let history = std::fs::read_dir(home.path().join("sessions"))
+        .unwrap()
+        .count();
+    assert_eq!(history, 1, "one session for the room");
+}
+
+/// A group room (alice, bob, the bot) where the bot is already a member.
+async fn group_room(alice: &Human, bob: &Human, bot: &Account) -> matrix_sdk::ruma::OwnedRoomId {
+    let room = alice
+        .create_room(&[&bot.user_id, &bob.account.user_id], false)
+        .await;
+    let room_id = room.room_id().to_owned();
+    bob.client.join_room_by_id(&room_id).await.unwrap();
+    alice.wait_joined(&room_id, &bot.user_id).await;
+    alice.wait_joined(&room_id, &bob.account.user_id).await;
+    room_id
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mention_policy_answers_real_mentions_and_invites_only_from_the_allowlist() {
+    let hs = Homeserver::shared();
+    let (bot, a, b, c) = (
+        hs.register("bot"),
+        hs.register("alice"),
+        hs.register("bob"),
+        hs.register("carol"),
+    );
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(echo);
+    let home = tempfile::tempdir().unwrap();
+    let extra = format!(
+        "    group_policy: mention\n    allowlist: [\"{}\", \"{}\"]",
+        a.user_id, b.user_id
+    );
+    let _gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
+    let (alice, bob, carol) = tokio::join!(
+        Human::login(&hs, &a),
+        Human::login(&hs, &b),
+        Human::login(&hs, &c)
+    );
+    let stranger_room = carol.create_room(&[&bot.user_id], false).await;
+    carol.say(stranger_room.room_id(), "hello bot").await;
+    let room_id = group_room(&alice, &bob, &bot).await;
+
+    alice.say(&room_id, "nobody is mentioned here").await;
+    alice
+        .say(&room_id, &format!("{}x is a different name", bot.localpart))
+        .await;
+    alice
+        .say(&room_id, &format!("hi {}, how are you?", bot.localpart))
+        .await;
+    let mut pill = RoomMessageEventContent::text_plain("a pill only");
+    pill.mentions = Some(Mentions::with_user_ids([bot.user_id.parse().unwrap()]));
+    bob.send(&room_id, pill).await;
+    let replies = alice.wait_messages(&room_id, &bot.user_id, 2).await;
+    assert_eq!(
+        bodies(&replies),
+        [
+            format!("**echo** hi {}, how are you?", bot.localpart),
+            "**echo** a pill only".to_owned()
+        ]
+    );
+
+    let member = carol
+        .room(stranger_room.room_id())
+        .get_member_no_sync(&bot.user_id.parse::<OwnedUserId>().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        *member.membership(),
+        MembershipState::Invite,
+        "a stranger's invite is not joined"
+    );
+    assert!(
+        carol
+            .messages_from(stranger_room.room_id(), &bot.user_id)
+            .is_empty()
+    );
+    assert_eq!(llm.request_count(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_and_allowlist_group_policies() {
+    let hs = Homeserver::shared();
+    let (open_bot, list_bot, a, b) = (
+        hs.register("bot"),
+        hs.register("bot"),
+        hs.register("alice"),
+        hs.register("bob"),
+    );
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(echo);
+    let (open_home, list_home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (alice, bob) = tokio::join!(Human::login(&hs, &a), Human::login(&hs, &b));
+
+    // Open, with no allowlist: no invite is trusted, so the bot account joins by itself first.
+    let open_room = alice
+        .create_room(&[&open_bot.user_id, &b.user_id], false)
+        .await;
+    let open_id = open_room.room_id().to_owned();
+    bob.client.join_room_by_id(&open_id).await.unwrap();
+    {
+        let itself = Human::login(&hs, &open_bot).await;
+        itself.client.join_room_by_id(&open_id).await.unwrap();
+    }
+    let _open = BotGateway::start(
+        open_home.path(),
+        &llm.url(),
+        &hs,
+        &open_bot,
+        "    group_policy: open",
+    )
+    .await;
+    bob.say(&open_id, "anyone may talk here").await;
+    let replies = alice.wait_messages(&open_id, &open_bot.user_id, 1).await;
+    assert_eq!(bodies(&replies), ["**echo** anyone may talk here"]);
+
+    let extra = format!(
+        "    group_policy: allowlist\n    allowlist: [\"{}\"]",
+        a.user_id
+    );
+    let _list = BotGateway::start(list_home.path(), &llm.url(), &hs, &list_bot, &extra).await;
+    let list_id = group_room(&alice, &bob, &list_bot).await;
+    bob.say(&list_id, "bob is not on the list").await;
+    alice.say(&list_id, "alice is, without a mention").await;
+    let replies = alice.wait_messages(&list_id, &list_bot.user_id, 1).await;
+    assert_eq!(bodies(&replies), ["**echo** alice is, without a mention"]);
+    assert_eq!(llm.request_count(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_answers_nothing_twice_and_misses_nothing_sent_while_down() {
+    let hs = Homeserver::shared();
+    let (bot, a) = (hs.register("bot"), hs.register("alice"));
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(echo);
+    let home = tempfile::tempdir().unwrap();
+    let extra = format!("    allowlist: [\"{}\"]", a.user_id);
+    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
+    let alice = Human::login(&hs, &a).await;
+
+    // Said before the bot joined: never answered.
+    let room = alice.create_room(&[], false).await;
+    let room_id = room.room_id().to_owned();
+    alice.say(&room_id, "before the bot was here").await;
+    room.invite_user_by_id(&bot.user_id.parse::<OwnedUserId>().unwrap())
+        .await
+        .unwrap();
+    alice.wait_joined(&room_id, &bot.user_id).await;
+    alice.say(&room_id, "one").await;
+    alice.wait_messages(&room_id, &bot.user_id, 1).await;
+    gateway.stop().await;
+
+    alice.say(&room_id, "two, while you were down").await;
+    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
+    alice.wait_messages(&room_id, &bot.user_id, 2).await;
+    alice.say(&room_id, "three").await;
+    let replies = alice.wait_messages(&room_id, &bot.user_id, 3).await;
+    assert_eq!(
+        bodies(&replies),
+        [
+            "**echo** one",
+            "**echo** two, while you were down",
+            "**echo** three"
+        ]
+    );
+    assert_eq!(llm.request_count(), 3);
+    drop(gateway);
+}
+
+/// A private Synapse in a temporary directory, stopped on drop.
+struct PrivateSynapse {
+    dir: tempfile::TempDir,
+    port: u16,
+}
+
+impl PrivateSynapse {
+    fn start() -> (Self, Homeserver) {
+        let dir = tempfile::Builder::new()
+            .prefix("squidbot-synapse-")
+            .tempdir_in("/tmp")
+            .unwrap();
+        std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        let port = testenv::free_port();
+        let synapse = Self { dir, port };
+        synapse.up();
+        let env = std::fs::read_to_string(synapse.dir.path().join("env")).unwrap();
+        let value = |key: &str| {
+            env.lines()
+                .find_map(|l| l.strip_prefix(&format!("{key}=")))
+                .unwrap()
+                .to_owned()
+        };
+        let hs = Homeserver {
+            url: value("SQUIDBOT_TEST_MATRIX_URL"),
+            secret: value("SQUIDBOT_TEST_MATRIX_SECRET"),
+        };
+        (synapse, hs)
+    }
+
+    fn up(&self) {
+        let dir = self.dir.path().to_str().unwrap();
+        testenv::run_script("synapse.sh", &["start", dir, &self.port.to_string()]);
+    }
+
+    fn down(&self) {
+        testenv::run_script("synapse.sh", &["stop", self.dir.path().to_str().unwrap()]);
+    }
+}
+
+impl Drop for PrivateSynapse {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(testenv::scripts_dir().join("synapse.sh"))
+            .args(["stop", self.dir.path().to_str().unwrap()])
+            .output();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_homeserver_restart_mid_run_is_recovered_without_losing_a_message() {
+    let (synapse, hs) = tokio::task::spawn_blocking(PrivateSynapse::start)
+        .await
+        .unwrap();
+    let (bot, a) = (hs.register("bot"), hs.register("alice"));
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(echo);
+    let home = tempfile::tempdir().unwrap();
+    let extra = format!("    allowlist: [\"{}\"]", a.user_id);
+    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
+    let alice = Human::login(&hs, &a).await;
+    let room = alice.create_room(&[&bot.user_id], false).await;
+    let room_id = room.room_id().to_owned();
+    alice.wait_joined(&room_id, &bot.user_id).await;
+    alice.say(&room_id, "before the outage").await;
+    alice.wait_messages(&room_id, &bot.user_id, 1).await;
+
+    let synapse = tokio::task::spawn_blocking(move || {
+        synapse.down();
+        synapse
+    })
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let status = gateway.status().await;
+        if status["matrix"]["state"] == "backing_off" {
+            assert!(status["matrix"]["last_error"].is_string(), "{status}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "never backed off: {status}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let synapse = tokio::task::spawn_blocking(move || {
+        synapse.up();
+        synapse
+    })
+    .await
+    .unwrap();
+    alice.say(&room_id, "after the outage").await;
+    let replies = alice.wait_messages(&room_id, &bot.user_id, 2).await;
+    assert_eq!(
+        bodies(&replies),
+        ["**echo** before the outage", "**echo** after the outage"]
+    );
+    drop(gateway);
+    drop(synapse);
+}
