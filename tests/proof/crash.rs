@@ -24,6 +24,7 @@ use squidbot::storage::{JsonlStore, safe_id};
 use tokio::process::{Child, Command};
 
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
+use crate::support::testenv::free_port;
 
 const TOKEN: &str = "crash-token-0b7e";
 const SESSIONS: usize = 6;
@@ -74,14 +75,6 @@ fn handler(request: &Value) -> Reply {
         };
     }
     Reply::Text(format!("re: {user}"))
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn write_config(home: &Path, llm_url: &str, port: u16) {

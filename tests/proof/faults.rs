@@ -30,17 +30,10 @@ use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
+use crate::support::testenv::free_port;
 
 const TOKEN: &str = "faults-token-41c2";
 const SESSIONS: usize = 20;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// One request's fate, drawn at random; the caller counts them.
 fn faulty(request: &Value, counts: &Mutex<Vec<(&'static str, usize)>>) -> Reply {
