@@ -3,8 +3,8 @@
 //! Each line is `ok  <what>` or `FAIL <what>: <the fix>`; the exit code is 0 only when every
 //! check passes. Checks: the config loads; each model of every pool answers a one-token call;
 //! the enabled channels' servers are reachable (Matrix `GET /_matrix/client/versions`, and
-//! `whoami` with the access token,
-//! email IMAP and SMTP TCP connects); home, `sessions/`, the workspace and `cron/` are
+//! `whoami` with the access token; email IMAP and SMTP each logged in to with the configured TLS
+//! mode, then logged out of); home, `sessions/`, the workspace and `cron/` are
 //! writable; the HTTP listen address is free or already served by a squidbot gateway.
 
 use std::path::Path;
@@ -14,7 +14,10 @@ use std::time::Duration;
 use anyhow::Result;
 use chrono::Utc;
 
-use squidbot::config::{Config, MatrixConfig};
+use squidbot::channels::email::EmailError;
+use squidbot::channels::email::imap;
+use squidbot::channels::email::smtp::SmtpOutbox;
+use squidbot::config::{Config, EmailConfig, MatrixConfig};
 use squidbot::core::message::{Message, Role};
 use squidbot::core::ports::llm::{ChatRequest, LlmClient};
 use squidbot::llm::{Endpoint, OpenAiCompatLlm, Timeouts, http_client};
@@ -231,43 +234,59 @@ async fn channel_checks(config: &Config) -> Vec<Check> {
     }
     let email = &config.channels.email;
     if email.enabled {
-        for (kind, host, port, field) in [
-            (
-                "imap",
-                &email.imap_host,
-                email.imap_port,
-                "imap_host/imap_port",
-            ),
-            (
-                "smtp",
-                &email.smtp_host,
-                email.smtp_port,
-                "smtp_host/smtp_port",
-            ),
-        ] {
-            let what = format!("email {kind} {host}:{port}");
-            let connect = tokio::time::timeout(
-                PROBE_TIMEOUT,
-                tokio::net::TcpStream::connect((host.as_str(), port)),
-            )
-            .await;
-            checks.push(match connect {
-                Ok(Ok(_)) => Check::ok(what),
-                Ok(Err(error)) => Check::fail(
-                    what,
-                    format!("cannot connect: {error} (check channels.email.{field})"),
-                ),
-                Err(_) => Check::fail(
-                    what,
-                    format!(
-                        "no connection within {}s (check channels.email.{field} and the firewall)",
-                        PROBE_TIMEOUT.as_secs()
-                    ),
-                ),
-            });
-        }
+        checks.push(imap_login(email).await);
+        checks.push(smtp_login(email).await);
     }
     checks
+}
+
+/// Connects to the IMAP server with the configured TLS mode, logs in and logs out.
+async fn imap_login(email: &EmailConfig) -> Check {
+    let what = format!(
+        "email imap login {}@{}:{}",
+        email.username, email.imap_host, email.imap_port
+    );
+    match imap::connect(email).await {
+        Ok(session) => {
+            imap::logout(session).await;
+            Check::ok(what)
+        }
+        Err(error) => Check::fail(
+            what,
+            format!(
+                "{error} (check channels.email.imap_host/imap_port, tls/imap_starttls, \
+                 username and password)"
+            ),
+        ),
+    }
+}
+
+/// Connects to the SMTP server with the configured TLS mode, logs in and quits.
+async fn smtp_login(email: &EmailConfig) -> Check {
+    let what = format!(
+        "email smtp login {}@{}:{}",
+        email.username, email.smtp_host, email.smtp_port
+    );
+    let checked = match SmtpOutbox::new(email) {
+        Ok(outbox) => tokio::time::timeout(PROBE_TIMEOUT * 2, outbox.check_login())
+            .await
+            .unwrap_or_else(|_| {
+                Err(EmailError::Timeout {
+                    command: "SMTP connect and login".to_owned(),
+                })
+            }),
+        Err(error) => Err(error),
+    };
+    match checked {
+        Ok(()) => Check::ok(what),
+        Err(error) => Check::fail(
+            what,
+            format!(
+                "{error} (check channels.email.smtp_host/smtp_port, tls/smtp_starttls, \
+                 username and password)"
+            ),
+        ),
+    }
 }
 
 /// The access token is accepted and belongs to `channels.matrix.user_id` (a password is not

@@ -1,11 +1,13 @@
 //! `squidbot doctor` through the binary: all checks pass against the scripted LLM, an LLM
 //! that is down (in any pool), an unwritable workspace, a listen address taken by something
-//! else, and a Matrix access token checked against the real Synapse.
+//! else, a Matrix access token checked against the real Synapse, and email logins checked
+//! against the real dovecot and SMTP front end.
 
 use crate::support::bin::{squidbot, stdout};
 use std::path::Path;
 use std::process::Output;
 
+use crate::support::mail_client::MailServer;
 use crate::support::scripted_llm::ScriptedLlm;
 use crate::support::testenv;
 
@@ -192,5 +194,35 @@ async fn matrix_token_is_checked_against_the_real_homeserver() {
             assert!(!out.contains("syt_not_a_token"), "a secret leaked: {out}");
             assert_eq!(output.status.code(), Some(1));
         }
+    }
+}
+
+#[tokio::test]
+async fn email_logins_are_checked_against_the_real_mail_server() {
+    let llm = ScriptedLlm::start().await;
+    let server = MailServer::shared();
+    let (address, password) = server.add_user("doctor");
+    for (password, expect_ok) in [(password.as_str(), true), ("pw-wrong-secret", false)] {
+        let home = tempfile::tempdir().unwrap();
+        write_config(home.path(), &llm.url(), "127.0.0.1:0");
+        let mut text = std::fs::read_to_string(home.path().join("squidbot.yaml")).unwrap();
+        text.push_str(&format!(
+            "channels:\n  email:\n    enabled: true\n    imap_host: {host}\n    imap_port: {imap}\n    smtp_host: {host}\n    smtp_port: {smtp}\n    username: \"{address}\"\n    password: \"{password}\"\n    from_address: \"{address}\"\n    allow_from: [\"owner@localhost\"]\n    tls: false\n",
+            host = server.host,
+            imap = server.imap_port,
+            smtp = server.smtp_port,
+        ));
+        std::fs::write(home.path().join("squidbot.yaml"), text).unwrap();
+        let output = doctor(home.path()).await;
+        let out = stdout(&output);
+        for kind in ["email imap login", "email smtp login"] {
+            let line = out
+                .lines()
+                .find(|l| l.contains(kind))
+                .unwrap_or_else(|| panic!("no {kind} line: {out}"));
+            assert_eq!(line.starts_with("ok  "), expect_ok, "{out}");
+        }
+        assert_eq!(output.status.success(), expect_ok, "{out}");
+        assert!(!out.contains("pw-wrong-secret"), "a secret leaked: {out}");
     }
 }

@@ -5,7 +5,6 @@
 use std::time::Duration;
 
 use mail_parser::MessageParser;
-use serde_json::Value;
 
 use crate::support::mail_client::{MailGateway, MailServer, new_id, plain_mail, write_config};
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
@@ -22,20 +21,6 @@ fn replies(mails: &[(Vec<u8>, bool)]) -> Vec<(String, Vec<u8>)> {
             Some((id, raw.clone()))
         })
         .collect()
-}
-
-/// Every user message text the LLM was sent, joined.
-fn user_texts(llm: &ScriptedLlm) -> String {
-    llm.requests()
-        .iter()
-        .flat_map(|request| request["messages"].as_array().cloned().unwrap_or_default())
-        .filter(|m| m["role"] == "user")
-        .map(|m| match &m["content"] {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 fn answering_llm(llm: &ScriptedLlm) {
@@ -171,7 +156,7 @@ async fn mail_of_every_shape_is_answered_in_thread_and_robots_are_not() {
         Some("Re: Html")
     );
 
-    let texts = user_texts(&llm);
+    let texts = llm.user_texts();
     assert!(texts.contains("Plain words PLAINMARK"), "{texts}");
     assert!(
         texts.contains("HTMLMARK") && !texts.contains("<b>") && !texts.contains("<script>"),
@@ -276,7 +261,7 @@ async fn mail_of_every_shape_is_answered_in_thread_and_robots_are_not() {
         before,
         "a guarded mail reached the agent"
     );
-    assert!(!user_texts(&llm).contains("GUARDMARK"));
+    assert!(!llm.user_texts().contains("GUARDMARK"));
 
     let status = gateway.status().await;
     let email = &status["email"];
@@ -491,4 +476,85 @@ fn kill_connections(port: u16) {
             let _ = std::process::Command::new("kill").arg(&name).status();
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_that_cannot_be_sent_is_queued_and_retried() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new()
+        .prefix("squidbot-mail-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (imap, smtp) = (
+        crate::support::testenv::free_port(),
+        crate::support::testenv::free_port(),
+    );
+    let dir_text = dir.path().display().to_string();
+    let script = |args: &[&str]| crate::support::testenv::run_script("mail.sh", args);
+    script(&["start", &dir_text, &imap.to_string(), &smtp.to_string()]);
+    let private = PrivateMail {
+        server: MailServer {
+            host: "127.0.0.1".into(),
+            imap_port: imap,
+            smtp_port: smtp,
+            dir: dir_text.clone(),
+        },
+    };
+    let server = private.server.clone();
+    let bot = server.add_user("bot");
+    let (owner, owner_pw) = server.add_user("owner");
+    let llm = ScriptedLlm::start().await;
+    // The answer takes 3 s, long enough to take the mail server down meanwhile.
+    llm.set_handler(|_| Reply::Stall {
+        text: "late answer".into(),
+        for_ms: 3000,
+    });
+    let home = tempfile::tempdir().unwrap();
+    let port = write_config(home.path(), &llm.url(), &server, &bot, "[]");
+    let gateway = MailGateway::start(home.path(), port).await;
+    let to = bot.0.as_str();
+    let id = new_id("retry");
+    server
+        .send_raw(
+            &owner,
+            to,
+            &plain_mail(&owner, to, "Retry", &id, "", "hello"),
+        )
+        .await;
+    let deadline = std::time::Instant::now() + WAIT;
+    while llm.request_count() == 0 {
+        assert!(std::time::Instant::now() < deadline, "no LLM request");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    script(&["stop", &dir_text]);
+    kill_connections(imap);
+    loop {
+        let status = gateway.status().await;
+        if status["email"]["pending_replies"] == 1 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "reply never queued: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let progress = home.path().join(format!("state/email/{}.json", bot.0));
+    assert!(
+        std::fs::read_to_string(&progress)
+            .unwrap()
+            .contains("late answer")
+    );
+    script(&["start", &dir_text, &imap.to_string(), &smtp.to_string()]);
+    let mails = server
+        .wait_for(&owner, &owner_pw, "the retried reply", WAIT, |m| {
+            replies(m).len() == 1
+        })
+        .await;
+    assert_eq!(replies(&mails)[0].0, id);
+    let status = gateway.status().await;
+    assert_eq!(status["email"]["pending_replies"], 0, "{status}");
+    gateway.stop().await;
+    drop(private);
 }

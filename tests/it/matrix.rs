@@ -331,6 +331,90 @@ async fn an_encrypted_room_is_read_and_answered_encrypted() {
     assert_eq!(history, 1, "one session for the room");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_undecryptable_message_gets_one_notice_per_room_and_session() {
+    let hs = Homeserver::shared();
+    let (bot, alice_account) = (hs.register("bot"), hs.register("alice"));
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(echo);
+    let home = tempfile::tempdir().unwrap();
+    let extra = format!("    allowlist: [\"{}\"]", alice_account.user_id);
+    let _gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
+    let alice = Human::login(&hs, &alice_account).await;
+    let room = alice.create_room(&[&bot.user_id], true).await;
+    let room_id = room.room_id().to_owned();
+    alice.wait_joined(&room_id, &bot.user_id).await;
+    alice.say(&room_id, "hello").await;
+    alice.wait_messages(&room_id, &bot.user_id, 1).await;
+    // Three messages the bot cannot read, in two megolm sessions, then one it can; then one
+    // more in a session already reported, and one it can read.
+    for session in ["lost-a", "lost-a", "lost-b"] {
+        alice.send_undecryptable(&room_id, session).await;
+    }
+    alice.say(&room_id, "readable").await;
+    alice.send_undecryptable(&room_id, "lost-b").await;
+    alice.say(&room_id, "readable again").await;
+    // The room is handled in order: once the last echo is there, every notice was sent.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !bodies(&alice.messages_from(&room_id, &bot.user_id))
+        .contains(&"**echo** readable again".to_owned())
+    {
+        assert!(Instant::now() < deadline, "no echo of the last message");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Read the room's history back (decrypting) rather than trusting the live handler alone;
+    // notices are sent beside the turns, so wait for all five, then a second for a stray one.
+    let mut from_bot = bot_history(&alice, &room_id, &bot.user_id).await;
+    while from_bot.len() < 5 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        from_bot = bot_history(&alice, &room_id, &bot.user_id).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let from_bot = bot_history(&alice, &room_id, &bot.user_id).await;
+    let notices = from_bot.iter().filter(|m| m.contains(" m.notice ")).count();
+    assert_eq!(notices, 2, "one notice per megolm session: {from_bot:#?}");
+    assert!(from_bot.iter().any(|m| m.contains("could not decrypt")));
+    assert_eq!(
+        from_bot.len(),
+        5,
+        "two notices, three echoes: {from_bot:#?}"
+    );
+    let asked = llm.user_texts();
+    assert!(
+        !asked.contains("lost-session"),
+        "nothing undecryptable reached the agent"
+    );
+}
+
+/// The bot's messages in `room_id` as `type msgtype body`, oldest first, read back through
+/// `/messages` and decrypted by the human's client (an undecryptable one shows as
+/// `m.room.encrypted`).
+async fn bot_history(human: &Human, room_id: &RoomId, bot: &str) -> Vec<String> {
+    let mut options = matrix_sdk::room::MessagesOptions::backward();
+    options.limit = 50u32.into();
+    let history = human.room(room_id).messages(options).await.unwrap();
+    let mut from_bot = Vec::new();
+    for event in history.chunk.iter().rev() {
+        let raw = event.raw();
+        let kind = raw.get_field::<String>("type").unwrap().unwrap_or_default();
+        if raw.get_field::<String>("sender").unwrap().as_deref() != Some(bot)
+            || kind == "m.room.member"
+        {
+            continue;
+        }
+        let content = raw
+            .get_field::<Value>("content")
+            .unwrap()
+            .unwrap_or_default();
+        from_bot.push(format!(
+            "{kind} {} {}",
+            content["msgtype"].as_str().unwrap_or("-"),
+            content["body"].as_str().unwrap_or("-")
+        ));
+    }
+    from_bot
+}
+
 /// A group room (alice, bob, the bot) where the bot is already a member.
 async fn group_room(alice: &Human, bob: &Human, bot: &Account) -> matrix_sdk::ruma::OwnedRoomId {
     let room = alice

@@ -65,6 +65,23 @@ impl SmtpOutbox {
         &self.from
     }
 
+    /// Connects, negotiates TLS, logs in and quits without sending anything: what `doctor`
+    /// runs to prove the settings work before the first reply needs them.
+    pub async fn check_login(&self) -> Result<(), EmailError> {
+        let smtp_error = |source| EmailError::Smtp {
+            to: String::new(),
+            source,
+        };
+        match self.transport.test_connection().await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(EmailError::Build {
+                to: String::new(),
+                detail: "the SMTP server closed the connection after login".to_owned(),
+            }),
+            Err(source) => Err(smtp_error(source)),
+        }
+    }
+
     /// Sends `mail`.
     pub async fn send(&self, mail: &OutgoingMail) -> Result<(), EmailError> {
         let message = reply::build(mail, &self.from)?;

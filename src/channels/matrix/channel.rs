@@ -224,8 +224,10 @@ struct Loop {
     display_name: String,
     state: Arc<Mutex<SyncState>>,
     waiters: TaskTracker,
-    /// Rooms already told that a message could not be decrypted (once per room and run).
-    utd_notified: HashSet<OwnedRoomId>,
+    /// (room, megolm session) pairs already told that a message could not be decrypted: one
+    /// notice per sender key session, so a run of undecryptable messages is not a run of
+    /// notices, while a new session that fails too is reported again.
+    utd_notified: HashSet<(OwnedRoomId, String)>,
 }
 
 #[async_trait]
@@ -411,13 +413,18 @@ impl MatrixChannel {
                 {
                     continue;
                 }
-                if let TimelineEventKind::UnableToDecrypt { event: raw, .. } = &event.kind {
+                if let TimelineEventKind::UnableToDecrypt {
+                    event: raw,
+                    utd_info,
+                } = &event.kind
+                {
                     let sender = raw
                         .get_field::<String>("sender")
                         .ok()
                         .flatten()
                         .unwrap_or_default();
-                    self.undecryptable(this, &room, &sender).await;
+                    let session = utd_info.session_id.clone().unwrap_or_default();
+                    self.undecryptable(this, &room, &sender, session).await;
                     continue;
                 }
                 if self.message(this, context, &room, event, batch).await {
@@ -456,8 +463,8 @@ impl MatrixChannel {
         }
     }
 
-    /// Tells the room, once per run, that a message could not be decrypted.
-    async fn undecryptable(&self, this: &mut Loop, room: &Room, sender: &str) {
+    /// Tells the room, once per megolm session and run, that a message could not be decrypted.
+    async fn undecryptable(&self, this: &mut Loop, room: &Room, sender: &str, session: String) {
         let facts = MessageFacts {
             room_id: room.room_id().as_str(),
             sender,
@@ -467,16 +474,24 @@ impl MatrixChannel {
         if this.policy.judge(&facts) != Verdict::Answer {
             return;
         }
-        tracing::warn!(room = %room.room_id(), sender, "A Matrix message could not be decrypted.");
-        if !this.utd_notified.insert(room.room_id().to_owned()) {
+        tracing::warn!(room = %room.room_id(), sender, session, "A Matrix message could not be decrypted.");
+        if !this
+            .utd_notified
+            .insert((room.room_id().to_owned(), session))
+        {
             return;
         }
         let notice = RoomMessageEventContent::notice_plain(
             "I could not decrypt a message in this room: my device did not receive its key. \
              Please allow sending keys to unverified devices (or verify mine) and send it again.",
         );
-        if let Err(error) = room.send(notice).await {
-            tracing::warn!(room = %room.room_id(), error = %error, "Could not send the undecryptable-message notice.");
+        match room.send(notice).await {
+            Ok(sent) => {
+                tracing::debug!(room = %room.room_id(), event = %sent.response.event_id, "Sent the undecryptable-message notice.")
+            }
+            Err(error) => {
+                tracing::warn!(room = %room.room_id(), error = %error, "Could not send the undecryptable-message notice.")
+            }
         }
     }
 

@@ -90,6 +90,10 @@ pub struct Human {
     pub account: Account,
     pub seen: Arc<Mutex<Vec<Seen>>>,
     pub typing: TypingLog,
+    /// Megolm sessions used by [`Human::send_undecryptable`], by name.
+    lost_sessions: Mutex<
+        std::collections::HashMap<String, matrix_sdk::encryption::vodozemac::megolm::GroupSession>,
+    >,
     sync: JoinHandle<()>,
 }
 
@@ -162,6 +166,7 @@ impl Human {
             account: account.clone(),
             seen,
             typing,
+            lost_sessions: Mutex::default(),
             sync,
         }
     }
@@ -216,6 +221,46 @@ impl Human {
             .unwrap()
             .response
             .event_id
+    }
+
+    /// Sends a real megolm-encrypted message from a fresh outbound session whose key is never
+    /// shared with anyone, straight through the client-server API (past the SDK's own
+    /// encryption): for every other member it cannot be decrypted. `session` names the
+    /// session, so several messages can share one; returns nothing, the bot's notices tell.
+    pub async fn send_undecryptable(&self, room_id: &RoomId, session: &str) {
+        use matrix_sdk::encryption::vodozemac::megolm::{GroupSession, SessionConfig};
+        use matrix_sdk::ruma::api::client::message::send_message_event::v3::Request;
+        let sender_key = self
+            .client
+            .encryption()
+            .curve25519_key()
+            .await
+            .unwrap()
+            .to_base64();
+        let (ciphertext, session_id) = {
+            let mut sessions = self.lost_sessions.lock().unwrap();
+            let group = sessions
+                .entry(session.to_owned())
+                .or_insert_with(|| GroupSession::new(SessionConfig::version_1()));
+            let plain = r#"{"type":"m.room.message","content":{"msgtype":"m.text","body":"lost"}}"#;
+            (group.encrypt(plain).to_base64(), group.session_id())
+        };
+        let content = serde_json::json!({
+            "algorithm": "m.megolm.v1.aes-sha2",
+            "ciphertext": ciphertext,
+            "device_id": self.client.device_id().unwrap().to_string(),
+            "sender_key": sender_key,
+            "session_id": session_id,
+        });
+        let request = Request::new_raw(
+            room_id.to_owned(),
+            matrix_sdk::ruma::TransactionId::new(),
+            "m.room.encrypted".into(),
+            matrix_sdk::ruma::serde::Raw::new(&content)
+                .unwrap()
+                .cast_unchecked(),
+        );
+        self.client.send(request).await.unwrap();
     }
 
     /// Messages from `sender` in `room_id` seen so far.

@@ -125,6 +125,21 @@ impl ScriptedLlm {
         self.lock().requests.clone()
     }
 
+    /// The text of every user message the LLM was sent, joined by newlines: what reached the
+    /// agent, for "this never got through" checks.
+    pub fn user_texts(&self) -> String {
+        self.requests()
+            .iter()
+            .flat_map(|request| request["messages"].as_array().cloned().unwrap_or_default())
+            .filter(|m| m["role"] == "user")
+            .map(|m| match &m["content"] {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
     /// How many requests arrived.
     pub fn request_count(&self) -> usize {
         self.lock().requests.len()
