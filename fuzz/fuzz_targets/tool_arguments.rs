@@ -5,7 +5,8 @@
 //!
 //! Invariants checked on every input, beyond "never panics" (the tools are called directly, not
 //! through the registry's panic catcher, so a panic in a tool is a crash here):
-//! - valid JSON is kept as parsed; anything else is kept verbatim as a string;
+//! - valid JSON is kept as parsed (but `null`, like nothing, is `{}`); anything else is kept
+//!   verbatim as a string;
 //! - the text sent back to the provider is the model's own text or the same JSON value;
 //! - validation never accepts what it cannot parse: arguments that are not a JSON object (or
 //!   nothing) are always an error result, and a tool that accepts a call had an object;
@@ -16,6 +17,8 @@
 //! different f64 than its printed form parsed back to, because serde_json without its
 //! `float_roundtrip` feature rounds inexactly; the main crate now enables that feature
 //! (regression test `issue_7_a_long_number_argument_round_trips_exactly` in `llm::stream`).
+//! And: `null` was stored as null but sent back as `{}` (seed `null.json`); `null` now means no
+//! arguments on both sides (regression test `issue_7_null_arguments_mean_none_in_history_and_back`).
 #![no_main]
 
 use std::path::PathBuf;
@@ -73,8 +76,8 @@ fuzz_target!(|data: &[u8]| {
 
     let arguments = parse_tool_arguments(raw);
     let strict = serde_json::from_str::<Value>(raw);
-    if raw.trim().is_empty() {
-        assert_eq!(arguments, Value::Object(Default::default()));
+    if raw.trim().is_empty() || matches!(strict, Ok(Value::Null)) {
+        assert_eq!(arguments, Value::Object(Default::default()), "no arguments is {{}}");
     } else if let Ok(Value::String(_)) | Err(_) = &strict {
         assert_eq!(
             arguments,

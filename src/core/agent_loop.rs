@@ -326,9 +326,10 @@ impl AgentLoop {
         tools: &ToolSet<'_>,
         sink: &dyn ReplySink,
     ) -> Result<ChatResponse, LlmError> {
+        let specs = tools.specs();
         let request = ChatRequest {
             messages: prompt,
-            tools: tools.specs(),
+            tools: &specs,
         };
         if !sink.streaming() {
             return llm.chat(request, &|_| {}).await;

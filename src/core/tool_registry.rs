@@ -79,30 +79,31 @@ impl ToolRegistry {
 pub struct ToolSet<'a> {
     registry: &'a ToolRegistry,
     extra: Vec<Arc<dyn Tool>>,
-    specs: Vec<ToolSpec>,
+    /// The tools offered to the model, in order (shared handles: nothing is deep-copied).
+    offered: Vec<Arc<dyn Tool>>,
 }
 
 impl<'a> ToolSet<'a> {
     /// Layers `extra` over `registry` for one turn.
     pub fn new(registry: &'a ToolRegistry, extra: Vec<Arc<dyn Tool>>) -> Self {
         let shadowed = |name: &str| extra.iter().any(|t| t.spec().name == name);
-        let specs = registry
+        let offered = registry
             .tools
             .iter()
             .filter(|t| !shadowed(&t.spec().name))
             .chain(extra.iter())
-            .map(|t| t.spec().clone())
+            .cloned()
             .collect();
         Self {
             registry,
             extra,
-            specs,
+            offered,
         }
     }
 
-    /// Definitions to send to the model.
-    pub fn specs(&self) -> &[ToolSpec] {
-        &self.specs
+    /// Definitions to send to the model, borrowed from the tools.
+    pub fn specs(&self) -> Vec<&ToolSpec> {
+        self.offered.iter().map(|t| t.spec()).collect()
     }
 
     /// Runs a tool by name. Unknown names, errors and panics all become error results.

@@ -125,8 +125,8 @@ impl Accumulator {
     }
 }
 
-/// Parses a tool call's arguments: empty means `{}`, invalid JSON is kept as a string value so
-/// the tool layer can tell the model what was wrong.
+/// Parses a tool call's arguments: empty or a bare JSON `null` means no arguments, `{}`; invalid
+/// JSON is kept as a string value so the tool layer can tell the model what was wrong.
 ///
 /// Public (as [`crate::llm::parse_tool_arguments`]) because it is the first half of tool-argument
 /// validation: what this returns is what a tool's `call` receives, so checks of that pipeline
@@ -136,6 +136,9 @@ pub fn parse_arguments(raw: &str) -> Value {
         return Value::Object(Default::default());
     }
     match serde_json::from_str(raw) {
+        // `null` would be stored as null but go back to the provider as `{}` (what a stored
+        // call without arguments sends): normalised here, history and provider agree. See: #7
+        Ok(Value::Null) => Value::Object(Default::default()),
         // A bare JSON string is kept as the text the model wrote (quotes included), like invalid
         // JSON: a parsed string could not be told apart from raw text and would go back to the
         // provider without its quotes. See: #7.
@@ -344,6 +347,15 @@ mod tests {
                 assert_eq!(sent, raw);
             }
         }
+    }
+
+    /// Found by the `tool_arguments` fuzz target (input `null`, kept as seed `null.json`): the
+    /// model's `null` was stored as null but sent back as `{}`.
+    #[test]
+    fn issue_7_null_arguments_mean_none_in_history_and_back() {
+        let value = parse_arguments(" null ");
+        assert_eq!(value, json!({}));
+        assert_eq!(crate::llm::tool_arguments_text(&value), "{}");
     }
 
     /// Found by the `tool_arguments` fuzz target: without serde_json's `float_roundtrip`, a

@@ -30,7 +30,7 @@ impl<'a> RequestBody<'a> {
     pub(crate) fn new(
         model: &'a str,
         messages: &'a [Message],
-        tools: &'a [ToolSpec],
+        tools: &'a [&'a ToolSpec],
         max_tokens: Option<u32>,
         with_reasoning: bool,
     ) -> Self {
@@ -41,7 +41,7 @@ impl<'a> RequestBody<'a> {
                 .map(|message| WireMessage::new(message, with_reasoning))
                 .collect(),
             stream: true,
-            tools: tools.iter().map(WireTool::new).collect(),
+            tools: tools.iter().map(|spec| WireTool::new(spec)).collect(),
             max_tokens,
         }
     }

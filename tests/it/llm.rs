@@ -75,7 +75,11 @@ async fn chat(
     tools: &[ToolSpec],
 ) -> (Result<ChatResponse, LlmError>, Vec<StreamEvent>) {
     let events = Mutex::new(Vec::new());
-    let request = ChatRequest { messages, tools };
+    let tools: Vec<&ToolSpec> = tools.iter().collect();
+    let request = ChatRequest {
+        messages,
+        tools: &tools,
+    };
     let result = client
         .chat(request, &|event| events.lock().unwrap().push(event))
         .await;

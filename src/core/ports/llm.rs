@@ -18,8 +18,9 @@ use crate::core::ports::tool::ToolSpec;
 pub struct ChatRequest<'a> {
     /// System prompt, history and the new user message, in order.
     pub messages: &'a [Message],
-    /// Tool definitions offered to the model (may be empty).
-    pub tools: &'a [ToolSpec],
+    /// Tool definitions offered to the model (may be empty); borrowed from the tools, so a
+    /// turn never copies the schemas.
+    pub tools: &'a [&'a ToolSpec],
 }
 
 /// What arrives while a call streams.
