@@ -349,9 +349,46 @@ async fn mail_sent_while_down_is_answered_once_across_three_restarts() {
     assert!(progress.contains("answered"), "{progress}");
 }
 
-/// A private mail server, stopped on drop.
+/// A private mail server on free ports (for tests that stop and restart it), stopped on drop.
 struct PrivateMail {
     server: MailServer,
+    _dir: tempfile::TempDir,
+}
+
+impl PrivateMail {
+    fn start() -> Self {
+        use std::os::unix::fs::PermissionsExt;
+        // Under /tmp and world-traversable: dovecot's users must reach it.
+        let dir = tempfile::Builder::new()
+            .prefix("squidbot-mail-")
+            .tempdir_in("/tmp")
+            .unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let private = Self {
+            server: MailServer {
+                host: "127.0.0.1".into(),
+                imap_port: crate::support::testenv::free_port(),
+                smtp_port: crate::support::testenv::free_port(),
+                dir: dir.path().display().to_string(),
+            },
+            _dir: dir,
+        };
+        private.restart();
+        private
+    }
+
+    /// Starts the servers (again), on the same ports and mailboxes.
+    fn restart(&self) {
+        let (imap, smtp) = (
+            self.server.imap_port.to_string(),
+            self.server.smtp_port.to_string(),
+        );
+        crate::support::testenv::run_script("mail.sh", &["start", &self.server.dir, &imap, &smtp]);
+    }
+
+    fn stop(&self) {
+        crate::support::testenv::run_script("mail.sh", &["stop", &self.server.dir]);
+    }
 }
 
 impl Drop for PrivateMail {
@@ -364,27 +401,7 @@ impl Drop for PrivateMail {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_restart_during_idle_is_recovered() {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::Builder::new()
-        .prefix("squidbot-mail-")
-        .tempdir_in("/tmp")
-        .unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let (imap, smtp) = (
-        crate::support::testenv::free_port(),
-        crate::support::testenv::free_port(),
-    );
-    let dir_text = dir.path().display().to_string();
-    let script = |args: &[&str]| crate::support::testenv::run_script("mail.sh", args);
-    script(&["start", &dir_text, &imap.to_string(), &smtp.to_string()]);
-    let private = PrivateMail {
-        server: MailServer {
-            host: "127.0.0.1".into(),
-            imap_port: imap,
-            smtp_port: smtp,
-            dir: dir_text.clone(),
-        },
-    };
+    let private = PrivateMail::start();
     let server = private.server.clone();
     let bot = server.add_user("bot");
     let (owner, owner_pw) = server.add_user("owner");
@@ -408,11 +425,11 @@ async fn a_server_restart_during_idle_is_recovered() {
         })
         .await;
 
-    script(&["stop", &dir_text]);
+    private.stop();
     // Dovecot's IMAP processes outlive their master; end the ones serving this private port
     // (found by their sockets, killed by pid), so the bot's IDLE connection really drops.
-    kill_connections(imap);
-    script(&["start", &dir_text, &imap.to_string(), &smtp.to_string()]);
+    kill_connections(server.imap_port);
+    private.restart();
     let second = new_id("second");
     server
         .send_raw(
@@ -480,27 +497,7 @@ fn kill_connections(port: u16) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reply_that_cannot_be_sent_is_queued_and_retried() {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::Builder::new()
-        .prefix("squidbot-mail-")
-        .tempdir_in("/tmp")
-        .unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let (imap, smtp) = (
-        crate::support::testenv::free_port(),
-        crate::support::testenv::free_port(),
-    );
-    let dir_text = dir.path().display().to_string();
-    let script = |args: &[&str]| crate::support::testenv::run_script("mail.sh", args);
-    script(&["start", &dir_text, &imap.to_string(), &smtp.to_string()]);
-    let private = PrivateMail {
-        server: MailServer {
-            host: "127.0.0.1".into(),
-            imap_port: imap,
-            smtp_port: smtp,
-            dir: dir_text.clone(),
-        },
-    };
+    let private = PrivateMail::start();
     let server = private.server.clone();
     let bot = server.add_user("bot");
     let (owner, owner_pw) = server.add_user("owner");
@@ -527,8 +524,8 @@ async fn a_reply_that_cannot_be_sent_is_queued_and_retried() {
         assert!(std::time::Instant::now() < deadline, "no LLM request");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    script(&["stop", &dir_text]);
-    kill_connections(imap);
+    private.stop();
+    kill_connections(server.imap_port);
     loop {
         let status = gateway.status().await;
         if status["email"]["pending_replies"] == 1 {
@@ -546,7 +543,7 @@ async fn a_reply_that_cannot_be_sent_is_queued_and_retried() {
             .unwrap()
             .contains("late answer")
     );
-    script(&["start", &dir_text, &imap.to_string(), &smtp.to_string()]);
+    private.restart();
     let mails = server
         .wait_for(&owner, &owner_pw, "the retried reply", WAIT, |m| {
             replies(m).len() == 1

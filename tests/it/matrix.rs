@@ -305,27 +305,52 @@ async fn a_dm_round_trip_with_html_typing_receipts_threads_splitting_and_files()
     assert!(status["matrix"]["last_sync"].is_string(), "{status}");
 }
 
+/// An encrypted room of alice and the bot (allowlisted, echoing), the bot joined.
+struct EncryptedDm {
+    alice: Human,
+    bot: Account,
+    room_id: matrix_sdk::ruma::OwnedRoomId,
+    llm: ScriptedLlm,
+    home: tempfile::TempDir,
+    _gateway: BotGateway,
+}
+
+impl EncryptedDm {
+    async fn open() -> Self {
+        let hs = Homeserver::shared();
+        let (bot, alice_account) = (hs.register("bot"), hs.register("alice"));
+        let llm = ScriptedLlm::start().await;
+        llm.set_handler(echo);
+        let home = tempfile::tempdir().unwrap();
+        let extra = format!("    allowlist: [\"{}\"]", alice_account.user_id);
+        let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
+        let alice = Human::login(&hs, &alice_account).await;
+        let room = alice.create_room(&[&bot.user_id], true).await;
+        let room_id = room.room_id().to_owned();
+        alice.wait_joined(&room_id, &bot.user_id).await;
+        Self {
+            alice,
+            bot,
+            room_id,
+            llm,
+            home,
+            _gateway: gateway,
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_encrypted_room_is_read_and_answered_encrypted() {
-    let hs = Homeserver::shared();
-    let (bot, alice_account) = (hs.register("bot"), hs.register("alice"));
-    let llm = ScriptedLlm::start().await;
-    llm.set_handler(echo);
-    let home = tempfile::tempdir().unwrap();
-    let extra = format!("    allowlist: [\"{}\"]", alice_account.user_id);
-    let _gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
-    let alice = Human::login(&hs, &alice_account).await;
-    let room = alice.create_room(&[&bot.user_id], true).await;
-    let room_id = room.room_id().to_owned();
-    alice.wait_joined(&room_id, &bot.user_id).await;
-    alice.say(&room_id, "a secret hello").await;
-    let replies = alice.wait_messages(&room_id, &bot.user_id, 1).await;
+    let dm = EncryptedDm::open().await;
+    let (alice, bot, room_id) = (&dm.alice, &dm.bot, &*dm.room_id);
+    alice.say(room_id, "a secret hello").await;
+    let replies = alice.wait_messages(room_id, &bot.user_id, 1).await;
     assert_eq!(replies[0].content.body(), "**echo** a secret hello");
     assert!(
         replies[0].encrypted,
         "the reply was sent encrypted and decrypted by the human"
     );
-    let history = std::fs::read_dir(home.path().join("sessions"))
+    let history = std::fs::read_dir(dm.home.path().join("sessions"))
         .unwrap()
         .count();
     assert_eq!(history, 1, "one session for the room");
@@ -333,30 +358,21 @@ async fn an_encrypted_room_is_read_and_answered_encrypted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_undecryptable_message_gets_one_notice_per_room_and_session() {
-    let hs = Homeserver::shared();
-    let (bot, alice_account) = (hs.register("bot"), hs.register("alice"));
-    let llm = ScriptedLlm::start().await;
-    llm.set_handler(echo);
-    let home = tempfile::tempdir().unwrap();
-    let extra = format!("    allowlist: [\"{}\"]", alice_account.user_id);
-    let _gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
-    let alice = Human::login(&hs, &alice_account).await;
-    let room = alice.create_room(&[&bot.user_id], true).await;
-    let room_id = room.room_id().to_owned();
-    alice.wait_joined(&room_id, &bot.user_id).await;
-    alice.say(&room_id, "hello").await;
-    alice.wait_messages(&room_id, &bot.user_id, 1).await;
+    let dm = EncryptedDm::open().await;
+    let (alice, bot, room_id, llm) = (&dm.alice, &dm.bot, &*dm.room_id, &dm.llm);
+    alice.say(room_id, "hello").await;
+    alice.wait_messages(room_id, &bot.user_id, 1).await;
     // Three messages the bot cannot read, in two megolm sessions, then one it can; then one
     // more in a session already reported, and one it can read.
     for session in ["lost-a", "lost-a", "lost-b"] {
-        alice.send_undecryptable(&room_id, session).await;
+        alice.send_undecryptable(room_id, session).await;
     }
-    alice.say(&room_id, "readable").await;
-    alice.send_undecryptable(&room_id, "lost-b").await;
-    alice.say(&room_id, "readable again").await;
+    alice.say(room_id, "readable").await;
+    alice.send_undecryptable(room_id, "lost-b").await;
+    alice.say(room_id, "readable again").await;
     // The room is handled in order: once the last echo is there, every notice was sent.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !bodies(&alice.messages_from(&room_id, &bot.user_id))
+    while !bodies(&alice.messages_from(room_id, &bot.user_id))
         .contains(&"**echo** readable again".to_owned())
     {
         assert!(Instant::now() < deadline, "no echo of the last message");
@@ -364,13 +380,13 @@ async fn an_undecryptable_message_gets_one_notice_per_room_and_session() {
     }
     // Read the room's history back (decrypting) rather than trusting the live handler alone;
     // notices are sent beside the turns, so wait for all five, then a second for a stray one.
-    let mut from_bot = bot_history(&alice, &room_id, &bot.user_id).await;
+    let mut from_bot = bot_history(alice, room_id, &bot.user_id).await;
     while from_bot.len() < 5 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        from_bot = bot_history(&alice, &room_id, &bot.user_id).await;
+        from_bot = bot_history(alice, room_id, &bot.user_id).await;
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let from_bot = bot_history(&alice, &room_id, &bot.user_id).await;
+    let from_bot = bot_history(alice, room_id, &bot.user_id).await;
     let notices = from_bot.iter().filter(|m| m.contains(" m.notice ")).count();
     assert_eq!(notices, 2, "one notice per megolm session: {from_bot:#?}");
     assert!(from_bot.iter().any(|m| m.contains("could not decrypt")));
