@@ -19,6 +19,9 @@
 //! (regression test `issue_7_a_long_number_argument_round_trips_exactly` in `llm::stream`).
 //! And: `null` was stored as null but sent back as `{}` (seed `null.json`); `null` now means no
 //! arguments on both sides (regression test `issue_7_null_arguments_mean_none_in_history_and_back`).
+//! And: `[""]` was accepted by `list_files` as `{"path": ""}` (serde reads a struct from an
+//! array by position); arguments must now be an object (seed `positional.json`, regression test
+//! `issue_7_positional_and_scalar_arguments_are_refused` in `core::ports::tool`).
 #![no_main]
 
 use std::path::PathBuf;

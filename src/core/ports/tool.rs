@@ -98,6 +98,61 @@ pub fn parse_arguments<T: serde::de::DeserializeOwned>(
             raw.chars().take(200).collect::<String>()
         )));
     }
+    // serde reads a struct from an array too (fields by position): `[""]` would pass as a
+    // call of a tool whose first field is a string. Arguments are an object, by name. See: #7
+    let kind = match &arguments {
+        Value::Object(_) => None,
+        Value::Array(_) => Some("an array"),
+        Value::Number(_) => Some("a number"),
+        Value::Bool(_) => Some("a boolean"),
+        Value::Null | Value::String(_) => Some("not an object"),
+    };
+    if let Some(kind) = kind {
+        return Err(ToolOutput::error(format!(
+            "Error: arguments for {tool} must be a JSON object with named fields, not {kind}"
+        )));
+    }
     serde_json::from_value(arguments)
         .map_err(|error| ToolOutput::error(format!("Error: invalid arguments for {tool}: {error}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Arguments {
+        #[allow(dead_code)]
+        path: String,
+    }
+
+    fn error_of(arguments: Value) -> String {
+        parse_arguments::<Arguments>("list_files", arguments)
+            .unwrap_err()
+            .content
+    }
+
+    #[test]
+    fn named_fields_parse() {
+        assert_eq!(
+            parse_arguments::<Arguments>("t", json!({"path": "a"}))
+                .unwrap()
+                .path,
+            "a"
+        );
+    }
+
+    /// Found by the `tool_arguments` fuzz target (seed `positional.json`): `[""]` was accepted
+    /// as `{"path": ""}`, because serde reads a struct from an array by position.
+    #[test]
+    fn issue_7_positional_and_scalar_arguments_are_refused() {
+        assert!(error_of(json!([""])).contains("not an array"));
+        assert!(error_of(json!(3)).contains("not a number"));
+        assert!(error_of(json!(true)).contains("not a boolean"));
+        assert!(error_of(json!("{\"path\":1}")).contains("not a JSON object"));
+        assert!(error_of(json!("{broken")).contains("not valid JSON"));
+        assert!(error_of(json!({"path": "a", "x": 1})).contains("unknown field"));
+    }
 }
