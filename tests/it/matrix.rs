@@ -72,24 +72,8 @@ impl BotGateway {
             base: format!("http://127.0.0.1:{port}"),
             http: reqwest::Client::new(),
         };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(response) = gateway
-                .http
-                .get(format!("{}/readyz", gateway.base))
-                .send()
-                .await
-                && response.status().is_success()
-            {
-                return gateway;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "gateway not ready: {}",
-                std::fs::read_to_string(home.join("gateway.log")).unwrap_or_default()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        crate::support::bin::wait_ready(&gateway.http, &gateway.base, home).await;
+        gateway
     }
 
     async fn status(&self) -> Value {
@@ -184,17 +168,14 @@ async fn wait_receipt(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dm_round_trip_with_html_typing_receipts_threads_splitting_and_files() {
-    let hs = Homeserver::shared();
-    let (bot, alice_account) = (hs.register("bot"), hs.register("alice"));
-    let llm = ScriptedLlm::start().await;
-    llm.set_handler(echo);
-    let home = tempfile::tempdir().unwrap();
-    let extra = format!("    allowlist: [\"{}\"]", alice_account.user_id);
-    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
-    let alice = Human::login(&hs, &alice_account).await;
-    let room = alice.create_room(&[&bot.user_id], false).await;
-    let room_id = room.room_id().to_owned();
-    alice.wait_joined(&room_id, &bot.user_id).await;
+    let Dm {
+        alice,
+        bot,
+        room_id,
+        llm,
+        home,
+        gateway,
+    } = Dm::open(false).await;
 
     // A DM round trip: Markdown rendered as HTML, typing shown while the turn ran, and the
     // read receipt on the message.
@@ -305,18 +286,18 @@ async fn a_dm_round_trip_with_html_typing_receipts_threads_splitting_and_files()
     assert!(status["matrix"]["last_sync"].is_string(), "{status}");
 }
 
-/// An encrypted room of alice and the bot (allowlisted, echoing), the bot joined.
-struct EncryptedDm {
+/// A direct room of alice and the bot (allowlisted, echoing), the bot joined.
+struct Dm {
     alice: Human,
     bot: Account,
     room_id: matrix_sdk::ruma::OwnedRoomId,
     llm: ScriptedLlm,
     home: tempfile::TempDir,
-    _gateway: BotGateway,
+    gateway: BotGateway,
 }
 
-impl EncryptedDm {
-    async fn open() -> Self {
+impl Dm {
+    async fn open(encrypted: bool) -> Self {
         let hs = Homeserver::shared();
         let (bot, alice_account) = (hs.register("bot"), hs.register("alice"));
         let llm = ScriptedLlm::start().await;
@@ -325,7 +306,7 @@ impl EncryptedDm {
         let extra = format!("    allowlist: [\"{}\"]", alice_account.user_id);
         let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
         let alice = Human::login(&hs, &alice_account).await;
-        let room = alice.create_room(&[&bot.user_id], true).await;
+        let room = alice.create_room(&[&bot.user_id], encrypted).await;
         let room_id = room.room_id().to_owned();
         alice.wait_joined(&room_id, &bot.user_id).await;
         Self {
@@ -334,14 +315,14 @@ impl EncryptedDm {
             room_id,
             llm,
             home,
-            _gateway: gateway,
+            gateway,
         }
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_encrypted_room_is_read_and_answered_encrypted() {
-    let dm = EncryptedDm::open().await;
+    let dm = Dm::open(true).await;
     let (alice, bot, room_id) = (&dm.alice, &dm.bot, &*dm.room_id);
     alice.say(room_id, "a secret hello").await;
     let replies = alice.wait_messages(room_id, &bot.user_id, 1).await;
@@ -358,7 +339,7 @@ async fn an_encrypted_room_is_read_and_answered_encrypted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_undecryptable_message_gets_one_notice_per_room_and_session() {
-    let dm = EncryptedDm::open().await;
+    let dm = Dm::open(true).await;
     let (alice, bot, room_id, llm) = (&dm.alice, &dm.bot, &*dm.room_id, &dm.llm);
     alice.say(room_id, "hello").await;
     alice.wait_messages(room_id, &bot.user_id, 1).await;

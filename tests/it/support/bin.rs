@@ -46,3 +46,22 @@ pub fn tool_names(request: &Value) -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// Waits (up to 30 s) until the gateway at `base` answers `/readyz` with 200; fails the test
+/// with the gateway's log (`home/gateway.log`) if it never does.
+pub async fn wait_ready(http: &reqwest::Client, base: &str, home: &Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if let Ok(response) = http.get(format!("{base}/readyz")).send().await
+            && response.status().is_success()
+        {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "gateway not ready: {}",
+            std::fs::read_to_string(home.join("gateway.log")).unwrap_or_default()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

@@ -176,21 +176,8 @@ impl MailGateway {
             child,
             base: format!("http://127.0.0.1:{port}"),
         };
-        let http = reqwest::Client::new();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(response) = http.get(format!("{}/readyz", gateway.base)).send().await
-                && response.status().is_success()
-            {
-                return gateway;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "gateway not ready: {}",
-                std::fs::read_to_string(home.join("gateway.log")).unwrap_or_default()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        crate::support::bin::wait_ready(&reqwest::Client::new(), &gateway.base, home).await;
+        gateway
     }
 
     /// `/status` as JSON.
