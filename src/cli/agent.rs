@@ -53,6 +53,7 @@ pub async fn run(config: Option<&Path>, args: AgentArgs) -> Result<ExitCode> {
             // The REPL lives long enough for a late MCP server to matter; the task ends with
             // the process.
             assembly.retry_mcp(tokio_util::sync::CancellationToken::new());
+            assembly.warm_up();
             let banner = format!(
                 "squidbot {} · pool: {}",
                 env!("CARGO_PKG_VERSION"),

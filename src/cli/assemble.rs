@@ -19,6 +19,7 @@ use squidbot::core::ports::channel::TurnTools;
 use squidbot::core::ports::clock::Clock;
 use squidbot::core::ports::clock::SystemClock;
 use squidbot::core::ports::llm::LlmClient;
+use squidbot::core::ports::prompt::AppendedPrompt;
 use squidbot::core::ports::store::{HistoryStore, MemoryStore};
 use squidbot::core::ports::tool::Tool;
 use squidbot::core::session::SessionId;
@@ -32,6 +33,7 @@ use squidbot::storage::cron_jobs::CronJobs;
 use squidbot::storage::{HistoryIndex, JsonlStore, MemoryFile, WorkspacePrompt};
 use squidbot::tools::cron::{CronAddTool, registry_tools};
 use squidbot::tools::mcp::{CONNECT_TIMEOUT, McpHub};
+use squidbot::tools::spawn::profiles::profiles_prompt;
 use squidbot::tools::spawn::{SpawnLimits, SubAgentParts};
 use squidbot::tools::{
     FetchUrlTool, MemoryWriteTool, SearchHistoryTool, ShellTool, SpawnHub, WebSearchTool,
@@ -55,6 +57,8 @@ pub struct Assembly {
     clock: Arc<dyn Clock>,
     skills: SkillCatalog,
     mcp: Arc<McpHub>,
+    spawn: Option<Arc<SpawnHub>>,
+    history_index: Option<Arc<SearchHistoryTool>>,
 }
 
 /// What building more pools later needs.
@@ -156,7 +160,10 @@ impl Assembly {
             history.clone(),
             memory.clone(),
             Arc::new(SkilledPrompt::new(
-                Arc::new(WorkspacePrompt::main_agent(workspace)),
+                Arc::new(AppendedPrompt::new(
+                    Arc::new(WorkspacePrompt::main_agent(workspace)),
+                    profiles_prompt(&config.tools.spawn),
+                )),
                 skills.clone(),
             )),
             Some(consolidation_llm),
@@ -177,13 +184,14 @@ impl Assembly {
                 .context("setting up tools.web_search")?;
             registry.register(Arc::new(tool))?;
         }
+        let mut history_index = None;
         if config.tools.search_history.enabled {
             // The index is a cache: if it cannot be opened, the agent runs without the tool.
             match HistoryIndex::open(&loaded.home) {
                 Ok(index) => {
-                    let tool = SearchHistoryTool::new(Arc::new(index), clock.clone());
-                    tool.warm_up();
-                    registry.register(Arc::new(tool))?;
+                    let tool = Arc::new(SearchHistoryTool::new(Arc::new(index), clock.clone()));
+                    history_index = Some(tool.clone());
+                    registry.register(tool)?;
                 }
                 Err(error) => {
                     tracing::warn!(error = %error, "History index unavailable; search_history disabled.");
@@ -198,6 +206,7 @@ impl Assembly {
                 tracing::warn!(error = %error, "MCP tool skipped.");
             }
         }
+        let mut spawn = None;
         if config.tools.spawn.enabled {
             // The hub takes a copy of the registry as it is now, before spawn and spawn_await
             // join it: sub-agents get every other tool, never these two, and no cycle forms.
@@ -214,9 +223,11 @@ impl Assembly {
                 build_pool(config, pool, &client, &timeouts, metrics.as_ref())
             })
             .context("setting up tools.spawn")?;
-            for tool in spawn_tools(&Arc::new(hub)) {
+            let hub = Arc::new(hub);
+            for tool in spawn_tools(&hub) {
                 registry.register(tool)?;
             }
+            spawn = Some(hub);
         }
         let agent = AgentLoop::new(
             llm,
@@ -239,7 +250,24 @@ impl Assembly {
             clock,
             skills,
             mcp,
+            spawn,
+            history_index,
         })
+    }
+
+    /// Work worth starting early in a long-lived process (the gateway, the REPL): bringing the
+    /// history index up to date in the background. A one-shot `agent -m` skips it: its search,
+    /// if any, updates the index itself, and the process would otherwise wait at exit for a
+    /// full index build it never used.
+    pub fn warm_up(&self) {
+        if let Some(tool) = &self.history_index {
+            tool.warm_up();
+        }
+    }
+
+    /// The sub-agent hub, when `tools.spawn` is enabled (for `/status` and shutdown).
+    pub fn spawn(&self) -> Option<&Arc<SpawnHub>> {
+        self.spawn.as_ref()
     }
 
     /// The skill catalog behind the prompt (for `/status`).

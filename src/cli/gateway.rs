@@ -19,9 +19,9 @@ use squidbot::channels::heartbeat::HeartbeatChannel;
 use squidbot::channels::http::{HttpChannel, HttpSettings};
 use squidbot::channels::matrix::{MatrixChannel, MatrixTurnTools};
 use squidbot::core::ports::channel::{ActivityLog, Channel, Dispatch, Outboxes, TurnTools};
-use squidbot::gateway::StatusSection;
 use squidbot::gateway::fault::FaultChannel;
 use squidbot::gateway::{ChannelDirectory, GatewayState, Metrics, Router, Supervisor, shutdown};
+use squidbot::gateway::{StatusSection, status_fn};
 use squidbot::skills::SkillCatalog;
 use squidbot::storage::ActivityFile;
 use squidbot::tools::mcp::McpHub;
@@ -46,6 +46,10 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     state.add_section(Arc::new(SkillsSection(assembly.skills().clone())));
     if !config.tools.mcp_servers.is_empty() {
         state.add_section(Arc::new(McpSection(assembly.mcp())));
+    }
+    if let Some(hub) = assembly.spawn() {
+        let hub = hub.clone();
+        state.add_section(Arc::new(status_fn("spawn", move || hub.status())));
     }
     let activity = Arc::new(ActivityFile::new(&loaded.home));
     let activity_log: Arc<dyn ActivityLog> = activity.clone();
@@ -88,7 +92,8 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
         directory.register(Arc::new(HttpChannel::new(settings, state.clone())));
     }
     if let Some(matrix) = matrix {
-        state.add_section(Arc::new(MatrixSection(matrix.clone())));
+        let status = matrix.clone();
+        state.add_section(Arc::new(status_fn("matrix", move || status.status())));
         directory.register(matrix);
     }
     let heartbeat = &config.agents.heartbeat;
@@ -104,14 +109,16 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
             outboxes.clone(),
             llm,
         )?);
-        state.add_section(Arc::new(HeartbeatSection(channel.clone())));
+        let status = channel.clone();
+        state.add_section(Arc::new(status_fn("heartbeat", move || status.status())));
         directory.register(channel);
     }
     let email = &config.channels.email;
     if email.enabled {
         let workspace = &config.agents.workspace;
         let channel = Arc::new(EmailChannel::new(email, &loaded.home, workspace)?);
-        state.add_section(Arc::new(EmailSection(channel.clone())));
+        let status = channel.clone();
+        state.add_section(Arc::new(status_fn("email", move || status.status())));
         directory.register(channel);
     }
     let cron = Arc::new(CronChannel::new(
@@ -138,6 +145,7 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     let stop = CancellationToken::new();
     let signals = tokio::spawn(shutdown::on_signal(stop.clone()));
     assembly.retry_mcp(stop.clone());
+    assembly.warm_up();
     let dispatch: Arc<dyn Dispatch> = router.clone();
     let supervisor = Supervisor::new(state.clone(), dispatch);
     let supervised = tokio::spawn({
@@ -147,7 +155,14 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
 
     stop.cancelled().await;
     let grace = Duration::from_secs(config.gateway.shutdown_grace_seconds);
+    let deadline = tokio::time::Instant::now() + grace;
     let drained = router.shutdown(grace).await;
+    // Turns may have started sub-agents that nobody awaits: they share what is left of the
+    // grace period, so a stop never takes longer than configured.
+    if let Some(hub) = assembly.spawn() {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        hub.shutdown(left).await;
+    }
     if tokio::time::timeout(CHANNEL_STOP, supervised)
         .await
         .is_err()
@@ -160,49 +175,6 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     }
     tracing::info!(drained, "Gateway stopped.");
     Ok(ExitCode::SUCCESS)
-}
-
-/// The Matrix section of `/status`: connecting, syncing or backing off, last sync, rooms, last
-/// error.
-struct MatrixSection(Arc<MatrixChannel>);
-
-#[async_trait::async_trait]
-impl StatusSection for MatrixSection {
-    fn key(&self) -> &str {
-        "matrix"
-    }
-
-    async fn render(&self) -> serde_json::Value {
-        serde_json::to_value(self.0.status()).unwrap_or_default()
-    }
-}
-
-/// The heartbeat section of `/status`.
-struct HeartbeatSection(Arc<HeartbeatChannel>);
-
-#[async_trait::async_trait]
-impl StatusSection for HeartbeatSection {
-    fn key(&self) -> &str {
-        "heartbeat"
-    }
-
-    async fn render(&self) -> serde_json::Value {
-        serde_json::to_value(self.0.status()).unwrap_or_default()
-    }
-}
-
-/// The email section of `/status`: connection state, last UID, last error, queued replies.
-struct EmailSection(Arc<EmailChannel>);
-
-#[async_trait::async_trait]
-impl StatusSection for EmailSection {
-    fn key(&self) -> &str {
-        "email"
-    }
-
-    async fn render(&self) -> serde_json::Value {
-        serde_json::to_value(self.0.status()).unwrap_or_default()
-    }
 }
 
 /// The cron section of `/status`: every job with its next run, last error and skipped slots.
@@ -222,7 +194,6 @@ impl StatusSection for CronSection {
     }
 }
 
-/// The skills section of `/status`: every skill with its availability and location.
 /// `/status` → `mcp`: each MCP server, whether it is connected, its tools and last error.
 struct McpSection(Arc<McpHub>);
 
@@ -249,6 +220,7 @@ impl StatusSection for McpSection {
     }
 }
 
+/// The skills section of `/status`: every skill with its availability and location.
 struct SkillsSection(SkillCatalog);
 
 #[async_trait::async_trait]

@@ -16,5 +16,5 @@ pub mod supervisor;
 
 pub use metrics::{MeteredLlm, Metrics};
 pub use router::Router;
-pub use state::{GatewayState, StatusSection};
+pub use state::{FnSection, GatewayState, StatusSection, status_fn};
 pub use supervisor::{ChannelDirectory, Supervisor};

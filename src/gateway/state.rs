@@ -62,6 +62,37 @@ pub trait StatusSection: Send + Sync {
     async fn render(&self) -> Value;
 }
 
+/// A section that serializes a status snapshot taken synchronously, which is what most
+/// components offer: `status_fn("email", move || channel.status())`.
+pub struct FnSection<F> {
+    key: &'static str,
+    snapshot: F,
+}
+
+/// A [`StatusSection`] under `key` rendering whatever `snapshot` returns.
+pub fn status_fn<F, T>(key: &'static str, snapshot: F) -> FnSection<F>
+where
+    F: Fn() -> T + Send + Sync,
+    T: serde::Serialize,
+{
+    FnSection { key, snapshot }
+}
+
+#[async_trait::async_trait]
+impl<F, T> StatusSection for FnSection<F>
+where
+    F: Fn() -> T + Send + Sync,
+    T: serde::Serialize,
+{
+    fn key(&self) -> &str {
+        self.key
+    }
+
+    async fn render(&self) -> Value {
+        serde_json::to_value((self.snapshot)()).unwrap_or_default()
+    }
+}
+
 /// Sessions kept in the activity table; older ones are dropped first beyond this.
 const MAX_SESSIONS: usize = 10_000;
 

@@ -91,8 +91,14 @@ impl Gateway {
         self.home.path()
     }
 
+    /// The JSONL file of the session `http:<id>`.
     pub fn session_file(&self, id: &str) -> PathBuf {
-        let session = squidbot::core::session::SessionId::new("http", id).unwrap();
+        self.channel_session_file("http", id)
+    }
+
+    /// The JSONL file of the session `<channel>:<id>`.
+    pub fn channel_session_file(&self, channel: &str, id: &str) -> PathBuf {
+        let session = squidbot::core::session::SessionId::new(channel, id).unwrap();
         self.home().join("sessions").join(format!(
             "{}.jsonl",
             squidbot::storage::safe_id::encode(&session)
@@ -135,14 +141,19 @@ impl Gateway {
             .unwrap()
     }
 
-    /// Sends SIGTERM.
-    pub fn terminate(&self) {
+    /// Sends SIGTERM and waits (at most 15 s) for the process to exit; returns its exit code.
+    pub async fn terminate(&mut self) -> Option<i32> {
         let pid = self.child.id().unwrap();
         let status = std::process::Command::new("kill")
             .args(["-TERM", &pid.to_string()])
             .status()
             .unwrap();
         assert!(status.success());
+        tokio::time::timeout(Duration::from_secs(15), self.child.wait())
+            .await
+            .expect("the gateway exits within 15 s of SIGTERM")
+            .unwrap()
+            .code()
     }
 }
 

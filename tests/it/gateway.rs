@@ -1,13 +1,14 @@
 //! The real `squidbot gateway` binary end to end: the HTTP message API (plain and streamed),
 //! auth, ordering across 20 concurrent sessions, /status and /metrics, a crashing channel
-//! restarted while others answer, and SIGTERM in the middle of a turn.
+//! restarted while others answer, SIGTERM in the middle of a turn, and SIGTERM while a
+//! sub-agent started by a finished turn is still running.
 
 use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::daemon::{Gateway, TOKEN, sse_events};
-use crate::harness::default_reply;
+use crate::harness::{default_reply, system_text};
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 #[tokio::test]
@@ -289,12 +290,7 @@ async fn sigterm_mid_turn_finishes_the_turn_and_exits_zero() {
     while llm.request_count() == 0 {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    gw.terminate();
-    let status = tokio::time::timeout(Duration::from_secs(15), gw.child.wait())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(status.code(), Some(0));
+    assert_eq!(gw.terminate().await, Some(0));
     let response = pending.await.unwrap().unwrap();
     assert_eq!(
         response.status(),
@@ -311,6 +307,76 @@ async fn sigterm_mid_turn_finishes_the_turn_and_exits_zero() {
     }
     let history = std::fs::read_to_string(gw.session_file("late")).unwrap();
     assert_eq!(history.lines().count(), 2);
+}
+
+#[tokio::test]
+async fn sigterm_waits_for_a_running_sub_agent_whose_profile_the_prompt_listed() {
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(|request| {
+        if !system_text(request).contains("<available_spawn_profiles>") {
+            // The sub-agent: still thinking when the gateway is told to stop.
+            return Reply::Delay {
+                ms: 1_500,
+                then: Box::new(Reply::Text("dug it up".to_owned())),
+            };
+        }
+        let last = request["messages"].as_array().unwrap().last().unwrap();
+        if last["role"] == "tool" {
+            return Reply::Text("started".to_owned());
+        }
+        Reply::ToolCalls {
+            text: String::new(),
+            calls: vec![(
+                "c1".to_owned(),
+                "spawn".to_owned(),
+                serde_json::json!({"task": "dig", "profile": "digger"}).to_string(),
+            )],
+        }
+    });
+    let profiles = "tools:\n  spawn:\n    enabled: true\n    profiles:\n      digger:\n        system_prompt: Digs deep.\n        tools: [read_file]\n";
+    let mut gw = Gateway::start(&llm.url(), profiles, &[]).await;
+    let (status, body) = gw.say("boss", "go dig").await;
+    assert_eq!(
+        (status, body["reply"].as_str()),
+        (200, Some("started")),
+        "{body}"
+    );
+    let main = system_text(&llm.requests()[0]);
+    assert!(
+        main.contains("<available_spawn_profiles>\n  <profile name=\"digger\">Digs deep. Tools: read_file.</profile>\n</available_spawn_profiles>"),
+        "{main}"
+    );
+    let job = llm.requests()[1]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    while llm.request_count() < 3 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let spawn = &gw.get_json("/status").await["spawn"];
+    assert_eq!(spawn["running"], 1, "{spawn}");
+    assert_eq!(spawn["max_concurrent"], 4, "{spawn}");
+
+    assert_eq!(gw.terminate().await, Some(0));
+    let texts: Vec<String> = std::fs::read_to_string(gw.channel_session_file("spawn", &job))
+        .unwrap()
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<Value>(line).unwrap()["content"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        ["dig", "dug it up"],
+        "the sub-agent's turn finished before exit"
+    );
 }
 
 #[tokio::test]
@@ -382,11 +448,20 @@ async fn a_cron_job_is_delivered_to_an_http_session_and_an_unroutable_one_is_rep
         "{first_record}"
     );
 
-    let status = gw.get_json("/status").await;
-    let jobs = status["cron"]["jobs"].as_array().unwrap();
-    let job = |name: &str| jobs.iter().find(|j| j["name"] == name).unwrap().clone();
-    assert!(job("ping")["next_run"].is_string());
-    let lost = job("lost");
+    // The unroutable job was added after the delivered one, so its first slot may still be
+    // ahead: wait for it (bounded) rather than reading /status once.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let (status, lost) = loop {
+        let status = gw.get_json("/status").await;
+        let jobs = status["cron"]["jobs"].as_array().unwrap().clone();
+        let job = |name: &str| jobs.iter().find(|j| j["name"] == name).unwrap().clone();
+        assert!(job("ping")["next_run"].is_string());
+        let lost = job("lost");
+        if !lost["last_error"].is_null() || tokio::time::Instant::now() > deadline {
+            break (status, lost);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     assert!(
         lost["last_error"]
             .as_str()

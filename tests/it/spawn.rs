@@ -456,10 +456,7 @@ async fn spawn_await_embeds_errors_and_star_only_waits_for_the_callers_jobs() {
 #[tokio::test]
 async fn max_concurrent_bounds_the_sub_agents_calling_the_llm() {
     let s = setup(enabled(2, BTreeMap::new()), SpawnLimits::default()).await;
-    s.llm.set_handler(|_| Reply::Delay {
-        ms: 400,
-        then: Box::new(Reply::Text("done".to_owned())),
-    });
+    s.llm.set_handler(|_| Reply::text_after(400, "done"));
     let parent = session("local");
     let mut ids = Vec::new();
     for i in 0..5 {
@@ -502,5 +499,84 @@ async fn uncollected_results_are_pruned_and_slow_jobs_reported_as_running() {
     assert_eq!(
         s.collect(&forgotten, &parent).await,
         format!("[{forgotten}: NOT FOUND]")
+    );
+}
+
+#[tokio::test]
+async fn shutdown_lets_running_sub_agents_finish_and_starts_no_more() {
+    let s = setup(enabled(1, BTreeMap::new()), SpawnLimits::default()).await;
+    s.llm.set_handler(|request| Reply::Delay {
+        ms: 400,
+        then: Box::new(Reply::Text(format!(
+            "finished: {}",
+            request["messages"]
+                .as_array()
+                .and_then(|m| m.last())
+                .and_then(|m| m["content"].as_str())
+                .unwrap_or_default()
+        ))),
+    });
+    let parent = session("local");
+    let running = s.spawn(json!({"task": "first"}), &parent).await;
+    // One slot: the second job waits for it, and shutdown ends it before it starts.
+    let waiting = s.spawn(json!({"task": "second"}), &parent).await;
+    while s.llm.request_count() == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(s.hub.status().running, 2);
+
+    assert_eq!(s.hub.shutdown(Duration::from_secs(10)).await, 0);
+    let refused = s.call("spawn", json!({"task": "third"}), &parent).await;
+    assert!(refused.is_error);
+    assert!(
+        refused.content.contains("shutting down"),
+        "{}",
+        refused.content
+    );
+
+    let first = s.history(&SessionId::new("spawn", &running).unwrap());
+    let texts: Vec<&str> = first.iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(texts, ["first", "finished: first"]);
+    assert!(
+        s.history(&SessionId::new("spawn", &waiting).unwrap())
+            .is_empty(),
+        "a job that never started persisted nothing"
+    );
+    assert_eq!(s.llm.request_count(), 1);
+    let out = s.collect("*", &parent).await;
+    assert!(
+        out.contains(&format!("[{running}: OK]\nfinished: first")),
+        "{out}"
+    );
+    assert!(out.contains(&format!("[{waiting}: ERROR]")), "{out}");
+}
+
+#[tokio::test]
+async fn shutdown_aborts_a_sub_agent_that_outlives_the_grace_period() {
+    let s = setup(enabled(2, BTreeMap::new()), SpawnLimits::default()).await;
+    s.llm.set_handler(|_| Reply::text_after(30_000, "too late"));
+    let parent = session("local");
+    let id = s.spawn(json!({"task": "endless"}), &parent).await;
+    while s.llm.request_count() == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let started = Instant::now();
+    assert_eq!(s.hub.shutdown(Duration::from_millis(300)).await, 1);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(s.hub.status().running, 0);
+    let out = s.collect(&id, &parent).await;
+    assert_eq!(
+        out,
+        format!("[{id}: ERROR]\nThe sub-agent was stopped: squidbot is shutting down.")
+    );
+    let texts: Vec<String> = s
+        .history(&SessionId::new("spawn", &id).unwrap())
+        .into_iter()
+        .map(|m| m.content)
+        .collect();
+    assert_eq!(
+        texts,
+        ["endless"],
+        "the task was kept, no reply was invented"
     );
 }

@@ -4,7 +4,11 @@
 //! The memory manager owns the layout; this port only supplies text. Implementations cache by
 //! file modification time so edits apply on the next turn without a restart.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
+
+use crate::core::memory_manager::FALLBACK_BASE_PROMPT;
 
 /// The static sections of a system prompt.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -32,5 +36,70 @@ pub struct FixedPrompt(pub PromptSections);
 impl PromptSource for FixedPrompt {
     async fn sections(&self) -> PromptSections {
         self.0.clone()
+    }
+}
+
+/// Another source's sections with fixed text appended to the base (the spawn profiles block):
+/// text known at startup that belongs with the operating rules, not with memory or skills.
+pub struct AppendedPrompt {
+    inner: Arc<dyn PromptSource>,
+    appendix: String,
+}
+
+impl AppendedPrompt {
+    /// `inner`'s sections, with `appendix` after the base (nothing when it is blank).
+    pub fn new(inner: Arc<dyn PromptSource>, appendix: impl Into<String>) -> Self {
+        Self {
+            inner,
+            appendix: appendix.into(),
+        }
+    }
+}
+
+#[async_trait]
+impl PromptSource for AppendedPrompt {
+    async fn sections(&self) -> PromptSections {
+        let mut sections = self.inner.sections().await;
+        if self.appendix.trim().is_empty() {
+            return sections;
+        }
+        // The fallback persona must not be lost because the base is no longer empty.
+        if sections.base.trim().is_empty() {
+            sections.base = FALLBACK_BASE_PROMPT.to_owned();
+        }
+        sections.base.push_str("\n\n");
+        sections.base.push_str(self.appendix.trim());
+        sections
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixed(base: &str) -> Arc<dyn PromptSource> {
+        Arc::new(FixedPrompt(PromptSections {
+            base: base.to_owned(),
+            skills: "<skills/>".to_owned(),
+            always_skills: vec!["always".to_owned()],
+        }))
+    }
+
+    #[tokio::test]
+    async fn the_appendix_follows_the_base_and_keeps_the_other_sections() {
+        let sections = AppendedPrompt::new(fixed("Rules."), "<extra/>\n")
+            .sections()
+            .await;
+        assert_eq!(sections.base, "Rules.\n\n<extra/>");
+        assert_eq!(sections.skills, "<skills/>");
+        assert_eq!(sections.always_skills, ["always"]);
+    }
+
+    #[tokio::test]
+    async fn an_empty_base_keeps_the_fallback_persona_and_a_blank_appendix_changes_nothing() {
+        let sections = AppendedPrompt::new(fixed(" "), "<extra/>").sections().await;
+        assert_eq!(sections.base, format!("{FALLBACK_BASE_PROMPT}\n\n<extra/>"));
+        let sections = AppendedPrompt::new(fixed("Rules."), "  ").sections().await;
+        assert_eq!(sections.base, "Rules.");
     }
 }

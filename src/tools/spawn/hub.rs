@@ -11,15 +11,18 @@ use std::collections::BTreeMap;
 use std::fmt::Display;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use futures_util::future::join_all;
 use tokio::sync::{Semaphore, watch};
 use tokio::time::Instant;
+use tokio_util::task::TaskTracker;
 
 use super::SpawnError;
 use super::jobs::{Finished, JobStore};
+use super::profiles::profile_descriptions;
 use crate::channels::terminal::CollectingSink;
 use crate::config::SpawnConfig;
 use crate::core::agent_loop::{AgentLoop, TurnRequest};
@@ -114,8 +117,24 @@ pub struct SpawnHub {
     settings: MemorySettings,
     locks: Arc<SessionLocks>,
     permits: Arc<Semaphore>,
+    max_concurrent: usize,
     jobs: JobStore,
     limits: SpawnLimits,
+    /// Every job's task, so shutdown can wait for them.
+    tracker: TaskTracker,
+    /// Set by [`SpawnHub::shutdown`]: no new job is started after it.
+    closed: AtomicBool,
+}
+
+/// The hub's jobs at a glance (for `/status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct SpawnStatus {
+    /// Jobs started and not finished (including those waiting for a free slot).
+    pub running: usize,
+    /// Finished jobs whose result nobody has collected yet.
+    pub uncollected: usize,
+    /// Most sub-agents running at once.
+    pub max_concurrent: usize,
 }
 
 /// The prompt of a sub-agent: its files, then its system prompt.
@@ -160,7 +179,6 @@ impl SpawnHub {
             }
         }
         let mut profiles = BTreeMap::new();
-        let mut descriptions = BTreeMap::new();
         for (name, profile) in &config.profiles {
             let llm = if profile.pool.trim().is_empty() {
                 parts.llm.clone()
@@ -184,21 +202,6 @@ impl SpawnHub {
             if !profile.system_prompt_file.trim().is_empty() {
                 files.push(profile.system_prompt_file.trim());
             }
-            let tool_list = if profile.tools.is_empty() {
-                "all".to_owned()
-            } else {
-                profile.tools.join(", ")
-            };
-            let summary = profile
-                .system_prompt
-                .lines()
-                .next()
-                .unwrap_or_default()
-                .trim();
-            descriptions.insert(
-                name.clone(),
-                format!("{summary} Tools: {tool_list}.").trim().to_owned(),
-            );
             profiles.insert(
                 name.clone(),
                 Profile {
@@ -221,7 +224,7 @@ impl SpawnHub {
         Ok(Self {
             profiles,
             default_profile,
-            descriptions,
+            descriptions: profile_descriptions(config),
             tools,
             history: parts.history,
             memory: parts.memory,
@@ -229,8 +232,11 @@ impl SpawnHub {
             settings: parts.settings,
             locks: Arc::new(SessionLocks::new()),
             permits: Arc::new(Semaphore::new(config.max_concurrent.max(1))),
+            max_concurrent: config.max_concurrent.max(1),
             jobs: JobStore::new(limits.job_ttl, limits.max_jobs),
             limits,
+            tracker: TaskTracker::new(),
+            closed: AtomicBool::new(false),
         })
     }
 
@@ -250,8 +256,46 @@ impl SpawnHub {
         self.jobs.len()
     }
 
+    /// Running and uncollected jobs.
+    pub fn status(&self) -> SpawnStatus {
+        let (running, uncollected) = self.jobs.counts();
+        SpawnStatus {
+            running,
+            uncollected,
+            max_concurrent: self.max_concurrent,
+        }
+    }
+
+    /// Stops the hub for a gateway shutdown: no job starts after this; jobs still waiting for
+    /// a slot end at once with an error (they had done nothing yet); running sub-agents get up
+    /// to `grace` to finish their turn, which is persisted like any other, and are then
+    /// aborted. Returns how many were aborted.
+    pub async fn shutdown(&self, grace: Duration) -> usize {
+        self.closed.store(true, Ordering::SeqCst);
+        self.permits.close();
+        self.tracker.close();
+        if tokio::time::timeout(grace, self.tracker.wait())
+            .await
+            .is_ok()
+        {
+            return 0;
+        }
+        let aborted = self.jobs.abort_running();
+        tracing::warn!(
+            aborted,
+            grace_seconds = grace.as_secs(),
+            "Sub-agents still running after the grace period; stopping them."
+        );
+        // An aborted task ends at its next await; this only waits for that.
+        let _ = tokio::time::timeout(Duration::from_secs(1), self.tracker.wait()).await;
+        aborted
+    }
+
     /// Starts a sub-agent for `owner` and returns its job id at once.
     pub fn spawn(&self, owner: &SessionId, request: SpawnRequest) -> Result<String, SpawnError> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(SpawnError::ShuttingDown);
+        }
         let profile = match request.profile.as_deref() {
             None => &self.default_profile,
             Some(name) => self
@@ -318,7 +362,7 @@ impl SpawnHub {
         let id = self.jobs.insert(owner, |id| {
             let (sender, receiver) = watch::channel(None);
             let id = id.to_owned();
-            let handle = tokio::spawn(async move {
+            let handle = self.tracker.spawn(async move {
                 let result = run_job(&id, agent, text, owner_text, permits).await;
                 match &result {
                     Ok(_) => tracing::info!(job = %id, profile = %profile_name, "Sub-agent finished."),
@@ -365,6 +409,9 @@ impl SpawnHub {
             match finished.map(|f| f.result) {
                 Some(Ok(text)) => format!("[{id}: OK]\n{text}"),
                 Some(Err(error)) => format!("[{id}: ERROR]\n{error}"),
+                None if self.closed.load(Ordering::SeqCst) => {
+                    format!("[{id}: ERROR]\nThe sub-agent was stopped: squidbot is shutting down.")
+                }
                 None => format!("[{id}: ERROR]\nThe sub-agent stopped unexpectedly."),
             }
         });
@@ -383,7 +430,7 @@ async fn run_job(
     let _permit = permits
         .acquire_owned()
         .await
-        .map_err(|_| "the sub-agent pool is closed".to_owned())?;
+        .map_err(|_| "squidbot shut down before this sub-agent started".to_owned())?;
     let session = SessionId::new("spawn", id).map_err(|error| error.to_string())?;
     let sink = CollectingSink::new();
     agent

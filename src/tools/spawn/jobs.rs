@@ -38,6 +38,14 @@ struct Job {
     abort: AbortHandle,
 }
 
+impl Job {
+    /// Whether the sub-agent has neither finished nor been stopped (an aborted task drops its
+    /// sender without an outcome).
+    fn is_running(&self) -> bool {
+        self.outcome.borrow().is_none() && self.outcome.has_changed().is_ok()
+    }
+}
+
 /// The store is full of running jobs.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
@@ -156,6 +164,26 @@ impl JobStore {
     /// Removes a collected job.
     pub fn remove(&self, id: &str) {
         self.lock().remove(id);
+    }
+
+    /// How many jobs are running and how many finished ones wait to be collected.
+    pub fn counts(&self) -> (usize, usize) {
+        let mut jobs = self.lock();
+        self.prune_locked(&mut jobs);
+        let running = jobs.values().filter(|job| job.is_running()).count();
+        (running, jobs.len() - running)
+    }
+
+    /// Aborts every job still running and returns how many there were. Their entries stay, so
+    /// a `spawn_await` still waiting reports them as stopped.
+    pub fn abort_running(&self) -> usize {
+        let jobs = self.lock();
+        let mut aborted = 0;
+        for job in jobs.values().filter(|job| job.is_running()) {
+            job.abort.abort();
+            aborted += 1;
+        }
+        aborted
     }
 
     /// How many jobs the store holds.

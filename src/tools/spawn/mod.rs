@@ -4,6 +4,8 @@
 //!   runs it as a turn of `spawn:<job id>` under a concurrency bound.
 //! - [`jobs`]: [`JobStore`], the jobs by id, owned by the spawning session, removed when
 //!   collected and pruned when left uncollected.
+//! - [`profiles`]: the profiles' one-line descriptions, for the tool schema and the
+//!   `<available_spawn_profiles>` block of the main prompt.
 //!
 //! There is no cycle between the agent and its spawn tools: the hub gets a copy of the
 //! registry taken *before* the two tools are registered (cloning a registry clones `Arc`s), and
@@ -12,6 +14,7 @@
 
 pub mod hub;
 pub mod jobs;
+pub mod profiles;
 
 use std::sync::Arc;
 
@@ -21,7 +24,7 @@ use serde_json::{Value, json};
 
 use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, ToolSpec, parse_arguments};
 
-pub use hub::{SpawnHub, SpawnLimits, SpawnRequest, SubAgentParts};
+pub use hub::{SpawnHub, SpawnLimits, SpawnRequest, SpawnStatus, SubAgentParts};
 pub use jobs::{JobStore, StoreFull};
 
 /// Why a sub-agent could not be set up or started.
@@ -56,6 +59,9 @@ pub enum SpawnError {
     /// Too many jobs are running or uncollected.
     #[error(transparent)]
     Full(#[from] StoreFull),
+    /// The gateway is shutting down and starts no more sub-agents.
+    #[error("squidbot is shutting down; no new sub-agent can start")]
+    ShuttingDown,
 }
 
 /// The `spawn` tool.

@@ -58,6 +58,16 @@ pub enum Reply {
     Delay { ms: u64, then: Box<Reply> },
 }
 
+impl Reply {
+    /// `text`, answered after `ms` milliseconds.
+    pub fn text_after(ms: u64, text: &str) -> Reply {
+        Reply::Delay {
+            ms,
+            then: Box::new(Reply::Text(text.to_owned())),
+        }
+    }
+}
+
 type Handler = Arc<dyn Fn(&Value) -> Reply + Send + Sync>;
 
 #[derive(Default)]
