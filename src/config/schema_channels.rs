@@ -54,7 +54,8 @@ pub struct MatrixConfig {
     pub room_ids: Vec<String>,
     /// `open`, `mention` or `allowlist`. Default: `mention`.
     pub group_policy: GroupPolicy,
-    /// User ids allowed to talk to the bot (and whose invites are accepted). Default: none.
+    /// User ids allowed to talk to the bot (and whose invites are accepted); `"*"` lets every
+    /// sender talk (invites still need a listed id). Default: none, so nobody is answered.
     pub allowlist: Vec<String>,
     /// Whether invites from allowed users are joined automatically. Default: `true`.
     /// With an empty allowlist no invite is trusted, so none is joined.
@@ -119,7 +120,8 @@ pub struct EmailConfig {
     pub password_env: String,
     /// The bot's address (`From:` of replies). Required when enabled.
     pub from_address: String,
-    /// Sender addresses the bot answers; empty means everyone. Default: none.
+    /// Sender addresses (and `@domain` entries) the bot answers; `"*"` answers everyone.
+    /// Default: none, so no mail is answered.
     pub allow_from: Vec<String>,
     /// Seconds between mailbox polls when the server has no IMAP IDLE. Default: `60`.
     pub poll_interval_seconds: u64,

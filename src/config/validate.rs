@@ -100,16 +100,26 @@ pub(crate) fn validate(
                        (agents.consolidation_threshold) instead";
         warnings.push(Problem::new(index.line_of(field), field, message));
     }
+    if !config.owner.aliases.is_empty() {
+        let field = "owner.aliases";
+        let message = "ignored: each session keeps its own history, so messages need no owner \
+                       label (the original labelled a single shared history)";
+        warnings.push(Problem::new(index.line_of(field), field, message));
+    }
     let matrix = &config.channels.matrix;
-    if matrix.enabled
-        && matrix.group_policy == super::GroupPolicy::Allowlist
-        && matrix.allowlist.is_empty()
-    {
+    if matrix.enabled && matrix.allowlist.is_empty() {
         let field = "channels.matrix.allowlist";
-        let message = "group_policy is allowlist but the allowlist is empty: nobody is answered";
+        let message = "empty: nobody is answered; list the user ids that may talk to the bot \
+                       (or \"*\" for everyone)";
         warnings.push(Problem::new(index.line_of(field), field, message));
     }
     let email = &config.channels.email;
+    if email.enabled && email.allow_from.is_empty() {
+        let field = "channels.email.allow_from";
+        let message = "empty: no mail is answered; list the addresses or @domains that may \
+                       write to the bot (or \"*\" for everyone)";
+        warnings.push(Problem::new(index.line_of(field), field, message));
+    }
     if email.enabled && (!email.tls || !email.tls_verify) {
         let field = if email.tls {
             "channels.email.tls_verify"

@@ -408,7 +408,7 @@ async fn a_server_restart_during_idle_is_recovered() {
     let llm = ScriptedLlm::start().await;
     answering_llm(&llm);
     let home = tempfile::tempdir().unwrap();
-    let port = write_config(home.path(), &llm.url(), &server, &bot, "[]");
+    let port = write_config(home.path(), &llm.url(), &server, &bot, "[\"*\"]");
     let gateway = MailGateway::start(home.path(), port).await;
     let to = bot.0.as_str();
     let first = new_id("first");
@@ -508,7 +508,7 @@ async fn a_reply_that_cannot_be_sent_is_queued_and_retried() {
         for_ms: 3000,
     });
     let home = tempfile::tempdir().unwrap();
-    let port = write_config(home.path(), &llm.url(), &server, &bot, "[]");
+    let port = write_config(home.path(), &llm.url(), &server, &bot, "[\"*\"]");
     let gateway = MailGateway::start(home.path(), port).await;
     let to = bot.0.as_str();
     let id = new_id("retry");

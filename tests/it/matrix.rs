@@ -502,7 +502,7 @@ async fn open_and_allowlist_group_policies() {
     let (open_home, list_home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let (alice, bob) = tokio::join!(Human::login(&hs, &a), Human::login(&hs, &b));
 
-    // Open, with no allowlist: no invite is trusted, so the bot account joins by itself first.
+    // Open to everyone ("*"): no invite is trusted by "*", so the bot account joins by itself.
     let open_room = alice
         .create_room(&[&open_bot.user_id, &b.user_id], false)
         .await;
@@ -517,7 +517,7 @@ async fn open_and_allowlist_group_policies() {
         &llm.url(),
         &hs,
         &open_bot,
-        "    group_policy: open",
+        "    group_policy: open\n    allowlist: [\"*\"]",
     )
     .await;
     bob.say(&open_id, "anyone may talk here").await;

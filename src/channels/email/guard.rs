@@ -117,12 +117,14 @@ fn first_token(value: &str) -> String {
         .to_ascii_lowercase()
 }
 
-/// `allow_from`: exact addresses and `@domain` entries, compared case-insensitively; an empty
-/// list allows everyone.
+/// `allow_from`: exact addresses and `@domain` entries, compared case-insensitively, and `"*"`
+/// for everyone. An empty list allows nobody: the bot can run shell commands, so answering
+/// anyone who writes to its address must be asked for, not defaulted to.
 #[derive(Debug, Clone, Default)]
 pub struct Allowlist {
     addresses: Vec<String>,
     domains: Vec<String>,
+    everyone: bool,
 }
 
 impl Allowlist {
@@ -131,7 +133,9 @@ impl Allowlist {
         let mut list = Self::default();
         for entry in entries {
             let entry = entry.trim().to_ascii_lowercase();
-            if let Some(domain) = entry.strip_prefix('@') {
+            if entry == "*" {
+                list.everyone = true;
+            } else if let Some(domain) = entry.strip_prefix('@') {
                 list.domains.push(domain.to_owned());
             } else if !entry.is_empty() {
                 list.addresses.push(entry);
@@ -142,7 +146,7 @@ impl Allowlist {
 
     /// Whether `sender` (a bare address) may talk to the bot.
     pub fn allows(&self, sender: &str) -> bool {
-        if self.addresses.is_empty() && self.domains.is_empty() {
+        if self.everyone {
             return true;
         }
         let sender = sender.trim().to_ascii_lowercase();
@@ -259,7 +263,8 @@ mod tests {
         assert!(!list.allows("bob@example.org"));
         assert!(!list.allows("bob@sub.corp.example"));
         assert!(!list.allows("corp.example@evil.example"));
-        assert!(Allowlist::new(&[]).allows("anyone@anywhere"));
+        assert!(!Allowlist::new(&[]).allows("anyone@anywhere"));
+        assert!(Allowlist::new(&[" * ".into()]).allows("anyone@anywhere"));
     }
 
     #[test]

@@ -2,13 +2,17 @@
 //! without a homeserver.
 //!
 //! The rules, in order: never its own messages; only the configured rooms (none configured:
-//! every joined room); only allowed senders (an empty allowlist allows everyone); then, in a
+//! every joined room); only allowed senders (an empty allowlist allows nobody, `"*"` everyone:
+//! the bot has a shell, so letting strangers in must be a deliberate choice); then, in a
 //! room with more than one other member, the group policy. A mention is a real one: the
 //! event's `m.mentions`, a pill (a `matrix.to` link to the bot in the HTML body), or the bot's
 //! display name as a whole word. The original treated any substring of the user id as a
 //! mention, so `@squidbot2` woke it up.
 
 use crate::config::GroupPolicy;
+
+/// The allowlist entry that lets every sender in.
+pub const EVERYONE: &str = "*";
 
 /// What the policy needs to know about one message.
 #[derive(Debug, Clone, Copy)]
@@ -76,7 +80,7 @@ impl RoomPolicy {
         if !self.room_ids.is_empty() && !self.room_ids.iter().any(|r| r == facts.room_id) {
             return Verdict::OtherRoom;
         }
-        if !self.allowlist.is_empty() && !self.listed(facts.sender) {
+        if !self.listed(facts.sender) {
             return Verdict::UnknownSender;
         }
         if facts.other_members <= 1 {
@@ -92,10 +96,10 @@ impl RoomPolicy {
     }
 
     /// Whether an invite from `inviter` is joined: only with `auto_join`, and only from a user
-    /// in the (non-empty) allowlist, since joining a stranger's room would let anyone talk to
-    /// the owner's agent.
+    /// named in the allowlist (`"*"` does not count), since joining a stranger's room would let
+    /// anyone pull the owner's agent into their rooms.
     pub fn accepts_invite(&self, inviter: &str) -> bool {
-        self.auto_join && self.listed(inviter)
+        self.auto_join && self.allowlist.iter().any(|u| u == inviter)
     }
 
     /// Whether messages from `room_id` are read at all (for the UTD notice too).
@@ -103,8 +107,9 @@ impl RoomPolicy {
         self.room_ids.is_empty() || self.room_ids.iter().any(|r| r == room_id)
     }
 
+    /// Whether `user` is in the allowlist, by name or through `"*"`.
     fn listed(&self, user: &str) -> bool {
-        self.allowlist.iter().any(|u| u == user)
+        self.allowlist.iter().any(|u| u == user || u == EVERYONE)
     }
 }
 
@@ -173,9 +178,15 @@ mod tests {
 
     #[test]
     fn own_messages_and_unknown_senders_are_never_answered() {
-        let open = policy(GroupPolicy::Open, &[]);
+        let open = policy(GroupPolicy::Open, &["*"]);
         assert_eq!(open.judge(&facts(BOT, 1, true)), Verdict::Own);
         assert_eq!(open.judge(&facts("@eve:x", 1, false)), Verdict::Answer);
+        let nobody = policy(GroupPolicy::Open, &[]);
+        assert_eq!(
+            nobody.judge(&facts("@eve:x", 1, true)),
+            Verdict::UnknownSender,
+            "an empty allowlist lets nobody in"
+        );
         let listed = policy(GroupPolicy::Open, &["@alice:x"]);
         assert_eq!(
             listed.judge(&facts("@eve:x", 1, true)),
@@ -186,7 +197,7 @@ mod tests {
 
     #[test]
     fn the_group_policy_applies_only_with_more_than_one_other_member() {
-        let mention = policy(GroupPolicy::Mention, &[]);
+        let mention = policy(GroupPolicy::Mention, &["*"]);
         assert_eq!(mention.judge(&facts("@a:x", 1, false)), Verdict::Answer);
         assert_eq!(
             mention.judge(&facts("@a:x", 2, false)),
@@ -195,17 +206,18 @@ mod tests {
         assert_eq!(mention.judge(&facts("@a:x", 2, true)), Verdict::Answer);
         let allow = policy(GroupPolicy::Allowlist, &["@a:x"]);
         assert_eq!(allow.judge(&facts("@a:x", 3, false)), Verdict::Answer);
-        let allow_empty = policy(GroupPolicy::Allowlist, &[]);
-        assert_eq!(
-            allow_empty.judge(&facts("@a:x", 3, true)),
-            Verdict::NotAllowlisted
-        );
-        assert_eq!(allow_empty.judge(&facts("@a:x", 1, true)), Verdict::Answer);
+        assert_eq!(allow.judge(&facts("@b:x", 3, true)), Verdict::UnknownSender);
     }
 
     #[test]
     fn rooms_outside_room_ids_are_ignored() {
-        let only = RoomPolicy::new(BOT, &["!a:x".into()], GroupPolicy::Open, &[], true);
+        let only = RoomPolicy::new(
+            BOT,
+            &["!a:x".into()],
+            GroupPolicy::Open,
+            &["*".into()],
+            true,
+        );
         let mut f = facts("@a:x", 1, false);
         f.room_id = "!b:x";
         assert_eq!(only.judge(&f), Verdict::OtherRoom);
@@ -218,6 +230,10 @@ mod tests {
         assert!(policy(GroupPolicy::Open, &["@a:x"]).accepts_invite("@a:x"));
         assert!(!policy(GroupPolicy::Open, &["@a:x"]).accepts_invite("@b:x"));
         assert!(!policy(GroupPolicy::Open, &[]).accepts_invite("@a:x"));
+        assert!(
+            !policy(GroupPolicy::Open, &["*"]).accepts_invite("@a:x"),
+            "\"*\" lets anyone talk, not anyone pull the bot into a room"
+        );
         let off = RoomPolicy::new(BOT, &[], GroupPolicy::Open, &["@a:x".into()], false);
         assert!(!off.accepts_invite("@a:x"));
     }

@@ -140,11 +140,16 @@ fn original_json_config_loads() {
     assert_eq!(config.owner.aliases[1].channel.as_deref(), Some("matrix"));
     assert_eq!(config.owner.aliases[2].channel, None);
     assert_eq!(config.tools.mcp_servers["fs"].args, ["-y", "server-fs"]);
-    assert_eq!(loaded.warnings.len(), 1);
+    assert_eq!(loaded.warnings.len(), 2, "{:?}", loaded.warnings);
     assert!(
         loaded.warnings[0].starts_with(&format!(
             "{PATH}:20: agents.history_context_messages: ignored"
         )),
+        "{:?}",
+        loaded.warnings
+    );
+    assert!(
+        loaded.warnings[1].starts_with(&format!("{PATH}:52: owner.aliases: ignored")),
         "{:?}",
         loaded.warnings
     );

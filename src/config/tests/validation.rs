@@ -297,7 +297,11 @@ fn enabled_channels_load_with_warnings() {
     );
     let warnings = loaded.warnings.join("\n");
     assert!(
-        warnings.contains(":12: channels.matrix.allowlist: group_policy is allowlist"),
+        warnings.contains(":12: channels.matrix.allowlist: empty: nobody is answered"),
+        "{warnings}"
+    );
+    assert!(
+        warnings.contains(": channels.email.allow_from: empty: no mail is answered"),
         "{warnings}"
     );
     assert!(
