@@ -11,10 +11,12 @@
 #   scripts/testenv/up /tmp/squidbot-testenv && cargo build --release
 #   python3 scripts/bench/channel_latency.py [TESTENV_DIR]
 #
-# The LLM is a tiny OpenAI-compatible SSE server in this script that answers "ok" at once.
+# The LLM is the OpenAI-compatible server of instant_llm.py, which answers "ok" at once.
 # The human's side is the plain Matrix client-server API (an unencrypted DM), standard library
 # only, so the number is the gateway's and the homeserver's, not a client SDK's.
-import http.server, imaplib, json, os, smtplib, subprocess, sys, tempfile, threading, time
+import imaplib, json, os, smtplib, subprocess, sys, tempfile, time
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import instant_llm
 import statistics, urllib.parse, urllib.request
 from email.message import EmailMessage
 
@@ -27,26 +29,7 @@ host, imap_port, smtp_port = env["SQUIDBOT_TEST_MAIL_HOST"], int(env["SQUIDBOT_T
 tag = str(int(time.time()))
 
 
-class Llm(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *a):
-        pass
-
-    def do_POST(self):
-        self.rfile.read(int(self.headers["Content-Length"]))
-        chunks = [{"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": None}]},
-                  {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}]
-        body = "".join("data: " + json.dumps(c) + "\n\n" for c in chunks) + "data: [DONE]\n\n"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body.encode())
-
-
-llm = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Llm)
-threading.Thread(target=llm.serve_forever, daemon=True).start()
+LLM_URL = instant_llm.start()
 
 
 def matrix(method, path, token=None, body=None, timeout=60):
@@ -76,17 +59,7 @@ for u in ("mbot" + tag, "mown" + tag):
 mail_bot, mail_owner = "mbot" + tag + "@localhost", "mown" + tag + "@localhost"
 
 home = tempfile.mkdtemp(prefix="squidbot-channel-latency.")
-open(home + "/squidbot.yaml", "w").write(f"""llm:
-  providers:
-    local:
-      api_base: "http://127.0.0.1:{llm.server_address[1]}/v1"
-  models:
-    small:
-      provider: local
-      model: x
-  pools:
-    default: [small]
-agents:
+open(home + "/squidbot.yaml", "w").write(instant_llm.LLM_YAML.format(url=LLM_URL) + f"""agents:
   heartbeat:
     enabled: false
 gateway:

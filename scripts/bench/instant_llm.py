@@ -1,0 +1,47 @@
+# The benches' LLM: a tiny OpenAI-compatible server on loopback that answers every chat
+# completion at once with the streamed reply "ok" (TCP_NODELAY set, so a client that reuses its
+# connection does not stall on delayed ACKs). `start()` runs it on a daemon thread and returns
+# its base URL for `api_base`.
+import http.server, json, socket, threading
+
+# The `llm:` section of a squidbot.yaml whose only pool calls this server at `{url}`.
+LLM_YAML = """llm:
+  providers:
+    local:
+      api_base: "{url}"
+  models:
+    small:
+      provider: local
+      model: x
+  pools:
+    default: [small]
+"""
+
+
+class _Llm(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def setup(self):
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, *a):
+        pass
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        chunks = [{"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": None}]},
+                  {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}]
+        body = "".join("data: " + json.dumps(c) + "\n\n" for c in chunks) + "data: [DONE]\n\n"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+
+def start():
+    """Starts the server on an ephemeral loopback port; returns its `/v1` base URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Llm)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}/v1"

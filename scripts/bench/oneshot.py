@@ -1,0 +1,63 @@
+# Measures the one-shot turn `squidbot agent -m TEXT` (TARGETS.md: wall <= 10 ms, peak RSS
+# <= 10 MiB): the release binary is started ROUNDS times on one home, against the
+# OpenAI-compatible server of instant_llm.py, which answers "ok" at once.
+# Each run is a full turn: config load, agent assembly (15 tools, skills, history index open),
+# the durable append of the message and the reply, and the streamed LLM call.
+#
+#   cargo build --release
+#   python3 scripts/bench/oneshot.py [ROUNDS]
+#
+# Wall time is measured around fork/exec/wait; peak RSS is the child's own ru_maxrss from wait4.
+# Two homes: a fresh one (the first run writes the workspace templates and bundled skills, the
+# rest reuse them) and one whose cli:local session already holds 10 000 messages.
+import json, os, statistics, subprocess, sys, tempfile, time
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import instant_llm
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.environ.get("SQUIDBOT_BIN", ROOT + "/target/release/squidbot")
+ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 30
+LLM_URL = instant_llm.start()
+
+
+def make_home(history):
+    home = tempfile.mkdtemp(prefix="squidbot-oneshot.")
+    open(home + "/squidbot.yaml", "w").write(instant_llm.LLM_YAML.format(url=LLM_URL))
+    if history:
+        os.makedirs(home + "/sessions")
+        with open(home + "/sessions/cli_3Alocal.jsonl", "w") as f:
+            for i in range(history):
+                role = "user" if i % 2 == 0 else "assistant"
+                f.write(json.dumps({"role": role, "content": f"message {i} about the garden",
+                                    "timestamp": "2026-11-01T10:00:00+00:00"}) + "\n")
+    return home
+
+
+def measure(label, history):
+    home = make_home(history)
+    walls, peaks = [], []
+    for i in range(ROUNDS + 1):
+        env = dict(os.environ, SQUIDBOT_HOME=home, HOME=home)
+        env.pop("SQUIDBOT_CONFIG", None)
+        started = time.perf_counter()
+        pid = os.posix_spawn(BIN, [BIN, "agent", "-m", "hello"], env,
+                             file_actions=[(os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0)])
+        _, status, usage = os.wait4(pid, 0)
+        wall = time.perf_counter() - started
+        if os.waitstatus_to_exitcode(status) != 0:
+            sys.exit(f"{label}: run {i} failed with status {status}")
+        if i == 0:
+            first = (wall, usage.ru_maxrss / 1024)
+            continue
+        walls.append(wall * 1000)
+        peaks.append(usage.ru_maxrss / 1024)
+    walls.sort()
+    print(f"{label}: first run {first[0] * 1000:.1f} ms / {first[1]:.1f} MiB; next {ROUNDS}: "
+          f"wall median {statistics.median(walls):.1f} ms, p90 {walls[int(len(walls) * 0.9) - 1]:.1f} ms, "
+          f"min {walls[0]:.1f} ms; peak RSS median {statistics.median(peaks):.1f} MiB, "
+          f"max {max(peaks):.1f} MiB")
+
+
+print(f"binary: {BIN} ({os.path.getsize(BIN) / 1e6:.0f} MB)")
+measure("fresh home", 0)
+measure("10 000-message session", 10_000)
