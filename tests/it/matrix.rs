@@ -383,6 +383,37 @@ async fn an_undecryptable_message_gets_one_notice_per_room_and_session() {
     );
 }
 
+/// Right after joining, a message the bot cannot decrypt and one it can: the notice goes out
+/// while alice's Olm session with the bot is still being set up, and the reply follows at once.
+/// Both must stay readable for alice (before the fix the SDK re-sent the notice's room key at a
+/// later index with the reply, and alice's client kept only that copy: the notice was lost).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notice_and_a_reply_right_after_joining_an_encrypted_room_both_decrypt() {
+    let dm = Dm::open(true).await;
+    let (alice, bot, room_id) = (&dm.alice, &dm.bot, &*dm.room_id);
+    alice.send_undecryptable(room_id, "lost-first").await;
+    alice.say(room_id, "right after").await;
+    let readable = |from_bot: &[String]| {
+        from_bot.len() == 2 && from_bot.iter().all(|m| m.starts_with("m.room.message "))
+    };
+    // Room keys travel as to-device messages beside the events: give them time to arrive.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut from_bot = bot_history(alice, room_id, &bot.user_id).await;
+    while !readable(&from_bot) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        from_bot = bot_history(alice, room_id, &bot.user_id).await;
+    }
+    // A later copy of a key could still replace a good one: look again a second later.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let from_bot = bot_history(alice, room_id, &bot.user_id).await;
+    assert!(readable(&from_bot), "{from_bot:#?}");
+    assert!(
+        from_bot[0].contains(" m.notice I could not decrypt"),
+        "{from_bot:#?}"
+    );
+    assert_eq!(from_bot[1], "m.room.message m.text **echo** right after");
+}
+
 /// The bot's messages in `room_id` as `type msgtype body`, oldest first, read back through
 /// `/messages` and decrypted by the human's client (an undecryptable one shows as
 /// `m.room.encrypted`).

@@ -493,6 +493,15 @@ impl MatrixChannel {
                 tracing::warn!(room = %room.room_id(), error = %error, "Could not send the undecryptable-message notice.")
             }
         }
+        // A message we cannot decrypt usually means the sender's Olm session with us is being
+        // set up right now, while the notice made us set up ours with them. Their new session
+        // makes the SDK re-send this room key at a later index with our next message, and a
+        // client that gets both copies in one sync keeps only the later one (matrix-sdk-crypto
+        // merges against its store, not the batch), losing the notice. A fresh room key for
+        // the next message cannot collide with this one.
+        if let Err(error) = room.discard_room_key().await {
+            tracing::debug!(room = %room.room_id(), error = %error, "Could not rotate the room key after a notice.");
+        }
     }
 
     /// Submits one timeline event if it is a message the policy answers; `true` if submitted.
