@@ -87,7 +87,9 @@ channels:
     tls: false
     replies_per_hour: 1000
 """)
-gw = subprocess.Popen([ROOT + "/target/release/squidbot", "gateway"],
+# SQUIDBOT_BENCH_WRAP runs the gateway under a profiler (scripts/build/startup_symbols.py).
+WRAP = os.environ.get("SQUIDBOT_BENCH_WRAP", "").split()
+gw = subprocess.Popen(WRAP + [os.environ.get("SQUIDBOT_BIN", ROOT + "/target/release/squidbot"), "gateway"],
                       env={**os.environ, "SQUIDBOT_HOME": home, "RUST_LOG": "warn"},
                       stderr=open(home + "/gateway.log", "w"))
 
