@@ -14,7 +14,8 @@
 //! the end of warm-up (the first 10 000 turns), its peak after warm-up, and at the end.
 //!
 //! Run: `cargo bench --bench gateway_load` (`-- --quick` for a shorter run, `-- --soak` for
-//! the soak; `SQUIDBOT_PROOF_TURNS` / `SQUIDBOT_PROOF_SESSIONS` scale the soak).
+//! the soak; `SQUIDBOT_PROOF_TURNS` / `SQUIDBOT_PROOF_SESSIONS` scale the soak;
+//! `SQUIDBOT_BIN=target/release/squidbot` measures the release build instead of the bench's).
 
 #[path = "../tests/it/support/scripted_llm.rs"]
 #[allow(dead_code)]
@@ -199,7 +200,12 @@ async fn main() {
         .unwrap();
 
     let exec = Instant::now();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_squidbot"))
+    // `cargo bench` builds its own squidbot (tokio with the dev-dependencies' features, so other
+    // symbol names than a release build and none of build.rs's function order applies):
+    // SQUIDBOT_BIN points the bench at the release binary users run.
+    let binary =
+        std::env::var("SQUIDBOT_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_squidbot").to_owned());
+    let mut child = tokio::process::Command::new(binary)
         .arg("gateway")
         .env("SQUIDBOT_HOME", home.path())
         .env("RUST_LOG", "error")
