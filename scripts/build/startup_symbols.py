@@ -8,15 +8,21 @@
 #   python3 scripts/build/startup_symbols.py [TESTENV_DIR]
 #   cargo build --release     # relinks with the new order
 #
+# Profile the binary of `cargo build --release` itself: `cargo bench` leaves its own build at
+# target/release/squidbot, with dev-dependency features and so other symbol names.
+#
 # Needs valgrind (callgrind records every function that ran, by its mangled name). Workloads,
 # each against the instant LLM of scripts/bench/instant_llm.py: a one-shot `agent -m`; an
 # HTTP-only gateway that starts, answers three API turns and shuts down; and, with the test
 # servers of scripts/testenv/up (TESTENV_DIR), scripts/bench/channel_latency.py, whose gateway
 # runs Matrix and email. Names that a later build no longer has are skipped by the linker; a
 # stale list costs memory, never correctness. Regenerate after dependency upgrades.
-import json, os, re, signal, subprocess, sys, tempfile, time, urllib.request
+import json, os, re, shutil, signal, subprocess, sys, tempfile, time, urllib.request
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 import instant_llm
+
+if shutil.which("valgrind") is None:
+    sys.exit("valgrind is missing: apt-get install valgrind")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = ROOT + "/target/release/squidbot"
