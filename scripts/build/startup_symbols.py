@@ -8,8 +8,8 @@
 #   python3 scripts/build/startup_symbols.py [TESTENV_DIR]
 #   cargo build --release     # relinks with the new order
 #
-# Profile the binary of `cargo build --release` itself: `cargo bench` leaves its own build at
-# target/release/squidbot, with dev-dependency features and so other symbol names.
+# Profile the binary of `cargo build --release` itself (or SQUIDBOT_BIN): `cargo bench` leaves
+# its own build at target/release/squidbot, with dev-dependency features and so other names.
 #
 # Needs valgrind (callgrind records every function that ran, by its mangled name). Workloads,
 # each against the instant LLM of scripts/bench/instant_llm.py: a one-shot `agent -m`; an
@@ -25,7 +25,7 @@ if shutil.which("valgrind") is None:
     sys.exit("valgrind is missing: apt-get install valgrind")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BIN = ROOT + "/target/release/squidbot"
+BIN = os.environ.get("SQUIDBOT_BIN", ROOT + "/target/release/squidbot")
 OUT = ROOT + "/build/startup-symbols.txt"
 WORK = tempfile.mkdtemp(prefix="squidbot-symbols.")
 LLM_URL = instant_llm.start()
@@ -79,26 +79,23 @@ def gateway():
 
 
 def channels(testenv):
-    env = dict(os.environ, SQUIDBOT_BENCH_WRAP=" ".join(callgrind("channels")))
+    env = dict(os.environ, SQUIDBOT_BENCH_WRAP=" ".join(callgrind("channels")), SQUIDBOT_BIN=BIN)
     subprocess.run([sys.executable, ROOT + "/scripts/bench/channel_latency.py", testenv],
                    env=env, check=True)
 
 
 def symbols():
-    """Every function of the squidbot binary that ran in any profile, first seen first."""
+    """Every function of the squidbot binary that ran in any profile, in workload order."""
     seen, order = set(), []
     # Workload order: what every process runs first, then the HTTP-only gateway, then the
     # channels, so a gateway without Matrix and email touches only the front of the list.
     rank = {"oneshot": 0, "gateway": 1, "channels": 2}
     profiles = [n for n in os.listdir(WORK) if n.split(".")[0] in rank]
     for name in sorted(profiles, key=lambda n: (rank[n.split(".")[0]], int(n.split(".")[1]))):
-        path = os.path.join(WORK, name)
-        if not os.path.isfile(path):
-            continue
         in_binary = False
-        for line in open(path, errors="replace"):
+        for line in open(os.path.join(WORK, name), errors="replace"):
             if line.startswith("ob="):
-                in_binary = line.strip().endswith("/squidbot")
+                in_binary = line.strip().endswith("/" + os.path.basename(BIN))
             elif line.startswith("fn=") and in_binary:
                 fn = line[3:].strip()
                 fn = re.sub(r"'\d+$", "", fn)  # callgrind's suffix for recursion levels
