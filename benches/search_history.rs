@@ -3,7 +3,9 @@
 //! Writes 1 000 sessions of 1 000 JSONL messages each (ordinary words, plus rare marker words
 //! sprinkled in so queries return some hits), builds the history index from scratch (reporting
 //! the build time), then runs 50 queries through `HistoryIndex::update` + `search` (the work of
-//! one tool call) and reports the median. A linear scan, the original's approach (read every
+//! one tool call) and reports the median: keyword queries and questions as a person asks them
+//! (whose common words the ranking must wade through). Queries made only of words that are in a
+//! third of all messages are the worst case, reported on their own. A linear scan, the original's approach (read every
 //! JSONL file, parse each line, case-insensitive substring match, newest first), runs a few of
 //! the same queries; the report gives its median and the ratio. Targets: index median <= 20 ms
 //! and >= 50x faster than the scan.
@@ -17,6 +19,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use squidbot::core::message::{Message, Role};
 use squidbot::core::session::SessionId;
+use squidbot::storage::history_index::SearchRequest;
 use squidbot::storage::{HistoryIndex, safe_id};
 
 const SESSIONS: u64 = 1_000;
@@ -92,6 +95,14 @@ fn linear_scan(home: &Path, query: &str, max: usize) -> Vec<(DateTime<Utc>, Stri
     found
 }
 
+fn request(query: &str) -> SearchRequest {
+    SearchRequest {
+        query: query.to_owned(),
+        max: 10,
+        ..SearchRequest::default()
+    }
+}
+
 fn median(mut times: Vec<Duration>) -> Duration {
     times.sort();
     times[times.len() / 2]
@@ -133,30 +144,45 @@ fn main() {
         "xylophone",
         "marmalade",
         "Quokka coffee",
+        "when did we talk about the zanzibar trip?",
+        "what did the quokka do at the weekend",
+        "do you remember the xylophone and the music?",
+        "Who made the marmalade for dinner?",
+        "did the quokka review the release notes",
     ];
     let mut times = Vec::new();
     let mut hits_seen = 0;
-    for round in 0..50 {
+    for round in 0..queries.len() * 5 {
         let query = queries[round % queries.len()];
         let started = Instant::now();
         index.update().unwrap();
-        let hits = index.search(query, 0, 10, now).unwrap();
+        let hits = index.search(&request(query)).unwrap();
         times.push(started.elapsed());
         hits_seen += hits.len();
     }
     let index_median = median(times);
     println!(
         "index query (update + search, max 10, {} queries, {hits_seen} hits): median {:.2} ms",
-        50,
+        queries.len() * 5,
         ms(index_median)
     );
     for (label, query, days) in [
         ("common word", "coffee", 0),
         ("common word, 30 days", "coffee", 30),
+        (
+            "common words only",
+            "what about the coffee and the weather?",
+            0,
+        ),
     ] {
         let started = Instant::now();
         index.update().unwrap();
-        let hits = index.search(query, days, 10, now).unwrap();
+        let hits = index
+            .search(&SearchRequest {
+                since: (days > 0).then(|| now - chrono::Duration::days(days)),
+                ..request(query)
+            })
+            .unwrap();
         println!(
             "index query, {label} ({query:?}, {} hits returned): {:.2} ms",
             hits.len(),
@@ -169,13 +195,8 @@ fn main() {
         let started = Instant::now();
         let scan = linear_scan(home.path(), query, 10);
         scan_times.push(started.elapsed());
-        let indexed = index.search(query, 0, 10, now).unwrap();
-        let agree = scan
-            .iter()
-            .map(|(_, c)| c.as_str())
-            .eq(indexed.iter().map(|h| h.message.content.as_str()));
         println!(
-            "linear scan {query:?}: {:.0} ms, {} hits, same hits as the index: {agree}",
+            "linear scan {query:?}: {:.0} ms, {} hits",
             ms(*scan_times.last().unwrap()),
             scan.len()
         );

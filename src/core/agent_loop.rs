@@ -246,6 +246,7 @@ impl AgentLoop {
         let context = ToolContext {
             session: session.clone(),
             metadata: request.metadata.clone(),
+            prompt_tail: Some(tail.cursor.offset),
         };
         let mut tools_called = Vec::new();
 

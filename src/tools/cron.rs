@@ -329,6 +329,7 @@ mod tests {
         ToolContext {
             session: session.clone(),
             metadata: Map::new(),
+            prompt_tail: None,
         }
     }
 

@@ -310,6 +310,7 @@ mod tests {
         let context = ToolContext {
             session: SessionId::new("cli", "test").unwrap(),
             metadata: Default::default(),
+            prompt_tail: None,
         };
         let mut arguments = json!({"command": command});
         if let Some(timeout) = timeout {
@@ -354,6 +355,7 @@ mod tests {
         let context = ToolContext {
             session: SessionId::new("cli", "test").unwrap(),
             metadata: Default::default(),
+            prompt_tail: None,
         };
         let out = tool.call(json!({"command": "ls"}), &context).await;
         assert_eq!(out, ToolOutput::ok("exit code 0\nmarker.txt\n"));

@@ -191,6 +191,7 @@ impl Setup {
         let context = ToolContext {
             session: caller.clone(),
             metadata: serde_json::Map::new(),
+            prompt_tail: None,
         };
         let tool = self.agent.tools().get(name).unwrap();
         tool.call(arguments, &context).await

@@ -61,6 +61,10 @@ pub struct ToolContext {
     pub session: SessionId,
     /// The channel's routing data for the turn (room, thread, mail headers).
     pub metadata: serde_json::Map<String, Value>,
+    /// Where the session's unconsolidated tail starts (a byte offset in its history). Those
+    /// messages, and the summary, are already in this turn's prompt, so a history search
+    /// leaves them out. `None` when the call comes from outside a turn.
+    pub prompt_tail: Option<u64>,
 }
 
 /// Something the model can call.

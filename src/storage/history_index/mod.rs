@@ -1,17 +1,21 @@
-//! [`HistoryIndex`]: a full-text index over every session's history, for `search_history`.
+//! [`HistoryIndex`]: a ranked full-text index over every session's history and summary, for
+//! `search_history`.
 //!
 //! The index is a cache in `$SQUIDBOT_HOME/index/history.sqlite` (SQLite FTS5): the JSONL files
-//! stay the only source of truth, and deleting the index loses nothing. [`HistoryIndex::update`]
-//! brings it up to date from the files, reading only the lines appended since the last update
-//! (one `stat` per session file when nothing changed); a file that shrank or was replaced is
-//! re-indexed from scratch, and a missing or corrupt index file is rebuilt. Only user and
-//! assistant text is indexed. [`HistoryIndex::search`] returns hits newest first, each with the
-//! previous and next indexed message of the same session as context.
+//! and `summary.md` files stay the only source of truth, and deleting the index loses nothing.
+//! [`HistoryIndex::update`] brings it up to date from the files, reading only the lines
+//! appended since the last update (two `stat`s per session when nothing changed); a file that
+//! shrank or was replaced is re-indexed from scratch, a changed summary replaces the old one,
+//! and a missing, corrupt or older-schema index file is rebuilt. User and assistant text and
+//! each session's summary are indexed, as analyzed terms ([`analyze`]: English stems, any
+//! language's words). [`HistoryIndex::search`] ranks by relevance ([`rank`] says how), each
+//! message hit with the previous and next message of its session as context.
 //!
 //! One connection, guarded by a std mutex because every use is a short blocking call made from
 //! `spawn_blocking` (never held across an await).
 
-mod query;
+pub mod analyze;
+mod rank;
 mod update;
 
 #[cfg(test)]
@@ -24,11 +28,11 @@ use chrono::{DateTime, Utc};
 use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 
 use crate::core::message::Role;
-
-pub use query::fts_query;
+use crate::core::session::SessionId;
+use crate::storage::safe_id;
 
 /// Bumped whenever the schema changes; an index with another version is rebuilt.
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 /// The most hits one search returns.
 pub const MAX_RESULTS: usize = 50;
@@ -77,7 +81,10 @@ pub struct IndexedMessage {
 pub struct Hit {
     /// The session id (the file stem when the id cannot be recovered from a hashed name).
     pub session: String,
-    /// The matching message.
+    /// Whether the hit is the session's summary (`message.role` is then `System` and its
+    /// timestamp the time the summary was last written), not one message.
+    pub summary: bool,
+    /// The matching message, or the summary.
     pub message: IndexedMessage,
     /// The indexed message just before it in the same session, if any.
     pub before: Option<IndexedMessage>,
@@ -85,10 +92,30 @@ pub struct Hit {
     pub after: Option<IndexedMessage>,
 }
 
+/// What to search for, and where.
+#[derive(Debug, Clone, Default)]
+pub struct SearchRequest {
+    /// Words or a question, as the person or the model would put it.
+    pub query: String,
+    /// At most this many hits (clamped to `1..=`[`MAX_RESULTS`]).
+    pub max: usize,
+    /// Only messages at or after this time.
+    pub since: Option<DateTime<Utc>>,
+    /// Only messages before this time.
+    pub until: Option<DateTime<Utc>>,
+    /// Only this session.
+    pub session: Option<SessionId>,
+    /// The session asking, and where its unconsolidated tail starts (a byte offset in its
+    /// history): those messages and its summary are already in the asker's prompt, so they are
+    /// never hits.
+    pub asking: Option<(SessionId, u64)>,
+}
+
 /// The full-text index over all session histories.
 #[derive(Debug)]
 pub struct HistoryIndex {
     sessions_dir: PathBuf,
+    memory_dir: PathBuf,
     db_path: PathBuf,
     /// std mutex: held only inside blocking calls, never across an await.
     conn: Mutex<Connection>,
@@ -108,6 +135,7 @@ impl HistoryIndex {
         let conn = open_or_rebuild(&db_path)?;
         Ok(Self {
             sessions_dir: home.join("sessions"),
+            memory_dir: home.join("memory"),
             db_path,
             conn: Mutex::new(conn),
         })
@@ -127,53 +155,63 @@ impl HistoryIndex {
             tracing::warn!(path = %self.db_path.display(), "History index missing; rebuilding.");
             *conn = open_or_rebuild(&self.db_path)?;
         }
-        match update::run(&mut conn, &self.sessions_dir) {
+        match update::run(&mut conn, &self.sessions_dir, &self.memory_dir) {
             Err(error) if is_corrupt(&error) => {
                 tracing::warn!(error = %error, "History index corrupt; rebuilding.");
                 *conn = recreate(&self.db_path)?;
-                update::run(&mut conn, &self.sessions_dir).map_err(|e| self.sqlite(e))
+                update::run(&mut conn, &self.sessions_dir, &self.memory_dir)
+                    .map_err(|e| self.sqlite(e))
             }
             other => other.map_err(|e| self.sqlite(e)),
         }
     }
 
-    /// The newest `max` (clamped to 1..=50) messages matching every word of `query`, newest
-    /// first; with `days > 0`, only messages from the last `days` days before `now`.
-    ///
-    /// Words match case-insensitively as prefixes; `"quoted text"` matches as a phrase. No
-    /// character of `query` has a special meaning to the index. Does not update the index.
-    pub fn search(
-        &self,
-        query: &str,
-        days: u32,
-        max: usize,
-        now: DateTime<Utc>,
-    ) -> Result<Vec<Hit>, HistoryIndexError> {
-        let Some(fts) = fts_query(query) else {
-            return Ok(Vec::new());
-        };
-        let since = if days == 0 {
-            i64::MIN
-        } else {
-            (now - chrono::Duration::days(i64::from(days))).timestamp_millis()
-        };
-        let max = max.clamp(1, MAX_RESULTS);
+    /// The best hits for `request`, best first (see [`rank`]). No character of the query has
+    /// a special meaning to the index. Does not update the index.
+    pub fn search(&self, request: &SearchRequest) -> Result<Vec<Hit>, HistoryIndexError> {
         let conn = self.lock();
-        query::search(&conn, &fts, since, max).map_err(|e| self.sqlite(e))
+        let file = |session: &SessionId| -> Result<i64, rusqlite::Error> {
+            Ok(conn
+                .query_row(
+                    "SELECT id FROM files WHERE stem = ?1",
+                    params![safe_id::encode(session)],
+                    |row| row.get(0),
+                )
+                .optional()?
+                .unwrap_or(0))
+        };
+        let only_file = match &request.session {
+            // 0 matches no file: an unknown session has nothing to find.
+            Some(session) => file(session).map_err(|e| self.sqlite(e))?,
+            None => -1,
+        };
+        let (asking_file, tail_offset) = match &request.asking {
+            Some((session, offset)) => (
+                file(session).map_err(|e| self.sqlite(e))?,
+                i64::try_from(*offset).unwrap_or(i64::MAX),
+            ),
+            None => (-1, i64::MAX),
+        };
+        let scope = rank::Scope {
+            since: request.since.map_or(i64::MIN, |t| t.timestamp_millis()),
+            until: request.until.map_or(i64::MAX, |t| t.timestamp_millis()),
+            only_file,
+            asking_file,
+            tail_offset,
+        };
+        let max = request.max.clamp(1, MAX_RESULTS);
+        rank::search(&conn, &request.query, scope, max).map_err(|e| self.sqlite(e))
     }
 
     /// [`HistoryIndex::update`] then [`HistoryIndex::search`], off the async runtime.
     pub async fn update_and_search(
         self: &std::sync::Arc<Self>,
-        query: String,
-        days: u32,
-        max: usize,
-        now: DateTime<Utc>,
+        request: SearchRequest,
     ) -> Result<Vec<Hit>, HistoryIndexError> {
         let index = self.clone();
         tokio::task::spawn_blocking(move || {
             index.update()?;
-            index.search(&query, days, max, now)
+            index.search(&request)
         })
         .await
         .map_err(|join| HistoryIndexError::Task(join.to_string()))?
@@ -274,8 +312,18 @@ fn recreate(path: &Path) -> Result<Connection, HistoryIndexError> {
         .ok_or_else(|| sqlite(rusqlite::Error::InvalidQuery))
 }
 
-/// The tables: one row per session file with its indexing progress, one per indexed message,
-/// and a contentless FTS5 table over the message text (rowid = message id).
+/// The stored code of [`Role::User`].
+const ROLE_USER: i64 = 0;
+/// The stored code of [`Role::Assistant`].
+const ROLE_ASSISTANT: i64 = 1;
+/// The stored role of a session's summary (one per session, at position -1).
+const ROLE_SUMMARY: i64 = 2;
+
+/// The tables: one row per session file with its indexing progress (history and summary), one
+/// per indexed message or summary (with the byte offset of its line, so the asking session's
+/// tail can be left out, and its length in terms for BM25), a contentless FTS5 table over the
+/// analyzed text (rowid = message id) and its vocabulary (document frequencies). `meta` keeps
+/// the schema version and the document and term totals.
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS files (
     id INTEGER PRIMARY KEY,
@@ -287,7 +335,9 @@ CREATE TABLE IF NOT EXISTS files (
     mtime_ns INTEGER NOT NULL,
     offset INTEGER NOT NULL,
     tail BLOB NOT NULL,
-    next_pos INTEGER NOT NULL
+    next_pos INTEGER NOT NULL,
+    summary_len INTEGER NOT NULL,
+    summary_mtime_ns INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY,
@@ -295,10 +345,14 @@ CREATE TABLE IF NOT EXISTS messages (
     pos INTEGER NOT NULL,
     role INTEGER NOT NULL,
     ts INTEGER NOT NULL,
+    offset INTEGER NOT NULL,
+    len INTEGER NOT NULL,
     content TEXT NOT NULL
 );
 CREATE UNIQUE INDEX IF NOT EXISTS messages_by_file ON messages (file_id, pos);
 CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(
-    content, content = '', contentless_delete = 1, tokenize = 'unicode61 remove_diacritics 2'
+    terms, content = '', contentless_delete = 1, tokenize = 'unicode61 remove_diacritics 2'
 );
+CREATE VIRTUAL TABLE IF NOT EXISTS messages_vocab USING fts5vocab(messages_fts, 'row');
+INSERT OR IGNORE INTO meta (key, value) VALUES ('docs', 0), ('tokens', 0);
 ";

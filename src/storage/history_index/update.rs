@@ -7,6 +7,10 @@
 //! shrunk, replaced or rewritten file) is re-indexed from scratch, and the rows of a deleted file
 //! are dropped. A last line without its newline is left for the next update (it may be a write
 //! in progress); unreadable complete lines are skipped, as the store's loader does.
+//!
+//! A session's `summary.md` (under `memory/<stem>/`) is one more document of its file's row:
+//! when its size or mtime changes it replaces the one indexed. The `meta` totals of documents
+//! and terms, which BM25 needs, move with every insert and delete in the same transaction.
 
 use std::collections::HashMap;
 use std::fs::{File, Metadata};
@@ -16,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, Transaction, params};
 
-use super::query::{ROLE_ASSISTANT, ROLE_USER};
+use super::{ROLE_ASSISTANT, ROLE_SUMMARY, ROLE_USER, analyze};
 use crate::core::message::{Message, Role};
 use crate::storage::safe_id;
 
@@ -33,6 +37,22 @@ struct Progress {
     offset: i64,
     tail: Vec<u8>,
     next_pos: i64,
+    summary: Stamp,
+}
+
+/// A summary file's size and mtime; `(-1, 0)` when there is none.
+type Stamp = (i64, i64);
+
+/// The stamp of `path`.
+fn stamp(path: &Path) -> Stamp {
+    match std::fs::metadata(path) {
+        Ok(metadata) if metadata.is_file() => (metadata.len() as i64, mtime_ns(&metadata)),
+        _ => (-1, 0),
+    }
+}
+
+fn mtime_ns(metadata: &Metadata) -> i64 {
+    metadata.mtime().saturating_mul(1_000_000_000) + metadata.mtime_nsec()
 }
 
 /// A session file found on disk.
@@ -43,24 +63,33 @@ struct OnDisk {
     ino: i64,
     len: i64,
     mtime_ns: i64,
+    summary_path: PathBuf,
+    summary: Stamp,
 }
 
 impl OnDisk {
-    fn new(stem: String, path: PathBuf, metadata: &Metadata) -> Self {
+    fn new(stem: String, path: PathBuf, metadata: &Metadata, memory_dir: &Path) -> Self {
+        let summary_path = memory_dir.join(&stem).join("summary.md");
         Self {
+            summary: stamp(&summary_path),
+            summary_path,
             stem,
             path,
             dev: metadata.dev() as i64,
             ino: metadata.ino() as i64,
             len: metadata.len() as i64,
-            mtime_ns: metadata.mtime().saturating_mul(1_000_000_000) + metadata.mtime_nsec(),
+            mtime_ns: mtime_ns(metadata),
         }
     }
 }
 
 /// Updates the index from `sessions_dir`; returns the number of messages added.
-pub(super) fn run(conn: &mut Connection, sessions_dir: &Path) -> Result<u64, rusqlite::Error> {
-    let Some(files) = list(sessions_dir) else {
+pub(super) fn run(
+    conn: &mut Connection,
+    sessions_dir: &Path,
+    memory_dir: &Path,
+) -> Result<u64, rusqlite::Error> {
+    let Some(files) = list(sessions_dir, memory_dir) else {
         return Ok(0);
     };
     let mut known = load_progress(conn)?;
@@ -70,7 +99,8 @@ pub(super) fn run(conn: &mut Connection, sessions_dir: &Path) -> Result<u64, rus
             progress.ino,
             progress.stat_len,
             progress.mtime_ns,
-        ) == (file.dev, file.ino, file.len, file.mtime_ns)
+            progress.summary,
+        ) == (file.dev, file.ino, file.len, file.mtime_ns, file.summary)
     };
     let pending: Vec<&OnDisk> = files
         .iter()
@@ -99,7 +129,7 @@ pub(super) fn run(conn: &mut Connection, sessions_dir: &Path) -> Result<u64, rus
 }
 
 /// The `*.jsonl` files of `dir` (empty when it does not exist; `None` when it cannot be read).
-fn list(dir: &Path) -> Option<Vec<OnDisk>> {
+fn list(dir: &Path, memory_dir: &Path) -> Option<Vec<OnDisk>> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(error) if error.kind() == ErrorKind::NotFound => return Some(Vec::new()),
@@ -121,7 +151,12 @@ fn list(dir: &Path) -> Option<Vec<OnDisk>> {
         // Follows symlinks like the store does; skips what vanished meanwhile.
         match std::fs::metadata(&path) {
             Ok(metadata) if metadata.is_file() => {
-                files.push(OnDisk::new(stem.to_owned(), path.clone(), &metadata));
+                files.push(OnDisk::new(
+                    stem.to_owned(),
+                    path.clone(),
+                    &metadata,
+                    memory_dir,
+                ));
             }
             _ => {}
         }
@@ -131,7 +166,8 @@ fn list(dir: &Path) -> Option<Vec<OnDisk>> {
 
 fn load_progress(conn: &Connection) -> Result<HashMap<String, Progress>, rusqlite::Error> {
     let mut statement = conn.prepare(
-        "SELECT stem, id, dev, ino, stat_len, mtime_ns, offset, tail, next_pos FROM files",
+        "SELECT stem, id, dev, ino, stat_len, mtime_ns, offset, tail, next_pos, summary_len,
+         summary_mtime_ns FROM files",
     )?;
     let rows = statement.query_map([], |row| {
         Ok((
@@ -145,19 +181,93 @@ fn load_progress(conn: &Connection) -> Result<HashMap<String, Progress>, rusqlit
                 offset: row.get(6)?,
                 tail: row.get(7)?,
                 next_pos: row.get(8)?,
+                summary: (row.get(9)?, row.get(10)?),
             },
         ))
     })?;
     rows.collect()
 }
 
-/// Removes every indexed message of file `id`.
+/// Removes every indexed message and the summary of file `id`.
 fn forget(tx: &Transaction<'_>, id: i64) -> Result<(), rusqlite::Error> {
-    tx.execute(
-        "DELETE FROM messages_fts WHERE rowid IN (SELECT id FROM messages WHERE file_id = ?1)",
-        params![id],
+    remove(tx, "file_id = ?1", id)
+}
+
+/// Removes the messages `filter` (over `messages`, with `?1` = `value`) selects, keeping the
+/// totals true.
+fn remove(tx: &Transaction<'_>, filter: &str, value: i64) -> Result<(), rusqlite::Error> {
+    let (docs, tokens): (i64, i64) = tx.query_row(
+        &format!("SELECT count(*), coalesce(sum(len), 0) FROM messages WHERE {filter}"),
+        params![value],
+        |row| Ok((row.get(0)?, row.get(1)?)),
     )?;
-    tx.execute("DELETE FROM messages WHERE file_id = ?1", params![id])?;
+    if docs == 0 {
+        return Ok(());
+    }
+    tx.execute(
+        &format!(
+            "DELETE FROM messages_fts WHERE rowid IN (SELECT id FROM messages WHERE {filter})"
+        ),
+        params![value],
+    )?;
+    tx.execute(
+        &format!("DELETE FROM messages WHERE {filter}"),
+        params![value],
+    )?;
+    add_totals(tx, -docs, -tokens)
+}
+
+/// Moves the document and term totals.
+fn add_totals(tx: &Transaction<'_>, docs: i64, tokens: i64) -> Result<(), rusqlite::Error> {
+    let mut statement = tx.prepare_cached("UPDATE meta SET value = value + ?2 WHERE key = ?1")?;
+    statement.execute(params!["docs", docs])?;
+    statement.execute(params!["tokens", tokens])?;
+    Ok(())
+}
+
+/// Inserts one document (message or summary); returns its term count.
+fn insert(
+    tx: &Transaction<'_>,
+    row: (i64, i64, i64, i64, i64),
+    content: &str,
+) -> Result<i64, rusqlite::Error> {
+    let (file_id, pos, role, ts, offset) = row;
+    let text = analyze::index_text(content);
+    let len = if text.is_empty() {
+        0
+    } else {
+        text.split(' ').count() as i64
+    };
+    tx.prepare_cached(
+        "INSERT INTO messages (file_id, pos, role, ts, offset, len, content)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?
+    .execute(params![file_id, pos, role, ts, offset, len, content])?;
+    tx.prepare_cached("INSERT INTO messages_fts (rowid, terms) VALUES (?1, ?2)")?
+        .execute(params![tx.last_insert_rowid(), text])?;
+    Ok(len)
+}
+
+/// Replaces the indexed summary of file `id` with what `file`'s summary.md holds now.
+fn index_summary(tx: &Transaction<'_>, id: i64, file: &OnDisk) -> Result<(), rusqlite::Error> {
+    remove(tx, "file_id = ?1 AND pos = -1", id)?;
+    let text = match std::fs::read_to_string(&file.summary_path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == ErrorKind::NotFound => String::new(),
+        Err(error) => {
+            tracing::warn!(path = %file.summary_path.display(), error = %error, "Cannot read summary; not indexed.");
+            String::new()
+        }
+    };
+    if !text.trim().is_empty() {
+        let ts = file.summary.1 / 1_000_000;
+        let len = insert(tx, (id, -1, ROLE_SUMMARY, ts, -1), &text)?;
+        add_totals(tx, 1, len)?;
+    }
+    tx.execute(
+        "UPDATE files SET summary_len = ?2, summary_mtime_ns = ?3 WHERE id = ?1",
+        params![id, file.summary.0, file.summary.1],
+    )?;
     Ok(())
 }
 
@@ -185,39 +295,42 @@ fn index_file(
             return Ok(0);
         }
     };
-    let (id, offset, mut pos) = match progress {
-        Some(progress) if is_append(file, &progress, &handle) => {
-            (progress.id, progress.offset, progress.next_pos)
-        }
+    let (id, offset, mut pos, summary) = match progress {
+        Some(progress) if is_append(file, &progress, &handle) => (
+            progress.id,
+            progress.offset,
+            progress.next_pos,
+            progress.summary,
+        ),
         Some(progress) => {
             tracing::info!(path = %file.path.display(), "Session file changed; re-indexing it.");
             forget(tx, progress.id)?;
-            (progress.id, 0, 0)
+            (progress.id, 0, 0, (-1, 0))
         }
         None => {
             let session = safe_id::decode(&file.stem).unwrap_or_else(|| file.stem.clone());
             tx.execute(
-                "INSERT INTO files (stem, session, dev, ino, stat_len, mtime_ns, offset, tail, next_pos)
-                 VALUES (?1, ?2, 0, 0, 0, 0, 0, x'', 0)",
+                "INSERT INTO files (stem, session, dev, ino, stat_len, mtime_ns, offset, tail,
+                 next_pos, summary_len, summary_mtime_ns)
+                 VALUES (?1, ?2, 0, 0, 0, 0, 0, x'', 0, -1, 0)",
                 params![file.stem, session],
             )?;
-            (tx.last_insert_rowid(), 0, 0)
+            (tx.last_insert_rowid(), 0, 0, (-1, 0))
         }
     };
+    if summary != file.summary {
+        index_summary(tx, id, file)?;
+    }
     let mut reader = BufReader::with_capacity(1 << 16, handle);
     let mut end = offset as u64;
     if reader.seek(SeekFrom::Start(end)).is_err() {
         return Ok(0);
     }
-    let mut insert_message = tx.prepare_cached(
-        "INSERT INTO messages (file_id, pos, role, ts, content) VALUES (?1, ?2, ?3, ?4, ?5)",
-    )?;
-    let mut insert_text =
-        tx.prepare_cached("INSERT INTO messages_fts (rowid, content) VALUES (?1, ?2)")?;
-    let (mut added, mut skipped) = (0u64, 0u64);
+    let (mut added, mut skipped, mut tokens) = (0u64, 0u64, 0i64);
     let mut line = Vec::with_capacity(1024);
     loop {
         line.clear();
+        let start = end;
         match reader.read_until(b'\n', &mut line) {
             Ok(0) => break,
             Ok(_) if line.last() != Some(&b'\n') => break,
@@ -240,11 +353,11 @@ fn index_file(
             continue;
         }
         let ts = message.timestamp.timestamp_millis();
-        insert_message.execute(params![id, pos, role, ts, message.content])?;
-        insert_text.execute(params![tx.last_insert_rowid(), message.content])?;
+        tokens += insert(tx, (id, pos, role, ts, start as i64), &message.content)?;
         pos += 1;
         added += 1;
     }
+    add_totals(tx, added as i64, tokens)?;
     if skipped > 0 {
         tracing::warn!(path = %file.path.display(), skipped, "Skipped unreadable history lines while indexing.");
     }

@@ -202,6 +202,7 @@ impl World {
         let context = ToolContext {
             session: SessionId::new("test", "fetch").unwrap(),
             metadata: serde_json::Map::new(),
+            prompt_tail: None,
         };
         let output = self.tool.call(arguments, &context).await;
         (output.is_error, output.content)

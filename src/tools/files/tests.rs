@@ -37,6 +37,7 @@ async fn call(tool: &dyn Tool, arguments: Value) -> ToolOutput {
     let context = ToolContext {
         session: SessionId::new("cli", "test").unwrap(),
         metadata: Default::default(),
+        prompt_tail: None,
     };
     tool.call(arguments, &context).await
 }

@@ -21,6 +21,7 @@ fn context() -> ToolContext {
     ToolContext {
         session: SessionId::new("cli", "test").unwrap(),
         metadata: Default::default(),
+        prompt_tail: None,
     }
 }
 

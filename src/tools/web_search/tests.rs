@@ -59,6 +59,7 @@ fn context() -> ToolContext {
     ToolContext {
         session: SessionId::cli_local(),
         metadata: serde_json::Map::new(),
+        prompt_tail: None,
     }
 }
 

@@ -1,0 +1,185 @@
+//! `search_history`: ranked search over every session's history and summary.
+//!
+//! Backed by the [`HistoryIndex`] cache, which is brought up to date from the JSONL files
+//! before each query (two `stat`s per session when nothing changed), so a message persisted a
+//! moment ago is already findable and no timer is needed. A plain question works as a query:
+//! the index drops its function words, matches the rest by stem and ranks by relevance (see
+//! `storage::history_index::rank`). What is already in the asking turn's prompt (its own
+//! session's unconsolidated tail, which ends with the question itself, and its summary) is
+//! never a hit. The output is built by [`format`] so that no message text can pass for an entry.
+
+pub mod format;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::core::ports::clock::Clock;
+use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, ToolSpec, parse_arguments};
+use crate::core::session::SessionId;
+use crate::storage::history_index::{HistoryIndex, MAX_RESULTS, SearchRequest, analyze};
+
+pub use format::format_hits;
+
+/// Hits returned when `max_results` is omitted.
+pub const DEFAULT_RESULTS: usize = 10;
+
+/// Searches the conversation history of all sessions.
+pub struct SearchHistoryTool {
+    index: Arc<HistoryIndex>,
+    clock: Arc<dyn Clock>,
+    spec: ToolSpec,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Arguments {
+    query: String,
+    #[serde(default)]
+    max_results: Option<i64>,
+    #[serde(default)]
+    days: Option<u32>,
+    #[serde(default)]
+    after: Option<String>,
+    #[serde(default)]
+    before: Option<String>,
+    #[serde(default)]
+    session: Option<String>,
+}
+
+impl SearchHistoryTool {
+    /// The tool over `index`; "now" for the day window comes from `clock`.
+    pub fn new(index: Arc<HistoryIndex>, clock: Arc<dyn Clock>) -> Self {
+        let spec = ToolSpec {
+            name: "search_history".to_owned(),
+            description: "Search everything said in past conversations (all sessions, and their \
+                summaries), best match first, each with the messages around it; times UTC. \
+                Ask in plain words or a question (\"where does Anna work\"); name the \
+                distinctive things: people, places, objects, events. Search again with other \
+                words if the first results miss."
+                .to_owned(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "What to find; \"quote\" a phrase that must appear."},
+                    "max_results": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Default 10."},
+                    "after": {"type": "string", "description": "Only on or after this day (YYYY-MM-DD)."},
+                    "before": {"type": "string", "description": "Only before this day (YYYY-MM-DD)."},
+                    "days": {"type": "integer", "minimum": 0, "description": "Only the last N days (0 = all)."},
+                    "session": {"type": "string", "description": "Only this session id."}
+                },
+                "required": ["query"],
+                "additionalProperties": false
+            }),
+        };
+        Self { index, clock, spec }
+    }
+
+    /// Starts indexing in the background (if a Tokio runtime is running), so the first search
+    /// after a rebuild or an upgrade does not wait for the whole history to be read.
+    pub fn warm_up(&self) {
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let index = self.index.clone();
+            runtime.spawn_blocking(move || {
+                if let Err(error) = index.update() {
+                    tracing::warn!(error = %error, "History index warm-up failed.");
+                }
+            });
+        }
+    }
+
+    /// The search the arguments describe, or the error result to return.
+    fn request(
+        &self,
+        arguments: Arguments,
+        context: &ToolContext,
+    ) -> Result<SearchRequest, ToolOutput> {
+        let query = arguments.query.trim().to_owned();
+        if analyze::terms(&query).is_empty() {
+            return Err(ToolOutput::error(
+                "Error: query has no words to search for.",
+            ));
+        }
+        let max = arguments
+            .max_results
+            .unwrap_or(DEFAULT_RESULTS as i64)
+            .clamp(1, MAX_RESULTS as i64) as usize;
+        let mut since = day("after", arguments.after.as_deref())?;
+        let until = day("before", arguments.before.as_deref())?;
+        if let Some(days) = arguments.days.filter(|days| *days > 0) {
+            let window = self.clock.now().to_utc() - chrono::Duration::days(i64::from(days));
+            since = Some(since.map_or(window, |since| since.max(window)));
+        }
+        if let (Some(since), Some(until)) = (since, until)
+            && since >= until
+        {
+            return Err(ToolOutput::error(
+                "Error: 'after' must be a day before 'before'.",
+            ));
+        }
+        let session = match arguments.session.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(id) => Some(SessionId::parse(id).map_err(|error| {
+                ToolOutput::error(format!(
+                    "Error: session '{id}' is not a session id: {error}"
+                ))
+            })?),
+        };
+        Ok(SearchRequest {
+            query,
+            max,
+            since,
+            until,
+            session,
+            asking: context
+                .prompt_tail
+                .map(|offset| (context.session.clone(), offset)),
+        })
+    }
+}
+
+/// Midnight UTC of a `YYYY-MM-DD` argument (an RFC 3339 time is taken as it is).
+fn day(name: &str, value: Option<&str>) -> Result<Option<DateTime<Utc>>, ToolOutput> {
+    let Some(value) = value.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    if let Ok(date) = NaiveDate::parse_from_str(value, "%Y-%m-%d") {
+        return Ok(date.and_hms_opt(0, 0, 0).map(|t| t.and_utc()));
+    }
+    DateTime::parse_from_rfc3339(value)
+        .map(|t| Some(t.to_utc()))
+        .map_err(|_| {
+            ToolOutput::error(format!(
+                "Error: {name} must be a day as YYYY-MM-DD, not '{value}'."
+            ))
+        })
+}
+
+#[async_trait]
+impl Tool for SearchHistoryTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, arguments: Value, context: &ToolContext) -> ToolOutput {
+        let arguments: Arguments = match parse_arguments("search_history", arguments) {
+            Ok(arguments) => arguments,
+            Err(output) => return output,
+        };
+        let request = match self.request(arguments, context) {
+            Ok(request) => request,
+            Err(output) => return output,
+        };
+        let query = request.query.clone();
+        match self.index.update_and_search(request).await {
+            Ok(hits) => ToolOutput::ok(format_hits(&query, &hits)),
+            Err(error) => {
+                tracing::error!(error = %error, "search_history failed.");
+                ToolOutput::error(format!("Error: history search failed: {error}"))
+            }
+        }
+    }
+}
