@@ -15,6 +15,7 @@
 //! `spawn_blocking` (never held across an await).
 
 pub mod analyze;
+pub mod dates;
 mod rank;
 mod update;
 

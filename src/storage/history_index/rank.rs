@@ -8,15 +8,19 @@
 //! 2. **Okapi BM25** of each candidate, computed here over its re-analyzed text with
 //!    `k1 = 1.2, b = 0.5` (messages are short; full length normalization over-rewards one-line
 //!    replies) and the index-wide document frequencies.
-//! 3. **Neighbours.** A message answering a question often does not repeat its words ("what did
-//!    you research?" — "adoption agencies"): each message gains [`NEIGHBOUR_WEIGHT`] of the
-//!    scores of the messages just before and after it, and those neighbours of the best
-//!    candidates become candidates themselves.
+//! 3. **Neighbours.** A message answering a question often does not repeat its words ("which
+//!    team did you sign with?" — "The Minnesota Wolves!"): each message gains
+//!    [`NEIGHBOUR_WEIGHT`] of the scores of the messages just before and after it, and a reply
+//!    to a message that asks something (has a `?`) gains [`REPLY_WEIGHT`] of that message's
+//!    score; those neighbours of the best candidates become candidates themselves.
 //! 4. **Conversation.** A message inside a stretch of conversation about the query's subject is
 //!    likelier to be the one meant: each gains up to [`WINDOW_WEIGHT`] of the best score, in
 //!    proportion to how many of the query's terms (weighted by IDF, saturating) the messages
 //!    within [`WINDOW`] positions of it contain.
-//! 5. **Recency** is a mild prior: scores are raised by up to [`RECENCY_WEIGHT`] from the
+//! 5. **Dates.** A date written in the query ("on 3 June, 2023", "in July 2023") is taken out
+//!    of its words ([`dates`]) and raises the messages written within a day of it by
+//!    [`DATE_WEIGHT`] of the best score.
+//! 6. **Recency** is a mild prior: scores are raised by up to [`RECENCY_WEIGHT`] from the
 //!    oldest candidate to the newest, and ties go to the newer message, so of two messages that
 //!    answer equally well ("I live in Paris", later "I live in Berlin now") the newer comes first.
 //!
@@ -28,8 +32,8 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use super::analyze;
 use super::{Hit, IndexedMessage, ROLE_ASSISTANT, ROLE_SUMMARY, ROLE_USER};
+use super::{analyze, dates};
 use crate::core::message::Role;
 
 /// The most candidates taken from FTS5 for re-scoring.
@@ -48,6 +52,12 @@ const NEIGHBOUR_WEIGHT: f64 = 0.3;
 const WINDOW: i64 = 5;
 /// The conversation prior's weight, relative to the best BM25 score.
 const WINDOW_WEIGHT: f64 = 0.4;
+/// Share of a question's score its reply gains.
+const REPLY_WEIGHT: f64 = 1.0;
+/// What a message written on a date the query names gains, relative to the best BM25 score.
+const DATE_WEIGHT: f64 = 0.5;
+/// Slack around a named date, for the owner's time zone (ms): 14 hours on each side.
+const DATE_SLACK_MS: i64 = 14 * 3_600_000;
 /// The most a score is raised for being the newest candidate.
 const RECENCY_WEIGHT: f64 = 0.1;
 
@@ -77,6 +87,8 @@ struct Scored {
     bm25: f64,
     /// Bit `i` is set when the message contains query term `i`.
     mask: u64,
+    /// Whether the message asks something (so the next one is likely its answer).
+    asks: bool,
     score: f64,
 }
 
@@ -93,8 +105,24 @@ pub(super) fn search(
     scope: Scope,
     max: usize,
 ) -> Result<Vec<Hit>, rusqlite::Error> {
-    let mut terms = analyze::query_terms(query);
+    let (named, rest) = dates::extract(query);
+    let mut terms = analyze::query_terms(&rest);
+    if terms.is_empty() {
+        terms = analyze::query_terms(query);
+    }
     terms.truncate(MAX_TERMS);
+    let windows: Vec<(i64, i64)> = named
+        .iter()
+        .filter_map(|(first, last)| {
+            let start = first.and_hms_opt(0, 0, 0)?.and_utc().timestamp_millis();
+            let end = last
+                .succ_opt()?
+                .and_hms_opt(0, 0, 0)?
+                .and_utc()
+                .timestamp_millis();
+            Some((start - DATE_SLACK_MS, end + DATE_SLACK_MS))
+        })
+        .collect();
     if terms.is_empty() {
         return Ok(Vec::new());
     }
@@ -110,12 +138,13 @@ pub(super) fn search(
     for item in &mut scored {
         let content = item.content.as_deref().unwrap_or_default();
         (item.bm25, item.mask) = bm25(content, &terms, &stats);
+        item.asks = content.contains(['?', '？']);
     }
     if phrases.is_empty() {
         // A phrase must appear in every hit, so only a query without one widens to neighbours.
         add_neighbours(conn, &mut scored, scope, max)?;
     }
-    combine(&mut scored, &stats);
+    combine(&mut scored, &stats, &windows);
     scored.sort_by(|a, b| {
         b.score
             .total_cmp(&a.score)
@@ -227,6 +256,7 @@ fn scored_row(row: &Row<'_>) -> Result<Scored, rusqlite::Error> {
         content: Some(row.get(5)?),
         bm25: 0.0,
         mask: 0,
+        asks: false,
         score: 0.0,
     })
 }
@@ -299,6 +329,7 @@ fn add_neighbours(
                         content: None,
                         bm25: 0.0,
                         mask: 0,
+                        asks: false,
                         score: 0.0,
                     })
                 },
@@ -309,16 +340,16 @@ fn add_neighbours(
     Ok(())
 }
 
-/// Sets each item's final score: BM25, neighbours, the conversation prior, recency.
-fn combine(scored: &mut [Scored], stats: &Stats) {
+/// Sets each item's final score: BM25, neighbours, the conversation prior, dates, recency.
+fn combine(scored: &mut [Scored], stats: &Stats, windows: &[(i64, i64)]) {
     let best = scored.iter().map(|s| s.bm25).fold(0.0, f64::max);
     if best <= 0.0 {
         return;
     }
-    let by_pos: HashMap<(i64, i64), f64> = scored
+    let by_pos: HashMap<(i64, i64), (f64, bool)> = scored
         .iter()
         .filter(|s| s.role != ROLE_SUMMARY)
-        .map(|s| ((s.file_id, s.pos), s.bm25))
+        .map(|s| ((s.file_id, s.pos), (s.bm25, s.asks)))
         .collect();
     // Matching messages of each file, by position, for the conversation prior.
     let mut matching: HashMap<i64, Vec<(i64, u64)>> = HashMap::new();
@@ -363,13 +394,17 @@ fn combine(scored: &mut [Scored], stats: &Stats) {
     for (s, prior) in scored.iter_mut().zip(priors) {
         let mut score = s.bm25;
         if s.role != ROLE_SUMMARY {
-            let around = [s.pos - 1, s.pos + 1]
-                .iter()
-                .filter_map(|pos| by_pos.get(&(s.file_id, *pos)))
-                .sum::<f64>();
-            score += NEIGHBOUR_WEIGHT * around;
+            if let Some(&(before, asks)) = by_pos.get(&(s.file_id, s.pos - 1)) {
+                score += before * if asks { REPLY_WEIGHT } else { NEIGHBOUR_WEIGHT };
+            }
+            if let Some(&(after, _)) = by_pos.get(&(s.file_id, s.pos + 1)) {
+                score += after * NEIGHBOUR_WEIGHT;
+            }
             if best_prior > 0.0 {
                 score += WINDOW_WEIGHT * best * prior / best_prior;
+            }
+            if windows.iter().any(|&(from, to)| (from..to).contains(&s.ts)) {
+                score += DATE_WEIGHT * best;
             }
         }
         s.score = score * (1.0 + RECENCY_WEIGHT * (s.ts - oldest) as f64 / span);

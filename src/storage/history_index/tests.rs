@@ -141,14 +141,43 @@ fn the_neighbour_of_a_strong_match_is_found_with_it() {
         ],
     );
     let index = HistoryIndex::open(home.path()).unwrap();
+    // The reply to a matching question is the answer: it comes first, the question next.
     let hits = search(&index, "adoption research");
     assert_eq!(
         contents(&hits)[..2],
         [
-            "what did you research for the adoption?",
-            "Agencies that place older kids, mostly."
+            "Agencies that place older kids, mostly.",
+            "what did you research for the adoption?"
         ]
     );
+}
+
+#[test]
+fn a_date_in_the_query_picks_the_messages_of_that_day() {
+    let home = tempfile::tempdir().unwrap();
+    let day = 24 * 60;
+    append(
+        home.path(),
+        "cli:local",
+        &[
+            ("user", "we planned the garden party", 0),
+            ("user", "we planned the garden party again", 3 * day),
+        ],
+    );
+    append(
+        home.path(),
+        "cli:other",
+        &[("user", "in 2026 I ran 3 marathons", 9 * day)],
+    );
+    let index = HistoryIndex::open(home.path()).unwrap();
+    // base() is 1 March 2026; the second message is from 4 March.
+    let hits = search(&index, "What did we plan on 4 March, 2026?");
+    assert_eq!(hits[0].message.content, "we planned the garden party again");
+    let hits = search(&index, "what did we plan on 2026-03-01");
+    assert_eq!(hits[0].message.content, "we planned the garden party");
+    // The date's numbers are not words to match.
+    let hits = search(&index, "plan on 3 March 2026");
+    assert!(!contents(&hits).contains(&"in 2026 I ran 3 marathons"));
 }
 
 #[test]
