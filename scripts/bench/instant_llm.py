@@ -1,7 +1,8 @@
 # The benches' LLM: a tiny OpenAI-compatible server on loopback that answers every chat
 # completion at once with the streamed reply "ok" (TCP_NODELAY set, so a client that reuses its
 # connection does not stall on delayed ACKs). `start()` runs it on a daemon thread and returns
-# its base URL for `api_base`.
+# its base URL for `api_base`; `start(reply)` answers with `reply(request)`, a streamed
+# `(delta, finish_reason)` pair, instead.
 import http.server, json, socket, threading
 
 # The `llm:` section of a squidbot.yaml whose only pool calls this server at `{url}`.
@@ -28,10 +29,13 @@ class _Llm(http.server.BaseHTTPRequestHandler):
     def log_message(self, *a):
         pass
 
+    reply = staticmethod(lambda request: ({"content": "ok"}, "stop"))
+
     def do_POST(self):
-        self.rfile.read(int(self.headers["Content-Length"]))
-        chunks = [{"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": None}]},
-                  {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}]
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        delta, finish = self.reply(request)
+        chunks = [{"choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+                  {"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}]
         body = "".join("data: " + json.dumps(c) + "\n\n" for c in chunks) + "data: [DONE]\n\n"
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -40,8 +44,11 @@ class _Llm(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body.encode())
 
 
-def start():
+def start(reply=None):
     """Starts the server on an ephemeral loopback port; returns its `/v1` base URL."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Llm)
+    handler = _Llm
+    if reply is not None:
+        handler = type("_Scripted", (_Llm,), {"reply": staticmethod(reply)})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return f"http://127.0.0.1:{server.server_address[1]}/v1"

@@ -24,10 +24,13 @@
 #    evidence turns among the first k entries, averaged over the questions (evidence ids split
 #    on ';'; questions without evidence are skipped). An entry from cli:local (the question
 #    itself) would be a miss; their number is printed and must be 0.
+#    The output of squidbot before 2026-11-25 ("## Match N — [session] | date" and a
+#    "**ROLE: text**" line, cut at 300 characters) is read too, for before/after figures.
 # 4. A baseline in the same run: plain Okapi BM25 (k1 = 1.2, b = 0.75, lower-cased words, no
 #    stemming, no stop words) over the same turn texts with the raw question.
-import collections, datetime, json, math, os, re, shutil, subprocess, sys, tempfile, threading
-import http.server, socket
+import collections, datetime, json, math, os, re, shutil, subprocess, sys, tempfile
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import instant_llm  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.environ.get("SQUIDBOT_BIN", ROOT + "/target/release/squidbot")
@@ -98,42 +101,15 @@ class Script:
     result = None
 
 
-class Llm(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def setup(self):
-        super().setup()
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def log_message(self, *a):
-        pass
-
-    def do_POST(self):
-        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        last = request["messages"][-1]
-        if last["role"] == "tool":
-            Script.result = last["content"]
-            delta = {"content": "done"}
-            finish = "stop"
-        else:
-            arguments = json.dumps({"query": Script.query, "max_results": 10})
-            delta = {"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
-                                     "function": {"name": "search_history", "arguments": arguments}}]}
-            finish = "tool_calls"
-        chunks = [{"choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
-                  {"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}]
-        body = "".join("data: " + json.dumps(c) + "\n\n" for c in chunks) + "data: [DONE]\n\n"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body.encode())
-
-
-def start_llm():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Llm)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return f"http://127.0.0.1:{server.server_address[1]}/v1"
+def reply(request):
+    """A search_history call for the current query; "done" once its result is back."""
+    last = request["messages"][-1]
+    if last["role"] == "tool":
+        Script.result = last["content"]
+        return {"content": "done"}, "stop"
+    arguments = json.dumps({"query": Script.query, "max_results": 10})
+    return {"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                            "function": {"name": "search_history", "arguments": arguments}}]}, "tool_calls"
 
 
 CONFIG = """llm:
@@ -156,6 +132,8 @@ CONFIG = """llm:
 ENTRY = re.compile(r"^\[(\d+)\] .*· session (\S+) · (user|assistant)$")
 SUMMARY = re.compile(r"^\[(\d+)\] summary of session (\S+), written ")
 MATCH = re.compile(r"^  match(?:, \w+)?: (\".*\")$")
+LEGACY_ENTRY = re.compile(r"^## Match \d+ — \[(.+)\] \| ")
+LEGACY_MATCH = re.compile(r"^\*\*(?:USER|ASSISTANT): (.*)\*\*$")
 
 
 def parse(output):
@@ -165,6 +143,16 @@ def parse(output):
         header = ENTRY.match(line) or SUMMARY.match(line)
         if header:
             session = header.group(2)
+            continue
+        legacy = LEGACY_ENTRY.match(line)
+        if legacy:
+            session = legacy.group(1)
+            continue
+        old = LEGACY_MATCH.match(line)
+        if old and session is not None:
+            text = old.group(1)
+            entries.append((session, text[:-3] + "…" if text.endswith("...") else text))
+            session = None
             continue
         match = MATCH.match(line)
         if match and session is not None:
@@ -232,7 +220,7 @@ def main():
     if not os.access(BIN, os.X_OK):
         sys.exit(f"{BIN} is missing: cargo build --release (or set SQUIDBOT_BIN)")
     data = json.load(open(DATA))
-    url = start_llm()
+    url = instant_llm.start(reply)
     results = {mode: collections.defaultdict(list) for mode in ("question", "keywords", "bm25")}
     self_hits = 0
     unmapped = 0
@@ -279,7 +267,7 @@ def main():
 
     print(f"LoCoMo recall of search_history: {len(data)} conversations, {questions} questions "
           f"(categories 1-4), {os.path.basename(DATA)}")
-    print(f"{'':24}" + "".join(f"{name:>22}" for name in
+    print(f"{'':24}" + "".join(f"{name:>26}" for name in
                                ("search_history, question", "search_history, keywords", "BM25 baseline")))
     rows = [(f"{c} {CATEGORIES[c]}", [c]) for c in CATEGORIES] + [("all (1-4)", list(CATEGORIES))]
     for label, cats in rows:

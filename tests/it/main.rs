@@ -35,3 +35,6 @@ mod doctor_cli;
 mod import_cli;
 // The email channel against real dovecot + SMTP: parsing, threading, loop guard, restarts.
 mod email;
+// `search_history` through the binary: ranked recall, the asking turn left out, summaries,
+// unforgeable output, index rebuilds.
+mod search_history;

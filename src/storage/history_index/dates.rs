@@ -8,6 +8,8 @@
 
 use chrono::NaiveDate;
 
+use super::analyze;
+
 /// A date range a query names, inclusive (a month is its first to its last day).
 pub type DateRange = (NaiveDate, NaiveDate);
 

@@ -59,7 +59,7 @@ const DATE_WEIGHT: f64 = 0.5;
 /// Slack around a named date, for the owner's time zone (ms): 14 hours on each side.
 const DATE_SLACK_MS: i64 = 14 * 3_600_000;
 /// The most a score is raised for being the newest candidate.
-const RECENCY_WEIGHT: f64 = 0.1;
+const RECENCY_WEIGHT: f64 = 0.2;
 
 /// Where a search looks, as index row values.
 #[derive(Debug, Clone, Copy)]
@@ -246,6 +246,7 @@ fn candidates(conn: &Connection, fts: &str, scope: Scope) -> Result<Vec<Scored>,
     rows.collect()
 }
 
+/// A row of `id, file_id, pos, role, ts[, content]`, not scored yet.
 fn scored_row(row: &Row<'_>) -> Result<Scored, rusqlite::Error> {
     Ok(Scored {
         id: row.get(0)?,
@@ -253,7 +254,11 @@ fn scored_row(row: &Row<'_>) -> Result<Scored, rusqlite::Error> {
         pos: row.get(2)?,
         role: row.get(3)?,
         ts: row.get(4)?,
-        content: Some(row.get(5)?),
+        content: if row.as_ref().column_count() > 5 {
+            Some(row.get(5)?)
+        } else {
+            None
+        },
         bm25: 0.0,
         mask: 0,
         asks: false,
@@ -319,20 +324,7 @@ fn add_neighbours(
                     scope.asking_file,
                     scope.tail_offset
                 ],
-                |row| {
-                    Ok(Scored {
-                        id: row.get(0)?,
-                        file_id: row.get(1)?,
-                        pos: row.get(2)?,
-                        role: row.get(3)?,
-                        ts: row.get(4)?,
-                        content: None,
-                        bm25: 0.0,
-                        mask: 0,
-                        asks: false,
-                        score: 0.0,
-                    })
-                },
+                scored_row,
             )
             .optional()?;
         scored.extend(row);
