@@ -71,22 +71,10 @@ fn month_end(year: i32, month: u32) -> Option<NaiveDate> {
 /// The date ranges written in `query`, and the query with them (and an "on"/"in" before them)
 /// blanked out.
 pub fn extract(query: &str) -> (Vec<DateRange>, String) {
-    // Words: runs of letters and digits, with their byte ranges.
-    let mut words: Vec<(usize, usize)> = Vec::new();
-    let mut start = None;
-    for (i, c) in query
-        .char_indices()
-        .chain(std::iter::once((query.len(), ' ')))
-    {
-        match (c.is_alphanumeric(), start) {
-            (true, None) => start = Some(i),
-            (false, Some(s)) => {
-                words.push((s, i));
-                start = None;
-            }
-            _ => {}
-        }
-    }
+    let words: Vec<(usize, usize)> = analyze::terms(query)
+        .iter()
+        .map(|term| (term.start, term.end))
+        .collect();
     let text = |i: usize| words.get(i).map(|&(s, e)| &query[s..e]);
     let mut ranges = Vec::new();
     let mut cut: Vec<(usize, usize)> = Vec::new();
