@@ -34,6 +34,8 @@ pub struct SearchHistoryTool {
     spec: ToolSpec,
 }
 
+/// The arguments. `days` (only the last N days) is the original's and still accepted, but no
+/// longer offered in the schema: `after` says the same and more, in fewer words of prompt.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Arguments {
@@ -55,20 +57,17 @@ impl SearchHistoryTool {
     pub fn new(index: Arc<HistoryIndex>, clock: Arc<dyn Clock>) -> Self {
         let spec = ToolSpec {
             name: "search_history".to_owned(),
-            description: "Search everything said in past conversations (all sessions, and their \
-                summaries), best match first, each with the messages around it; times UTC. \
-                Ask in plain words or a question (\"where does Anna work\"); name the \
-                distinctive things: people, places, objects, events. Search again with other \
-                words if the first results miss."
+            description: "Search all past conversations and summaries, best match first, with \
+                the messages around each; times UTC. Ask a plain question; name people, places, \
+                things."
                 .to_owned(),
             parameters: json!({
                 "type": "object",
                 "properties": {
-                    "query": {"type": "string", "description": "What to find; \"quote\" a phrase that must appear."},
+                    "query": {"type": "string", "description": "\"Quote\" a phrase that must appear."},
                     "max_results": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Default 10."},
-                    "after": {"type": "string", "description": "Only on or after this day (YYYY-MM-DD)."},
-                    "before": {"type": "string", "description": "Only before this day (YYYY-MM-DD)."},
-                    "days": {"type": "integer", "minimum": 0, "description": "Only the last N days (0 = all)."},
+                    "after": {"type": "string", "description": "YYYY-MM-DD, inclusive."},
+                    "before": {"type": "string", "description": "YYYY-MM-DD, exclusive."},
                     "session": {"type": "string", "description": "Only this session id."}
                 },
                 "required": ["query"],
@@ -181,5 +180,101 @@ impl Tool for SearchHistoryTool {
                 ToolOutput::error(format!("Error: history search failed: {error}"))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::ports::clock::SystemClock;
+
+    fn tool(home: &std::path::Path) -> SearchHistoryTool {
+        let index = Arc::new(HistoryIndex::open(home).unwrap());
+        SearchHistoryTool::new(index, Arc::new(SystemClock))
+    }
+
+    fn context(prompt_tail: Option<u64>) -> ToolContext {
+        ToolContext {
+            session: SessionId::cli_local(),
+            metadata: serde_json::Map::new(),
+            prompt_tail,
+        }
+    }
+
+    async fn call(tool: &SearchHistoryTool, arguments: Value) -> ToolOutput {
+        tool.call(arguments, &context(Some(0))).await
+    }
+
+    #[tokio::test]
+    async fn bad_arguments_are_error_results_that_say_what_is_wrong() {
+        let home = tempfile::tempdir().unwrap();
+        let tool = tool(home.path());
+        for (arguments, says) in [
+            (json!({"query": "  ?! "}), "no words"),
+            (
+                json!({"query": "x", "after": "last week"}),
+                "after must be a day",
+            ),
+            (
+                json!({"query": "x", "before": "2026-02-30"}),
+                "before must be a day",
+            ),
+            (
+                json!({"query": "x", "after": "2026-03-02", "before": "2026-03-01"}),
+                "'after' must be",
+            ),
+            (
+                json!({"query": "x", "session": "no colon"}),
+                "not a session id",
+            ),
+            (json!({"query": "x", "when": "today"}), "when"),
+        ] {
+            let output = call(&tool, arguments.clone()).await;
+            assert!(output.is_error, "{arguments}");
+            assert!(
+                output.content.contains(says),
+                "{arguments}: {}",
+                output.content
+            );
+        }
+        let output = call(&tool, json!({"query": "anything", "max_results": 500})).await;
+        assert!(!output.is_error, "{}", output.content);
+    }
+
+    #[tokio::test]
+    async fn the_arguments_become_the_search() {
+        let home = tempfile::tempdir().unwrap();
+        let tool = tool(home.path());
+        let arguments = |value: Value| serde_json::from_value::<Arguments>(value).unwrap();
+        let request = tool
+            .request(
+                arguments(json!({"query": " violin ", "after": "2026-03-01", "before": "2026-03-05T12:00:00Z", "session": "matrix:!r:x"})),
+                &context(Some(42)),
+            )
+            .ok()
+            .unwrap();
+        assert_eq!(request.query, "violin");
+        assert_eq!(request.max, DEFAULT_RESULTS);
+        assert_eq!(
+            request.since.unwrap().to_rfc3339(),
+            "2026-03-01T00:00:00+00:00"
+        );
+        assert_eq!(
+            request.until.unwrap().to_rfc3339(),
+            "2026-03-05T12:00:00+00:00"
+        );
+        assert_eq!(request.session.unwrap().as_str(), "matrix:!r:x");
+        assert_eq!(request.asking, Some((SessionId::cli_local(), 42)));
+        // A day window narrows an earlier "after"; outside a turn nothing is left out.
+        let request = tool
+            .request(
+                arguments(json!({"query": "x", "after": "2000-01-01", "days": 2})),
+                &context(None),
+            )
+            .ok()
+            .unwrap();
+        let window = chrono::Utc::now() - chrono::Duration::days(2);
+        assert!((request.since.unwrap() - window).num_seconds().abs() < 60);
+        assert_eq!(request.asking, None);
     }
 }
