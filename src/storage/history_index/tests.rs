@@ -111,6 +111,47 @@ fn relevance_ranks_before_recency_and_any_term_matches() {
 }
 
 #[test]
+fn very_common_words_find_candidates_by_the_rare_ones_or_the_newest() {
+    let home = tempfile::tempdir().unwrap();
+    // "coffee" is in more messages than the (test) common-word limit of 50.
+    let mut records: Vec<(String, i64)> = (0..80)
+        .map(|i| (format!("coffee break number {i}"), i))
+        .collect();
+    records.insert(3, ("coffee with the quokka".to_owned(), 2));
+    let records: Vec<(&str, &str, i64)> = records
+        .iter()
+        .map(|(c, m)| ("user", c.as_str(), *m))
+        .collect();
+    append(home.path(), "cli:local", &records);
+    let index = HistoryIndex::open(home.path()).unwrap();
+    assert_eq!(
+        contents(&search(&index, "quokka coffee"))[0],
+        "coffee with the quokka"
+    );
+    // Only common words: the newest matches are the candidates.
+    let hits = search_with(
+        &index,
+        "coffee",
+        SearchRequest {
+            max: 3,
+            ..SearchRequest::default()
+        },
+    );
+    assert_eq!(hits.len(), 3);
+    for hit in &hits {
+        let number: u32 = hit
+            .message
+            .content
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(number >= 70, "{:?}", contents(&hits));
+    }
+}
+
+#[test]
 fn the_newer_of_two_conflicting_facts_ranks_first() {
     let home = tempfile::tempdir().unwrap();
     append(
