@@ -1,8 +1,19 @@
 //! Tidy: keeps the code-base rules true on every `cargo test`.
 //!
-//! Every source file starts with a `//!` doc and stays under 800 lines; `src/core` imports no
-//! adapter, no config and no I/O crate; library and binary code has no `unwrap()`/`expect()`
-//! outside tests; ARCHITECTURE.md names every module and every path it names exists.
+//! - Every Rust file (`src/`, `tests/`, `benches/`, `examples/`, `fuzz/`, `build.rs`) starts with
+//!   a `//!` doc and stays under 800 lines.
+//! - `src/core` imports no adapter, no config and no I/O crate, however the `use` is written
+//!   (grouped, nested, over several lines) and wherever a path names one.
+//! - Library, binary and example code has no `unwrap()`/`expect(` outside test code: the whole
+//!   file is read, `#[cfg(test)]` items are skipped wherever they are, and comments and string
+//!   literals are blanked first, so `"http://…"` hides nothing and a comment finds nothing.
+//!   Fuzz targets are exempt: a panic is how they report a finding.
+//! - `anyhow` appears only at the binary's edge (`src/main.rs`, `src/cli/`).
+//! - ARCHITECTURE.md names every module and every path it names exists.
+//!
+//! Each check is a function from file text to problems, and `the_checks_catch_planted_violations`
+//! feeds each one a violation it must report, so a rule cannot be broken and still pass.
+//! Doc comments on public items are enforced by the compiler (`missing_docs` in Cargo.toml).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -14,14 +25,31 @@ fn root() -> PathBuf {
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in fs::read_dir(dir).unwrap() {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries {
         let path = entry.unwrap().path();
         if path.is_dir() {
+            if path.file_name().is_some_and(|n| n == "target") {
+                continue;
+            }
             rust_files(&path, out);
         } else if path.extension().is_some_and(|e| e == "rs") {
             out.push(path);
         }
     }
+}
+
+fn files_under(dirs: &[&str]) -> Vec<(String, String)> {
+    let mut files = Vec::new();
+    for dir in dirs {
+        rust_files(&root().join(dir), &mut files);
+    }
+    files
+        .into_iter()
+        .map(|path| (relative(&path), fs::read_to_string(&path).unwrap()))
+        .collect()
 }
 
 fn relative(path: &Path) -> String {
@@ -31,103 +59,437 @@ fn relative(path: &Path) -> String {
         .replace('\\', "/")
 }
 
+/// `text` with every comment and the contents of every string and char literal replaced by
+/// spaces (newlines kept), so rules see only code, line for line.
+fn code_only(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let blank = |c: char| if c == '\n' { '\n' } else { ' ' };
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        if c == '/' && next == Some('/') {
+            while i < chars.len() && chars[i] != '\n' {
+                out.push(' ');
+                i += 1;
+            }
+        } else if c == '/' && next == Some('*') {
+            let mut depth = 0;
+            while i < chars.len() {
+                if chars[i] == '/' && chars.get(i + 1) == Some(&'*') {
+                    depth += 1;
+                    out.push_str("  ");
+                    i += 2;
+                } else if chars[i] == '*' && chars.get(i + 1) == Some(&'/') {
+                    depth -= 1;
+                    out.push_str("  ");
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    out.push(blank(chars[i]));
+                    i += 1;
+                }
+            }
+        } else if c == 'r'
+            && (next == Some('"') || next == Some('#'))
+            && !chars
+                .get(i.wrapping_sub(1))
+                .is_some_and(|p| p.is_alphanumeric() || *p == '_')
+        {
+            // A raw string r"…" or r#"…"#: ends at a quote followed by as many #.
+            let hashes = chars[i + 1..].iter().take_while(|&&h| h == '#').count();
+            if chars.get(i + 1 + hashes) != Some(&'"') {
+                out.push(c);
+                i += 1;
+                continue;
+            }
+            out.push('"');
+            i += 2 + hashes;
+            while i < chars.len() {
+                if chars[i] == '"'
+                    && chars[i + 1..]
+                        .iter()
+                        .take(hashes)
+                        .filter(|&&h| h == '#')
+                        .count()
+                        == hashes
+                {
+                    i += 1 + hashes;
+                    break;
+                }
+                out.push(blank(chars[i]));
+                i += 1;
+            }
+            out.push('"');
+        } else if c == '"' {
+            out.push('"');
+            i += 1;
+            while i < chars.len() && chars[i] != '"' {
+                if chars[i] == '\\' {
+                    out.push(' ');
+                    i += 1;
+                }
+                if let Some(&inner) = chars.get(i) {
+                    out.push(blank(inner));
+                }
+                i += 1;
+            }
+            out.push('"');
+            i += 1;
+        } else if c == '\'' {
+            // A char literal ('x', '\n', '\u{1F600}') or a lifetime ('a): only the former closes.
+            let close = if next == Some('\\') {
+                chars[i + 2..]
+                    .iter()
+                    .position(|&q| q == '\'')
+                    .map(|p| i + 2 + p)
+            } else if chars.get(i + 2) == Some(&'\'') {
+                Some(i + 2)
+            } else {
+                None
+            };
+            match close {
+                Some(end) => {
+                    out.push('\'');
+                    out.extend(std::iter::repeat_n(' ', end - i - 1));
+                    out.push('\'');
+                    i = end + 1;
+                }
+                None => {
+                    out.push(c);
+                    i += 1;
+                }
+            }
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// `code` (from [`code_only`]) with every `#[cfg(test)]` item blanked: the item after the
+/// attribute runs to its matching `}` (a module or function) or to its `;`.
+fn without_test_items(code: &str) -> String {
+    let mut out: Vec<char> = code.chars().collect();
+    let text: String = out.iter().collect();
+    let mut from = 0;
+    while let Some(found) = text[from..].find("#[cfg(test)]") {
+        let start = from + found;
+        let start_char = text[..start].chars().count();
+        let mut i = start_char;
+        let mut depth = 0usize;
+        while i < out.len() {
+            match out[i] {
+                '{' => depth += 1,
+                '}' => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                ';' if depth == 0 => break,
+                _ => {}
+            }
+            i += 1;
+        }
+        let end = i.min(out.len().saturating_sub(1));
+        for c in &mut out[start_char..=end] {
+            if *c != '\n' {
+                *c = ' ';
+            }
+        }
+        from = start + "#[cfg(test)]".len();
+    }
+    out.into_iter().collect()
+}
+
+/// Problems: no `//!` at the top, or too long.
+fn check_doc_and_length(rel: &str, text: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    if !text.starts_with("//!") {
+        problems.push(format!("{rel}: does not start with a //! doc comment"));
+    }
+    let lines = text.lines().count();
+    if lines > MAX_LINES {
+        problems.push(format!("{rel}: {lines} lines (limit {MAX_LINES})"));
+    }
+    problems
+}
+
+/// Problems: `unwrap()` or `expect(` in code that is not test code.
+fn check_unwrap(rel: &str, text: &str) -> Vec<String> {
+    let code = without_test_items(&code_only(text));
+    code.lines()
+        .enumerate()
+        .filter(|(_, line)| line.contains(".unwrap()") || line.contains(".expect("))
+        .map(|(n, _)| {
+            format!(
+                "{rel}:{}: {}",
+                n + 1,
+                text.lines().nth(n).unwrap_or("").trim()
+            )
+        })
+        .collect()
+}
+
+/// Every path a `use` tree names: `a::{b, c::{d, e}}` → `a::b`, `a::c::d`, `a::c::e`.
+fn use_paths(tree: &str) -> Vec<String> {
+    let tree: String = tree.chars().filter(|c| !c.is_whitespace()).collect();
+    let Some(open) = tree.find('{') else {
+        return vec![tree];
+    };
+    let prefix = &tree[..open];
+    let inner = tree[open + 1..]
+        .strip_suffix('}')
+        .unwrap_or(&tree[open + 1..]);
+    let mut parts = Vec::new();
+    let (mut depth, mut start) = (0, 0);
+    for (i, c) in inner.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&inner[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&inner[start..]);
+    parts
+        .into_iter()
+        .filter(|part| !part.is_empty())
+        .flat_map(|part| use_paths(&format!("{prefix}{part}")))
+        .collect()
+}
+
+/// What `src/core` may not name: adapters, the config, the binary's crate path, I/O crates.
+const CORE_FORBIDDEN: &[&str] = &[
+    "crate::channels",
+    "crate::tools",
+    "crate::llm",
+    "crate::storage",
+    "crate::skills",
+    "crate::config",
+    "crate::gateway",
+    "crate::cli",
+    "squidbot",
+    "reqwest",
+    "axum",
+    "matrix_sdk",
+    "async_imap",
+    "lettre",
+    "hyper",
+    "rusqlite",
+];
+
+/// Problems: a `src/core` file names an adapter or an I/O crate, in a `use` (grouped or not) or
+/// in a path anywhere in its code.
+fn check_core_imports(rel: &str, text: &str) -> Vec<String> {
+    let code = code_only(text);
+    let forbidden = |path: &str| {
+        CORE_FORBIDDEN
+            .iter()
+            .find(|word| path == **word || path.starts_with(&format!("{word}::")))
+    };
+    let mut problems = Vec::new();
+    // `use` statements, which may span lines: from `use` to `;`.
+    let mut rest = code.as_str();
+    let mut offset = 0;
+    while let Some(at) = rest.find("use ") {
+        let start = offset + at;
+        let before = code[..start].chars().next_back();
+        let is_keyword = before.is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
+        let end = code[start..].find(';').map_or(code.len(), |e| start + e);
+        if is_keyword {
+            let line = code[..start].lines().count().max(1);
+            for path in use_paths(&code[start + 4..end]) {
+                let path = path.trim_start_matches("::");
+                if let Some(word) = forbidden(path) {
+                    problems.push(format!("{rel}:{line}: core uses {word} ({path})"));
+                }
+            }
+        }
+        offset = end.max(start + 4);
+        rest = &code[offset..];
+    }
+    // Paths written inline (`crate::storage::JsonlStore::new(…)`, `reqwest::Client`).
+    for (n, line) in code.lines().enumerate() {
+        for word in CORE_FORBIDDEN {
+            let named = line.match_indices(word).any(|(i, _)| {
+                let before = line[..i].chars().next_back();
+                let after = &line[i + word.len()..];
+                before.is_none_or(|c| !(c.is_alphanumeric() || c == '_' || c == ':'))
+                    && after.starts_with("::")
+            });
+            if named && !line.trim_start().starts_with("use ") {
+                problems.push(format!("{rel}:{}: core names {word}", n + 1));
+            }
+        }
+    }
+    problems
+}
+
+/// Problems: `anyhow` used outside the binary's edge.
+fn check_anyhow(rel: &str, text: &str) -> Vec<String> {
+    if rel == "src/main.rs" || rel.starts_with("src/cli/") {
+        return Vec::new();
+    }
+    code_only(text)
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| {
+            line.match_indices("anyhow").any(|(i, _)| {
+                let before = line[..i].chars().next_back();
+                before.is_none_or(|c| !(c.is_alphanumeric() || c == '_'))
+            })
+        })
+        .map(|(n, _)| format!("{rel}:{}: anyhow outside src/main.rs and src/cli/", n + 1))
+        .collect()
+}
+
+/// Whether `rel` is a test file inside `src/` (a `tests.rs` or a `tests/` directory).
+fn is_test_file(rel: &str) -> bool {
+    rel.ends_with("/tests.rs") || rel.contains("/tests/")
+}
+
+fn report(what: &str, problems: Vec<String>) {
+    assert!(problems.is_empty(), "{what}:\n{}", problems.join("\n"));
+}
+
 #[test]
 fn every_file_is_documented_and_short() {
-    let mut files = Vec::new();
-    for dir in ["src", "tests", "benches"] {
-        rust_files(&root().join(dir), &mut files);
-    }
-    files.push(root().join("build.rs"));
-    let mut problems = Vec::new();
-    for file in &files {
-        let text = fs::read_to_string(file).unwrap();
-        if !text.starts_with("//!") {
-            problems.push(format!(
-                "{}: does not start with a //! doc comment",
-                relative(file)
-            ));
-        }
-        let lines = text.lines().count();
-        if lines > MAX_LINES {
-            problems.push(format!(
-                "{}: {lines} lines (limit {MAX_LINES})",
-                relative(file)
-            ));
-        }
-    }
-    assert!(
-        problems.is_empty(),
-        "tidy problems:\n{}",
-        problems.join("\n")
-    );
+    let mut files = files_under(&["src", "tests", "benches", "examples", "fuzz"]);
+    files.push((
+        "build.rs".into(),
+        fs::read_to_string(root().join("build.rs")).unwrap(),
+    ));
+    let problems = files
+        .iter()
+        .flat_map(|(rel, text)| check_doc_and_length(rel, text))
+        .collect();
+    report("tidy problems", problems);
 }
 
 #[test]
 fn core_imports_no_adapter() {
-    let forbidden = [
-        "crate::channels",
-        "crate::tools",
-        "crate::llm",
-        "crate::storage",
-        "crate::skills",
-        "crate::config",
-        "crate::gateway",
-        "squidbot::",
-        "reqwest",
-        "axum",
-        "matrix_sdk",
-        "async_imap",
-        "lettre",
-        "hyper",
-    ];
-    let mut files = Vec::new();
-    rust_files(&root().join("src/core"), &mut files);
-    let mut problems = Vec::new();
-    for file in &files {
-        for (n, line) in fs::read_to_string(file).unwrap().lines().enumerate() {
-            let code = line.split("//").next().unwrap_or("");
-            for word in forbidden {
-                if code.contains(word) {
-                    problems.push(format!(
-                        "{}:{}: core mentions {word}",
-                        relative(file),
-                        n + 1
-                    ));
-                }
-            }
-        }
-    }
-    assert!(
-        problems.is_empty(),
-        "core must not depend on adapters:\n{}",
-        problems.join("\n")
-    );
+    let problems = files_under(&["src/core"])
+        .iter()
+        .flat_map(|(rel, text)| check_core_imports(rel, text))
+        .collect();
+    report("core must not depend on adapters", problems);
 }
 
 #[test]
 fn no_unwrap_outside_tests() {
-    let mut files = Vec::new();
-    rust_files(&root().join("src"), &mut files);
-    let mut problems = Vec::new();
-    for file in &files {
-        let rel = relative(file);
-        if rel.ends_with("/tests.rs") || rel.contains("/tests/") {
-            continue;
-        }
-        for (n, line) in fs::read_to_string(file).unwrap().lines().enumerate() {
-            if line.trim_start().starts_with("#[cfg(test)]") {
-                break; // Inline test modules sit at the end of a file.
-            }
-            let code = line.split("//").next().unwrap_or("");
-            if code.contains(".unwrap()") || code.contains(".expect(") {
-                problems.push(format!("{rel}:{}: {}", n + 1, line.trim()));
-            }
-        }
-    }
+    let problems = files_under(&["src", "examples"])
+        .iter()
+        .filter(|(rel, _)| !is_test_file(rel))
+        .flat_map(|(rel, text)| check_unwrap(rel, text))
+        .collect();
+    report("unwrap/expect outside tests", problems);
+}
+
+#[test]
+fn anyhow_only_at_the_binary_edge() {
+    let problems = files_under(&["src"])
+        .iter()
+        .flat_map(|(rel, text)| check_anyhow(rel, text))
+        .collect();
+    report("anyhow belongs to the binary", problems);
+}
+
+#[test]
+fn the_checks_catch_planted_violations() {
+    // Production code after a test module, and code after a URL in a string.
+    let after_tests = "//! x\nfn a() {}\n#[cfg(test)]\nmod tests {\n    fn t() { x.unwrap(); }\n}\nfn b() { y.unwrap(); }\n";
+    assert_eq!(
+        check_unwrap("f.rs", after_tests).len(),
+        1,
+        "{:?}",
+        check_unwrap("f.rs", after_tests)
+    );
+    assert!(check_unwrap("f.rs", after_tests)[0].starts_with("f.rs:7:"));
+    let url = "let u = \"http://example.org\"; z.expect(\"no\");\n";
+    assert_eq!(check_unwrap("f.rs", url).len(), 1);
+    let raw = "let u = r#\"a \" // b\"#; z.unwrap();\n";
+    assert_eq!(check_unwrap("f.rs", raw).len(), 1);
+    let lifetimes = "fn f<'a>(x: &'a str) -> char { let c = '\"'; x.unwrap() }\n";
+    assert_eq!(check_unwrap("f.rs", lifetimes).len(), 1);
+    // Not code: comments, doc comments, strings; a test function.
+    let quiet = "// x.unwrap()\n/// y.expect(\"z\")\n/* a.unwrap() */\nlet s = \".unwrap()\";\n#[cfg(test)]\nfn t() { q.unwrap(); }\n";
     assert!(
-        problems.is_empty(),
-        "unwrap/expect outside tests:\n{}",
-        problems.join("\n")
+        check_unwrap("f.rs", quiet).is_empty(),
+        "{:?}",
+        check_unwrap("f.rs", quiet)
+    );
+
+    // Grouped, nested and multi-line imports of adapters, and inline paths.
+    for planted in [
+        "use crate::{channels, core::message::Message};",
+        "use crate::{\n    core::x,\n    storage::{JsonlStore, atomic},\n};",
+        "use crate::tools::shell::ShellTool;",
+        "pub use crate::config::Config;",
+        "use ::reqwest::Client;",
+        "fn f() { let s = crate::storage::JsonlStore::new(); }",
+        "fn f() -> reqwest::Client { todo!() }",
+    ] {
+        assert!(
+            !check_core_imports("src/core/x.rs", planted).is_empty(),
+            "{planted}"
+        );
+    }
+    for fine in [
+        "use crate::core::message::{Message, Role};",
+        "use super::{ports, session};",
+        "// use crate::storage::JsonlStore;",
+        "let s = \"crate::tools are adapters\";",
+        "use crate::core::ports::tool::ToolOutput; // not crate::tools",
+    ] {
+        assert!(
+            check_core_imports("src/core/x.rs", fine).is_empty(),
+            "{fine}"
+        );
+    }
+
+    // anyhow in library code; allowed in the binary.
+    assert_eq!(
+        check_anyhow("src/storage/x.rs", "use anyhow::Result;\n").len(),
+        1
+    );
+    assert_eq!(
+        check_anyhow("src/llm/x.rs", "fn f() -> anyhow::Result<()> { Ok(()) }\n").len(),
+        1
+    );
+    assert!(check_anyhow("src/cli/agent.rs", "use anyhow::Result;\n").is_empty());
+    assert!(check_anyhow("src/storage/x.rs", "// anyhow is for the binary\n").is_empty());
+
+    // Missing top doc, and a file over the limit.
+    assert_eq!(check_doc_and_length("a.rs", "fn main() {}\n").len(), 1);
+    let long = format!("//! x\n{}", "fn f() {}\n".repeat(MAX_LINES));
+    assert_eq!(check_doc_and_length("a.rs", &long).len(), 1);
+    assert!(check_doc_and_length("a.rs", "//! fine\nfn main() {}\n").is_empty());
+}
+
+#[test]
+fn the_compiler_requires_docs_on_public_items() {
+    // `cargo clippy -D warnings` (scripts/test) turns the lint's warnings into errors.
+    let manifest = fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    let lints = manifest
+        .split("[lints.rust]")
+        .nth(1)
+        .expect("Cargo.toml has a [lints.rust] table");
+    let table = lints.split("\n[").next().unwrap_or(lints);
+    assert!(
+        table.lines().any(|l| {
+            let l = l.replace(' ', "");
+            l == "missing_docs=\"warn\"" || l == "missing_docs=\"deny\""
+        }),
+        "[lints.rust] must set missing_docs:\n{table}"
     );
 }
 

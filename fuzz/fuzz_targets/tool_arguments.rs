@@ -65,6 +65,7 @@ fn fixture() -> &'static Fixture {
             context: ToolContext {
                 session: SessionId::new("fuzz", "tool-arguments").expect("session id"),
                 metadata: Default::default(),
+                prompt_tail: None,
             },
             _dir: dir,
         }

@@ -29,10 +29,10 @@ use crate::core::ports::channel::ActivityLog;
 use crate::core::session::SessionId;
 use crate::storage::atomic;
 
-/// Why the activity file could not be read or written.
 /// How long changes are gathered before one write, inside a runtime.
 pub const WRITE_DELAY: Duration = Duration::from_secs(1);
 
+/// Why the activity file could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum ActivityFileError {
     /// Reading the file failed (other than it being missing).
