@@ -5,9 +5,11 @@
 //! - [`config`]: the YAML configuration: schema, loading, validation with file/line/field errors.
 //! - [`llm`]: the OpenAI-compatible streaming client and pools with retry and fallback.
 //! - [`storage`]: JSONL histories, cursors, summaries, MEMORY.md, atomic writes, bootstrap files.
-//! - [`tools`]: tools the agent can call (`memory_write`, ...).
+//! - [`tools`]: tools the agent can call (shell, files, web, history search, cron, memory,
+//!   sub-agents, MCP).
 //! - [`skills`]: SKILL.md discovery, gating and hot reload, the bundled skills, workspace templates.
-//! - [`channels`]: where messages come from and replies go (terminal, HTTP API, heartbeat, cron).
+//! - [`channels`]: where messages come from and replies go (terminal, HTTP API, Matrix, email,
+//!   heartbeat, cron).
 //! - [`gateway`]: the daemon: supervisor, router, live state, metrics, shutdown.
 
 pub mod channels;

@@ -1,7 +1,7 @@
 //! Builds the agent from the configuration: the composition of adapters behind the core.
 //!
-//! Every command that talks to the LLM goes through [`Assembly::from_config`], so the terminal,
-//! and later the gateway, run the very same agent: JSONL store, MEMORY.md, bootstrap prompt,
+//! Every command that talks to the LLM goes through [`Assembly::from_config`], so the terminal
+//! and the gateway run the very same agent: JSONL store, MEMORY.md, bootstrap prompt,
 //! LLM pools with retry and fallback, the registered tools (shell, files, cron, fetch_url,
 //! web_search, spawn) and the per-turn `memory_write` tool.
 
@@ -206,6 +206,7 @@ impl Assembly {
                 tracing::warn!(error = %error, "MCP tool skipped.");
             }
         }
+        let locks = Arc::new(SessionLocks::new());
         let mut spawn = None;
         if config.tools.spawn.enabled {
             // The hub takes a copy of the registry as it is now, before spawn and spawn_await
@@ -218,6 +219,7 @@ impl Assembly {
                 clock: clock.clone(),
                 settings,
                 workspace: workspace.clone(),
+                locks: locks.clone(),
             };
             let hub = SpawnHub::new(&config.tools.spawn, parts, SpawnLimits::default(), |pool| {
                 build_pool(config, pool, &client, &timeouts, metrics.as_ref())
@@ -233,7 +235,7 @@ impl Assembly {
             llm,
             Arc::new(registry),
             Arc::new(manager),
-            Arc::new(SessionLocks::new()),
+            locks,
             clock.clone(),
         );
         let pools = Pools {

@@ -87,7 +87,7 @@ impl Router {
         if !finished {
             tracing::warn!(
                 grace_seconds = grace.as_secs(),
-                "Turns still running after the grace period; cancelling them."
+                "Turns still running after the grace period; the gateway stops without waiting for them."
             );
         }
         finished

@@ -126,6 +126,7 @@ async fn setup(config: SpawnConfig, limits: SpawnLimits) -> Setup {
     let mut registry = ToolRegistry::new();
     registry.register(NamedTool::named("alpha")).unwrap();
     registry.register(NamedTool::named("beta")).unwrap();
+    let locks = Arc::new(SessionLocks::new());
     let parts = SubAgentParts {
         llm: default_llm.clone(),
         tools: registry.clone(),
@@ -134,6 +135,7 @@ async fn setup(config: SpawnConfig, limits: SpawnLimits) -> Setup {
         clock: Arc::new(SystemClock),
         settings: MemorySettings::default(),
         workspace: workspace.clone(),
+        locks: locks.clone(),
     };
     let url = llm.url();
     let hub = SpawnHub::new(&config, parts, limits, |pool: &str| {
@@ -162,7 +164,7 @@ async fn setup(config: SpawnConfig, limits: SpawnLimits) -> Setup {
         default_llm,
         Arc::new(registry),
         Arc::new(manager),
-        Arc::new(SessionLocks::new()),
+        locks,
         Arc::new(SystemClock),
     );
     Setup {

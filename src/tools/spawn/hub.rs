@@ -80,6 +80,9 @@ pub struct SubAgentParts {
     pub settings: MemorySettings,
     /// The workspace the prompt files are read from.
     pub workspace: PathBuf,
+    /// The parent agent's per-session locks: one map for every loop over the same store, so a
+    /// session's turns are serialized whichever loop runs them.
+    pub locks: Arc<SessionLocks>,
 }
 
 /// A configured kind of sub-agent, ready to use.
@@ -230,7 +233,7 @@ impl SpawnHub {
             memory: parts.memory,
             clock: parts.clock,
             settings: parts.settings,
-            locks: Arc::new(SessionLocks::new()),
+            locks: parts.locks,
             permits: Arc::new(Semaphore::new(config.max_concurrent.max(1))),
             max_concurrent: config.max_concurrent.max(1),
             jobs: JobStore::new(limits.job_ttl, limits.max_jobs),
