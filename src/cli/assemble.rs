@@ -14,6 +14,7 @@ use anyhow::{Context, Result, bail};
 use squidbot::channels::terminal::ExtraTools;
 use squidbot::config::{Config, LoadedConfig};
 use squidbot::core::agent_loop::AgentLoop;
+use squidbot::core::backoff::Backoff;
 use squidbot::core::memory_manager::{MemoryManager, MemorySettings};
 use squidbot::core::ports::channel::TurnTools;
 use squidbot::core::ports::clock::Clock;
@@ -41,9 +42,8 @@ use squidbot::tools::{
 };
 use tokio_util::sync::CancellationToken;
 
-/// The first wait before retrying an MCP server that was down at startup (it doubles, up to
-/// five minutes).
-const MCP_RETRY_DELAY: Duration = Duration::from_secs(5);
+/// Waits before retrying an MCP server that was down at startup: 5 s doubling to 5 minutes.
+const MCP_RETRY: Backoff = Backoff::new(Duration::from_secs(5), Duration::from_secs(300));
 
 /// The assembled agent and what commands need next to it.
 pub struct Assembly {
@@ -286,7 +286,7 @@ impl Assembly {
     /// they answer or `shutdown` fires; their tools then join every turn.
     pub fn retry_mcp(&self, shutdown: CancellationToken) {
         let hub = self.mcp.clone();
-        tokio::spawn(async move { hub.retry_unavailable(MCP_RETRY_DELAY, shutdown).await });
+        tokio::spawn(async move { hub.retry_unavailable(MCP_RETRY, shutdown).await });
     }
 
     /// A client for another pool of the configuration (heartbeat, spawn profiles).

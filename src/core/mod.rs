@@ -5,6 +5,7 @@
 //! lettre). The tidy test enforces it.
 
 pub mod agent_loop;
+pub mod backoff;
 pub mod consolidation;
 pub mod memory_manager;
 pub mod message;

@@ -15,15 +15,14 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::state::{ChannelPhase, GatewayState};
+use crate::core::backoff::Backoff;
 use crate::core::ports::channel::{
     Channel, ChannelContext, Dispatch, NoRoute, Outboxes, ReplySink,
 };
 use crate::core::session::SessionId;
 
-/// Delay before the first restart.
-const FIRST_BACKOFF: Duration = Duration::from_secs(1);
-/// The longest delay between restarts.
-const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// Delays between restarts: 1 s doubling to 60 s.
+pub const RESTART_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
 /// A run at least this long resets the backoff.
 const HEALTHY_RUN: Duration = Duration::from_secs(60);
 
@@ -169,7 +168,7 @@ async fn supervise(
         if started.elapsed() >= HEALTHY_RUN {
             failures = 0;
         }
-        let delay = backoff(failures);
+        let delay = RESTART_BACKOFF.delay(failures);
         failures = failures.saturating_add(1);
         state.set_channel(&name, ChannelPhase::Failing, Some(error.clone()));
         state.metrics().channel_restart(&name);
@@ -185,29 +184,10 @@ async fn supervise(
     }
 }
 
-/// The delay before restart number `failures + 1`.
-pub fn backoff(failures: u32) -> Duration {
-    FIRST_BACKOFF
-        .saturating_mul(1u32.checked_shl(failures.min(16)).unwrap_or(u32::MAX))
-        .min(MAX_BACKOFF)
-}
-
 fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
     panic
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown panic".to_owned())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_and_caps() {
-        let delays: Vec<u64> = (0..9).map(|n| backoff(n).as_secs()).collect();
-        assert_eq!(delays, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
-        assert_eq!(backoff(u32::MAX), MAX_BACKOFF);
-    }
 }

@@ -4,6 +4,7 @@
 //! providers, models and pools and then fills these structs, so the adapter can be built and
 //! tested without a config file.
 
+use crate::core::backoff::Backoff;
 use std::fmt;
 use std::time::Duration;
 
@@ -118,8 +119,8 @@ impl RetryPolicy {
     /// The sleep before retry number `retry` (0-based): exponential backoff with jitter, at
     /// least `retry_after` when the server sent one, and never more than `max_delay`.
     pub fn delay(&self, retry: u32, retry_after: Option<Duration>) -> Duration {
-        let factor = 1u32 << retry.min(16);
-        let backoff = self.base_delay.saturating_mul(factor);
+        // Capped after the jitter, so retries that reached the cap wait exactly `max_delay`.
+        let backoff = Backoff::new(self.base_delay, Duration::MAX).delay(retry);
         // Jitter between 50% and 100% of the backoff spreads retries of concurrent callers.
         let backoff = backoff.mul_f64(0.5 + fastrand::f64() * 0.5);
         backoff

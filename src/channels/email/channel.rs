@@ -29,6 +29,7 @@ use super::sink::{EmailReply, Mailer};
 use super::smtp::SmtpOutbox;
 use crate::channels::attachments::AttachmentStore;
 use crate::config::EmailConfig;
+use crate::core::backoff::Backoff;
 use crate::core::ports::channel::{Channel, ChannelContext, ChannelError, Inbound, ReplySink};
 use crate::core::session::SessionId;
 
@@ -36,10 +37,8 @@ use crate::core::session::SessionId;
 const NAME: &str = "email";
 /// How long one IDLE lasts before it is re-issued (RFC 2177: under 29 minutes).
 const IDLE_REARM: Duration = Duration::from_secs(25 * 60);
-/// The first reconnect pause; it doubles per failure.
-const BACKOFF_FIRST: Duration = Duration::from_secs(1);
-/// The longest reconnect pause.
-const BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// Reconnect pauses: 1 s doubling to 60 s.
+const RECONNECT_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
 
 /// What `/status` shows of the channel.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -129,7 +128,7 @@ impl EmailChannel {
     /// Connects, serves and reconnects with backoff until shutdown.
     async fn imap_loop(&self, context: &ChannelContext) {
         let (ack_tx, mut ack_rx) = mpsc::unbounded_channel::<u32>();
-        let mut backoff = BACKOFF_FIRST;
+        let mut failures = 0u32;
         loop {
             self.set_state("connecting");
             let connected = tokio::select! {
@@ -139,7 +138,7 @@ impl EmailChannel {
             };
             match connected {
                 Ok(session) => {
-                    backoff = BACKOFF_FIRST;
+                    failures = 0;
                     lock(&self.status).connects += 1;
                     context.ready.cancel();
                     self.set_state("connected");
@@ -155,9 +154,9 @@ impl EmailChannel {
             tokio::select! {
                 biased;
                 _ = context.shutdown.cancelled() => break,
-                _ = tokio::time::sleep(backoff) => {}
+                _ = tokio::time::sleep(RECONNECT_BACKOFF.delay(failures)) => {}
             }
-            backoff = (backoff * 2).min(BACKOFF_MAX);
+            failures = failures.saturating_add(1);
         }
         self.set_state("stopped");
     }

@@ -17,12 +17,11 @@ use tokio_util::sync::CancellationToken;
 use super::progress::{MessageState, Progress};
 use super::reply::{self, OutgoingMail};
 use super::smtp::SmtpOutbox;
+use crate::core::backoff::Backoff;
 use crate::core::ports::channel::{DeliveryError, ReplySink};
 
-/// The first retry pause; it doubles per failed attempt.
-const RETRY_FIRST: Duration = Duration::from_secs(5);
-/// The longest retry pause.
-const RETRY_MAX: Duration = Duration::from_secs(600);
+/// Pauses between attempts to send a queued mail: 5 s doubling to 10 min.
+const RETRY_BACKOFF: Backoff = Backoff::new(Duration::from_secs(5), Duration::from_secs(600));
 
 /// What every sink of the channel shares.
 pub struct Mailer {
@@ -53,7 +52,7 @@ impl Mailer {
             }
             Err(error) => {
                 tracing::warn!(to = %mail.to, error = %error, "Sending mail failed; it will be retried.");
-                let next = now() + RETRY_FIRST.as_secs() as i64;
+                let next = now() + RETRY_BACKOFF.delay(0).as_secs() as i64;
                 self.progress
                     .add_pending(mail, error.to_string(), next)
                     .map_err(|e| format!("{error}; and it could not be queued: {e}"))?;
@@ -91,9 +90,7 @@ impl Mailer {
                         self.progress.remove_pending(&pending.mail.message_id)
                     }
                     Err(error) => {
-                        let pause = RETRY_FIRST
-                            .saturating_mul(1 << pending.attempts.min(10))
-                            .min(RETRY_MAX);
+                        let pause = RETRY_BACKOFF.delay(pending.attempts);
                         tracing::warn!(to = %pending.mail.to, attempts = pending.attempts + 1, error = %error, "Queued mail failed again.");
                         let next = now() + pause.as_secs() as i64;
                         self.progress

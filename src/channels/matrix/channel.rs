@@ -38,6 +38,7 @@ use super::sink::{MatrixReplySink, ThreadRef};
 use super::sync_state::SyncState;
 use crate::channels::attachments::AttachmentStore;
 use crate::config::MatrixConfig;
+use crate::core::backoff::Backoff;
 use crate::core::ports::channel::{Channel, ChannelContext, ChannelError, Inbound, ReplySink};
 use crate::core::session::SessionId;
 
@@ -47,8 +48,8 @@ pub const NAME: &str = "matrix";
 /// How long the server may hold a sync request open.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The longest wait between failed syncs.
-const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// Waits between failed syncs: 1 s doubling to 60 s.
+const SYNC_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
 
 /// How long shutdown waits for messages being persisted, so their receipts go out.
 const DRAIN: Duration = Duration::from_secs(3);
@@ -190,12 +191,6 @@ impl MatrixChannel {
     }
 }
 
-/// Exponential backoff between failed syncs.
-fn backoff(failures: u32) -> Duration {
-    let secs = 1u64 << failures.min(6);
-    Duration::from_secs(secs).min(MAX_BACKOFF)
-}
-
 /// How many members joined `room`: the stored member events, or the server's summary when
 /// that says more (the summary alone is stale without lazy-loading, and a group room counted
 /// as a DM would skip the group policy).
@@ -322,7 +317,7 @@ impl Channel for MatrixChannel {
                     break Err(ChannelError::new(NAME, error.to_string()));
                 }
                 Err(error) => {
-                    let delay = backoff(failures);
+                    let delay = SYNC_BACKOFF.delay(failures);
                     failures = failures.saturating_add(1);
                     tracing::warn!(error = %error, retry_in_secs = delay.as_secs(), "Matrix sync failed; backing off.");
                     self.update(|s| {
@@ -610,17 +605,5 @@ impl MatrixChannel {
             }
         });
         true
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_and_is_capped() {
-        assert_eq!(backoff(0), Duration::from_secs(1));
-        assert_eq!(backoff(3), Duration::from_secs(8));
-        assert_eq!(backoff(40), MAX_BACKOFF);
     }
 }

@@ -14,6 +14,7 @@ mod test_server;
 #[cfg(test)]
 mod tests;
 
+use crate::core::backoff::Backoff;
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -54,9 +55,6 @@ impl Tool for McpTool {
         self.server.call(&self.remote_name, arguments).await
     }
 }
-
-/// The longest wait between two attempts to reach a server that was down at startup.
-const MAX_RETRY_DELAY: Duration = Duration::from_secs(300);
 
 /// Every configured MCP server and the tools they offered when connected.
 #[derive(Default)]
@@ -102,11 +100,11 @@ impl McpHub {
         }
     }
 
-    /// Retries the servers that were down at startup, waiting `first_delay` and then twice as
-    /// long each round (at most five minutes), until every one answered or `shutdown` fires.
-    /// A server that answers gets its tools into [`McpHub::late_tools`].
-    pub async fn retry_unavailable(&self, first_delay: Duration, shutdown: CancellationToken) {
-        let mut delay = first_delay;
+    /// Retries the servers that were down at startup, round after round with the pauses of
+    /// `backoff`, until every one answered or `shutdown` fires. A server that answers gets its
+    /// tools into [`McpHub::late_tools`].
+    pub async fn retry_unavailable(&self, backoff: Backoff, shutdown: CancellationToken) {
+        let mut rounds = 0;
         loop {
             let pending = self.pending();
             if pending.is_empty() {
@@ -115,7 +113,7 @@ impl McpHub {
             tokio::select! {
                 biased;
                 () = shutdown.cancelled() => return,
-                () = tokio::time::sleep(delay) => {}
+                () = tokio::time::sleep(backoff.delay(rounds)) => {}
             }
             for server in pending {
                 let listing = tokio::select! {
@@ -139,7 +137,7 @@ impl McpHub {
                     }
                 }
             }
-            delay = (delay * 2).min(MAX_RETRY_DELAY);
+            rounds = rounds.saturating_add(1);
         }
     }
 

@@ -1,6 +1,7 @@
 //! MCP client tests against a real rmcp server over stdio (`examples/mcp_echo.rs`) and over
 //! streamable HTTP on 127.0.0.1.
 
+use crate::core::backoff::Backoff;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -205,8 +206,11 @@ async fn server_down_at_startup_joins_as_late_tools_once_it_answers() {
         let hub = hub.clone();
         let shutdown = shutdown.clone();
         async move {
-            hub.retry_unavailable(Duration::from_millis(50), shutdown)
-                .await
+            hub.retry_unavailable(
+                Backoff::new(Duration::from_millis(50), Duration::from_secs(300)),
+                shutdown,
+            )
+            .await
         }
     });
     // Still down for the first rounds: nothing is offered.
@@ -247,7 +251,10 @@ async fn retrying_stops_at_shutdown() {
     shutdown.cancel();
     tokio::time::timeout(
         Duration::from_secs(2),
-        hub.retry_unavailable(Duration::from_secs(60), shutdown),
+        hub.retry_unavailable(
+            Backoff::new(Duration::from_secs(60), Duration::from_secs(300)),
+            shutdown,
+        ),
     )
     .await
     .expect("returns at once when shut down");
