@@ -156,15 +156,19 @@ impl HistoryIndex {
             tracing::warn!(path = %self.db_path.display(), "History index missing; rebuilding.");
             *conn = open_or_rebuild(&self.db_path)?;
         }
-        match update::run(&mut conn, &self.sessions_dir, &self.memory_dir) {
+        let added = match update::run(&mut conn, &self.sessions_dir, &self.memory_dir) {
             Err(error) if is_corrupt(&error) => {
                 tracing::warn!(error = %error, "History index corrupt; rebuilding.");
                 *conn = recreate(&self.db_path)?;
                 update::run(&mut conn, &self.sessions_dir, &self.memory_dir)
-                    .map_err(|e| self.sqlite(e))
+                    .map_err(|e| self.sqlite(e))?
             }
-            other => other.map_err(|e| self.sqlite(e)),
+            other => other.map_err(|e| self.sqlite(e))?,
+        };
+        if added >= BULK_UPDATE {
+            release_memory(&conn);
         }
+        Ok(added)
     }
 
     /// The best hits for `request`, best first (see [`rank`]). No character of the query has
@@ -228,6 +232,24 @@ impl HistoryIndex {
             path: self.db_path.display().to_string(),
             source,
         }
+    }
+}
+
+/// An update that indexed at least this many messages (a rebuild, a first start, an import)
+/// gives back the memory it used: a long-running gateway should not keep a bulk load's pages.
+const BULK_UPDATE: u64 = 1_000;
+
+/// Returns the memory a bulk update used: SQLite's page cache of this connection, then the
+/// allocator's free pages (glibc keeps freed heap otherwise, and the idle gateway's RSS with it).
+fn release_memory(conn: &Connection) {
+    if let Err(error) = conn.execute_batch("PRAGMA shrink_memory;") {
+        tracing::debug!(error = %error, "History index: shrink_memory failed.");
+    }
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free heap pages to the kernel; it takes no pointers and
+    // is safe to call from any thread at any time.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
