@@ -277,11 +277,10 @@ fn check_agents(config: &Config, checker: &mut Checker<'_>) {
         checker.report("agents.heartbeat.active_hours_end", message);
     }
     let zone = heartbeat.timezone.as_str();
-    if zone != "local" && zone.parse::<chrono_tz::Tz>().is_err() {
-        let message = format!(
-            "unknown time zone {zone:?} (use an IANA name such as Europe/Berlin, or \"local\")"
-        );
-        checker.report("agents.heartbeat.timezone", message);
+    if !zone.trim().is_empty()
+        && let Err(error) = crate::core::zone::Zone::parse(zone)
+    {
+        checker.report("agents.heartbeat.timezone", error.to_string());
     }
     if !heartbeat.target.is_empty() && !heartbeat.target.contains(':') {
         let message = format!("{:?} is not a session id <channel>:<key>", heartbeat.target);

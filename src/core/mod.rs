@@ -14,3 +14,4 @@ pub mod session;
 pub mod session_locks;
 pub mod tool_registry;
 pub mod window;
+pub mod zone;

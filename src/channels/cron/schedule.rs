@@ -5,14 +5,13 @@
 //! or `at <RFC 3339 time with offset>` (one slot). A zone is an IANA name, `UTC`, `local` (the
 //! host's zone) or a fixed offset `±HH:MM`; anything else is an error, never silently UTC.
 
-use std::str::FromStr;
-
-use chrono::{DateTime, Duration, FixedOffset, Local, TimeZone, Utc};
-use chrono_tz::Tz;
+use chrono::{DateTime, Duration, Local, TimeZone, Utc};
 use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
 
 use super::CronError;
+use crate::core::zone::UnknownZone;
+pub use crate::core::zone::Zone;
 
 /// Most cron slots counted one by one when reporting how many were missed.
 const COUNT_CAP: u64 = 100_000;
@@ -26,19 +25,6 @@ pub enum Schedule {
     Every(u64),
     /// Once, at this instant.
     At(DateTime<Utc>),
-}
-
-/// A parsed zone.
-#[derive(Clone, Copy, Debug)]
-pub enum Zone {
-    /// UTC.
-    Utc,
-    /// The host's local zone.
-    Local,
-    /// A fixed offset.
-    Fixed(FixedOffset),
-    /// An IANA zone.
-    Iana(Tz),
 }
 
 impl Schedule {
@@ -94,7 +80,7 @@ impl Schedule {
         anchor: DateTime<Utc>,
     ) -> Option<DateTime<Utc>> {
         match self {
-            Self::Cron(cron) => zone.next_cron(cron, after),
+            Self::Cron(cron) => next_cron(zone, cron, after),
             Self::Every(seconds) => {
                 let period = i64::try_from(*seconds).ok()?;
                 let k = if after < anchor {
@@ -116,7 +102,7 @@ impl Schedule {
         anchor: DateTime<Utc>,
     ) -> Option<DateTime<Utc>> {
         match self {
-            Self::Cron(cron) => zone.previous_cron(cron, until),
+            Self::Cron(cron) => previous_cron(zone, cron, until),
             Self::Every(seconds) => {
                 let period = i64::try_from(*seconds).ok()?;
                 let k = (until - anchor).num_seconds().checked_div(period)?;
@@ -151,7 +137,7 @@ impl Schedule {
                 let mut count = 0;
                 let mut cursor = after;
                 while count < COUNT_CAP {
-                    match zone.next_cron(cron, cursor) {
+                    match next_cron(zone, cron, cursor) {
                         Some(slot) if slot <= until => {
                             count += 1;
                             cursor = slot;
@@ -165,82 +151,45 @@ impl Schedule {
     }
 }
 
-impl Zone {
-    /// Parses a zone name; an unknown one is an error.
-    pub fn parse(name: &str) -> Result<Self, CronError> {
-        let name = name.trim();
-        if name.eq_ignore_ascii_case("utc") || name == "Z" {
-            return Ok(Self::Utc);
-        }
-        if name.eq_ignore_ascii_case("local") {
-            return Ok(Self::Local);
-        }
-        if let Some(offset) = parse_offset(name) {
-            return Ok(Self::Fixed(offset));
-        }
-        Tz::from_str(name)
-            .map(Self::Iana)
-            .map_err(|_| CronError::UnknownZone {
-                zone: name.to_owned(),
-            })
-    }
+/// A zone name as a [`Zone`], or the cron error naming it.
+pub fn parse_zone(name: &str) -> Result<Zone, CronError> {
+    Zone::parse(name).map_err(|UnknownZone(zone)| CronError::UnknownZone { zone })
+}
 
-    fn next_cron(self, cron: &Cron, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        fn next<Z: TimeZone>(cron: &Cron, after: DateTime<Utc>, zone: &Z) -> Option<DateTime<Utc>> {
-            let local = after.with_timezone(zone);
-            let slot = cron.find_next_occurrence(&local, false).ok()?;
-            Some(slot.with_timezone(&Utc))
-        }
-        match self {
-            Self::Utc => next(cron, after, &Utc),
-            Self::Local => next(cron, after, &Local),
-            Self::Fixed(offset) => next(cron, after, &offset),
-            Self::Iana(tz) => next(cron, after, &tz),
-        }
+/// The first slot of `cron` after `after`, read in `zone`.
+fn next_cron(zone: Zone, cron: &Cron, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    fn next<Z: TimeZone>(cron: &Cron, after: DateTime<Utc>, zone: &Z) -> Option<DateTime<Utc>> {
+        let local = after.with_timezone(zone);
+        let slot = cron.find_next_occurrence(&local, false).ok()?;
+        Some(slot.with_timezone(&Utc))
     }
-
-    fn previous_cron(self, cron: &Cron, until: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        fn previous<Z: TimeZone>(
-            cron: &Cron,
-            until: DateTime<Utc>,
-            zone: &Z,
-        ) -> Option<DateTime<Utc>> {
-            let local = until.with_timezone(zone);
-            let slot = cron.find_previous_occurrence(&local, true).ok()?;
-            Some(slot.with_timezone(&Utc))
-        }
-        match self {
-            Self::Utc => previous(cron, until, &Utc),
-            Self::Local => previous(cron, until, &Local),
-            Self::Fixed(offset) => previous(cron, until, &offset),
-            Self::Iana(tz) => previous(cron, until, &tz),
-        }
+    match zone {
+        Zone::Utc => next(cron, after, &Utc),
+        Zone::Local => next(cron, after, &Local),
+        Zone::Fixed(offset) => next(cron, after, &offset),
+        Zone::Iana(tz) => next(cron, after, &tz),
     }
 }
 
-/// `+HH:MM` / `-HH:MM` as an offset.
-fn parse_offset(text: &str) -> Option<FixedOffset> {
-    let sign = match text.as_bytes().first()? {
-        b'+' => 1,
-        b'-' => -1,
-        _ => return None,
-    };
-    let (hours, minutes) = text.get(1..)?.split_once(':')?;
-    if hours.len() != 2 || minutes.len() != 2 {
-        return None;
+/// The last slot of `cron` at or before `until`, read in `zone`.
+fn previous_cron(zone: Zone, cron: &Cron, until: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    fn previous<Z: TimeZone>(cron: &Cron, until: DateTime<Utc>, zone: &Z) -> Option<DateTime<Utc>> {
+        let local = until.with_timezone(zone);
+        let slot = cron.find_previous_occurrence(&local, true).ok()?;
+        Some(slot.with_timezone(&Utc))
     }
-    let hours: i32 = hours.parse().ok()?;
-    let minutes: i32 = minutes.parse().ok()?;
-    if hours > 23 || minutes > 59 {
-        return None;
+    match zone {
+        Zone::Utc => previous(cron, until, &Utc),
+        Zone::Local => previous(cron, until, &Local),
+        Zone::Fixed(offset) => previous(cron, until, &offset),
+        Zone::Iana(tz) => previous(cron, until, &tz),
     }
-    FixedOffset::east_opt(sign * (hours * 3600 + minutes * 60))
 }
 
 /// Checks a schedule and zone for a new job created at `now`: both must parse, and an `at`
 /// time must lie in the future.
 pub fn validate(schedule: &str, zone: &str, now: DateTime<Utc>) -> Result<Schedule, CronError> {
-    Zone::parse(zone)?;
+    parse_zone(zone)?;
     let parsed = Schedule::parse(schedule)?;
     if let Schedule::At(at) = parsed
         && at <= now
@@ -403,7 +352,7 @@ mod tests {
         }
         for bad in ["Mars/Olympus", "CEST+1", "+25:00", "Europe/Berlinn"] {
             assert!(
-                matches!(Zone::parse(bad), Err(CronError::UnknownZone { .. })),
+                matches!(parse_zone(bad), Err(CronError::UnknownZone { .. })),
                 "{bad:?} should be unknown"
             );
         }

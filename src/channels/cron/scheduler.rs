@@ -13,7 +13,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{Map, Value};
 
-use super::schedule::{Schedule, Zone};
+use super::schedule::{Schedule, Zone, parse_zone};
 use crate::config::MissedRuns;
 use crate::core::ports::clock::Clock;
 use crate::storage::cron_jobs::{CronJob, CronJobs, CronStoreError};
@@ -52,7 +52,7 @@ pub struct Claim {
 /// Parses a job's schedule and zone.
 fn parse(job: &CronJob) -> Result<(Schedule, Zone), String> {
     let schedule = Schedule::parse(&job.schedule).map_err(|error| error.to_string())?;
-    let zone = Zone::parse(&job.timezone).map_err(|error| error.to_string())?;
+    let zone = parse_zone(&job.timezone).map_err(|error| error.to_string())?;
     Ok((schedule, zone))
 }
 

@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 
 use crate::channels::heartbeat::HeartbeatError;
 use crate::channels::heartbeat::checklist::{is_effectively_empty, is_ok_reply};
-use crate::channels::heartbeat::window::{ActiveHours, Zone};
+use crate::channels::heartbeat::window::{ActiveHours, parse_zone};
 use crate::config::HeartbeatConfig;
 use crate::core::ports::channel::{
     ActivityLog, Channel, ChannelContext, ChannelError, DeliveryError, Inbound, Outboxes,
@@ -95,7 +95,7 @@ impl HeartbeatChannel {
         llm: Option<Arc<dyn LlmClient>>,
     ) -> Result<Self, HeartbeatError> {
         let (start, end) = config.active_minutes();
-        let hours = ActiveHours::new(start, end, Zone::parse(&config.timezone)?)?;
+        let hours = ActiveHours::new(start, end, parse_zone(&config.timezone)?)?;
         let target = match config.target.trim() {
             "" => None,
             target => {

@@ -22,13 +22,13 @@ pub mod window;
 mod tests;
 
 pub use channel::{HeartbeatChannel, HeartbeatStatus, TickOutcome};
-pub use window::{ActiveHours, Zone};
+pub use window::{ActiveHours, Zone, parse_zone};
 
 /// Why the heartbeat could not be set up.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HeartbeatError {
-    /// The time zone is neither `local` nor a known IANA name.
-    #[error("unknown time zone {0:?} (use an IANA name such as Europe/Berlin, or \"local\")")]
+    /// The time zone is not `local`, `UTC`, `±HH:MM` or a known IANA name.
+    #[error("unknown time zone {0:?} (use an IANA name like Europe/Berlin, UTC, local or +02:00)")]
     UnknownZone(String),
     /// The active hours are out of range (start 0 to 1439, end 0 to 1440 minutes).
     #[error("active hours out of range: start {start} min, end {end} min")]

@@ -8,52 +8,22 @@
 
 use std::fmt;
 
-use chrono::{DateTime, Local, Timelike, Utc};
-use chrono_tz::Tz;
+use chrono::{DateTime, Utc};
 
 use crate::channels::heartbeat::HeartbeatError;
+use crate::core::zone::UnknownZone;
+pub use crate::core::zone::Zone;
 
 /// Minutes in a day; the largest end of a window (`24:00`).
 const DAY: u32 = 24 * 60;
 
-/// The zone a window is read in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Zone {
-    /// The host's local zone.
-    Local,
-    /// An IANA zone such as `Europe/Berlin`.
-    Iana(Tz),
-}
-
-impl Zone {
-    /// Parses `local` or an IANA zone name; an unknown name is an error, never silent UTC.
-    pub fn parse(name: &str) -> Result<Self, HeartbeatError> {
-        if name.trim().eq_ignore_ascii_case("local") || name.trim().is_empty() {
-            return Ok(Self::Local);
-        }
-        name.trim()
-            .parse::<Tz>()
-            .map(Self::Iana)
-            .map_err(|_| HeartbeatError::UnknownZone(name.to_owned()))
+/// The heartbeat's `timezone` as a [`Zone`]: empty means `local`; an unknown name is an error,
+/// never silent UTC.
+pub fn parse_zone(name: &str) -> Result<Zone, HeartbeatError> {
+    if name.trim().is_empty() {
+        return Ok(Zone::Local);
     }
-
-    /// The wall-clock minute of the day at `now` in this zone (0 to 1439).
-    pub fn minute_of_day(&self, now: DateTime<Utc>) -> u32 {
-        let time = match self {
-            Self::Local => now.with_timezone(&Local).time(),
-            Self::Iana(zone) => now.with_timezone(zone).time(),
-        };
-        time.hour() * 60 + time.minute()
-    }
-}
-
-impl fmt::Display for Zone {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Local => f.write_str("local"),
-            Self::Iana(zone) => f.write_str(zone.name()),
-        }
-    }
+    Zone::parse(name).map_err(|UnknownZone(zone)| HeartbeatError::UnknownZone(zone))
 }
 
 /// A daily window `[start, end)` in minutes after midnight, read in `zone`.
@@ -139,7 +109,7 @@ mod tests {
     fn check(window: &str, zone: &str, at: &str, expected: bool) {
         let (start, end) = window.split_once('-').unwrap();
         let hours =
-            ActiveHours::new(minutes(start), minutes(end), Zone::parse(zone).unwrap()).unwrap();
+            ActiveHours::new(minutes(start), minutes(end), parse_zone(zone).unwrap()).unwrap();
         let now = DateTime::parse_from_rfc3339(at)
             .unwrap()
             .with_timezone(&Utc);
@@ -283,13 +253,15 @@ mod tests {
 
     #[test]
     fn zones_parse_or_fail_loudly() {
-        assert_eq!(Zone::parse("local").unwrap(), Zone::Local);
+        assert_eq!(parse_zone("local").unwrap(), Zone::Local);
+        assert_eq!(parse_zone(" ").unwrap(), Zone::Local);
         assert_eq!(
-            Zone::parse("Europe/Berlin").unwrap().to_string(),
+            parse_zone("Europe/Berlin").unwrap().to_string(),
             "Europe/Berlin"
         );
+        assert_eq!(parse_zone("+02:00").unwrap().to_string(), "+02:00");
         assert!(matches!(
-            Zone::parse("Mars/Olympus"),
+            parse_zone("Mars/Olympus"),
             Err(HeartbeatError::UnknownZone(_))
         ));
     }
@@ -299,7 +271,7 @@ mod tests {
         assert!(ActiveHours::new(1440, 0, Zone::Local).is_err());
         assert!(ActiveHours::new(0, 1441, Zone::Local).is_err());
         assert_eq!(
-            ActiveHours::new(22 * 60, 6 * 60, Zone::Iana(Tz::UTC))
+            ActiveHours::new(22 * 60, 6 * 60, Zone::Iana(chrono_tz::Tz::UTC))
                 .unwrap()
                 .to_string(),
             "22:00-06:00 UTC"
