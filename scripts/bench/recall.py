@@ -112,17 +112,8 @@ def reply(request):
                             "function": {"name": "search_history", "arguments": arguments}}]}, "tool_calls"
 
 
-CONFIG = """llm:
-  providers:
-    local:
-      api_base: "{url}"
-  models:
-    small:
-      provider: local
-      model: x
-  pools:
-    default: [small]
-  retry:
+# The scripted server's pool, with no retries: a failed call is a failed question.
+CONFIG = instant_llm.LLM_YAML + """  retry:
     max_retries: 0
 """
 

@@ -120,8 +120,7 @@ fn iso(query: &str, at: usize) -> Option<(DateRange, usize)> {
             .then(|| std::str::from_utf8(slice).ok()?.parse().ok())
             .flatten()
     };
-    let y = i32::try_from(digits(at, 4)?).ok()?;
-    year(&y.to_string())?;
+    let y = year(std::str::from_utf8(bytes.get(at..at + 4)?).ok()?)?;
     if bytes.get(at + 4) != Some(&b'-') {
         return None;
     }

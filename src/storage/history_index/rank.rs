@@ -428,7 +428,11 @@ fn hits(conn: &Connection, scored: Vec<Scored>) -> Result<Vec<Hit>, rusqlite::Er
     let mut out = Vec::with_capacity(scored.len());
     for s in scored {
         let name: String = session.query_row(params![s.file_id], |row| row.get(0))?;
-        let found = by_id.query_row(params![s.id], |row| message(row, 0))?;
+        // Candidates were read with their text; only added neighbours need it fetched.
+        let found = match s.content {
+            Some(content) => indexed(s.role, s.ts, content),
+            None => by_id.query_row(params![s.id], |row| message(row, 0))?,
+        };
         let summary = s.role == ROLE_SUMMARY;
         let mut neighbour = |pos: i64| {
             if summary || pos < 0 {
@@ -452,15 +456,23 @@ fn hits(conn: &Connection, scored: Vec<Scored>) -> Result<Vec<Hit>, rusqlite::Er
 
 /// Reads `role, ts, content` starting at column `first`.
 pub(super) fn message(row: &Row<'_>, first: usize) -> Result<IndexedMessage, rusqlite::Error> {
-    let role = match row.get::<_, i64>(first)? {
+    Ok(indexed(
+        row.get(first)?,
+        row.get(first + 1)?,
+        row.get(first + 2)?,
+    ))
+}
+
+/// A message from its stored role code, timestamp (Unix milliseconds) and text.
+fn indexed(role: i64, millis: i64, content: String) -> IndexedMessage {
+    let role = match role {
         ROLE_USER => Role::User,
         ROLE_ASSISTANT => Role::Assistant,
         _ => Role::System,
     };
-    let millis: i64 = row.get(first + 1)?;
-    Ok(IndexedMessage {
+    IndexedMessage {
         role,
         timestamp: DateTime::<Utc>::from_timestamp_millis(millis).unwrap_or_default(),
-        content: row.get(first + 2)?,
-    })
+        content,
+    }
 }

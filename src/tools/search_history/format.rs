@@ -43,9 +43,11 @@ pub fn format_hits(query: &str, hits: &[Hit]) -> String {
         "{} result{plural} for {quoted}, best first (times UTC):\n",
         hits.len()
     );
+    let mut chars = out.chars().count();
     for (i, hit) in hits.iter().enumerate() {
         let entry = entry(i + 1, hit, &terms);
-        if out.chars().count() + entry.chars().count() > MAX_OUTPUT_CHARS {
+        chars += entry.chars().count();
+        if chars > MAX_OUTPUT_CHARS {
             let _ = writeln!(
                 out,
                 "\n({} more results not shown: the output is capped; ask for fewer or narrow the query.)",
