@@ -13,6 +13,7 @@ use rustyline::DefaultEditor;
 use rustyline::error::ReadlineError;
 
 use crate::core::agent_loop::{AgentLoop, TurnError, TurnRequest};
+use crate::core::origin::Origin;
 use crate::core::ports::channel::{DeliveryError, ReplySink};
 use crate::core::ports::tool::Tool;
 use crate::core::session::SessionId;
@@ -127,7 +128,7 @@ pub async fn run_interactive(
         {
             return Ok(());
         }
-        let mut request = TurnRequest::new(session.clone(), text, "owner");
+        let mut request = TurnRequest::new(session.clone(), text, Origin::owner());
         request.extra_tools = extra_tools(&session);
         match agent.run(request, &sink).await {
             Ok(_) | Err(TurnError::Llm(_) | TurnError::TooManyToolRounds(_)) => {}

@@ -12,6 +12,7 @@ use clap::Args;
 
 use squidbot::channels::terminal::{self, CollectingSink};
 use squidbot::core::agent_loop::TurnRequest;
+use squidbot::core::origin::Origin;
 use squidbot::core::session::SessionId;
 
 use super::assemble::Assembly;
@@ -31,7 +32,7 @@ pub async fn run(config: Option<&Path>, args: AgentArgs) -> Result<ExitCode> {
     match args.message {
         Some(text) => {
             let session = SessionId::cli_local();
-            let mut request = TurnRequest::new(session.clone(), text, "owner");
+            let mut request = TurnRequest::new(session.clone(), text, Origin::owner());
             request.extra_tools = extra(&session);
             let sink = CollectingSink::new();
             let result = assembly.agent.run(request, &sink).await;

@@ -16,6 +16,7 @@ use squidbot::config::{Config, LoadedConfig};
 use squidbot::core::agent_loop::AgentLoop;
 use squidbot::core::backoff::Backoff;
 use squidbot::core::memory_manager::{MemoryManager, MemorySettings};
+use squidbot::core::origin::Origin;
 use squidbot::core::ports::channel::TurnTools;
 use squidbot::core::ports::clock::Clock;
 use squidbot::core::ports::clock::SystemClock;
@@ -83,13 +84,13 @@ impl TurnTools for AgentTurnTools {
         &self,
         session: &SessionId,
         metadata: &serde_json::Map<String, serde_json::Value>,
-        allow_cron_add: bool,
+        origin: &Origin,
     ) -> Vec<Arc<dyn Tool>> {
         let mut tools: Vec<Arc<dyn Tool>> = vec![Arc::new(MemoryWriteTool::new(
             self.memory.clone(),
             session.clone(),
         ))];
-        if allow_cron_add {
+        if origin.may_schedule() {
             tools.push(Arc::new(CronAddTool::new(
                 self.cron.clone(),
                 self.clock.clone(),
@@ -324,7 +325,8 @@ impl Assembly {
     /// The per-turn tools of the terminal: `memory_write` and `cron_add` for its session.
     pub fn extra_tools(&self) -> Arc<ExtraTools> {
         let tools = self.turn_tools();
-        Arc::new(move |session| tools.for_turn(session, &serde_json::Map::new(), true))
+        let owner = Origin::owner();
+        Arc::new(move |session| tools.for_turn(session, &serde_json::Map::new(), &owner))
     }
 }
 

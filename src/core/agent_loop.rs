@@ -15,7 +15,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::core::memory_manager::{Consolidation, MemoryManager};
 use crate::core::message::{Message, Role};
-use crate::core::ports::channel::ReplySink;
+use crate::core::origin::Origin;
+use crate::core::ports::channel::{Inbound, ReplySink};
 use crate::core::ports::clock::Clock;
 use crate::core::ports::llm::{ChatRequest, ChatResponse, LlmClient, LlmError, StreamEvent};
 use crate::core::ports::store::{StoreError, StoredMessage, Tail};
@@ -36,8 +37,8 @@ pub struct TurnRequest {
     pub session: SessionId,
     /// The message text.
     pub text: String,
-    /// Who sent it (a user id, `heartbeat`, `cron:<id>`).
-    pub sender_id: String,
+    /// Who sent it.
+    pub origin: Origin,
     /// Tools for this turn only (e.g. `memory_write` bound to the session).
     pub extra_tools: Vec<Arc<dyn Tool>>,
     /// A client to use instead of the default (e.g. the heartbeat pool).
@@ -50,16 +51,43 @@ pub struct TurnRequest {
 
 impl TurnRequest {
     /// A plain request with no extras.
-    pub fn new(session: SessionId, text: impl Into<String>, sender_id: impl Into<String>) -> Self {
+    pub fn new(session: SessionId, text: impl Into<String>, origin: Origin) -> Self {
         Self {
             session,
             text: text.into(),
-            sender_id: sender_id.into(),
+            origin,
             extra_tools: Vec::new(),
             llm: None,
             metadata: Map::new(),
             persisted: None,
         }
+    }
+
+    /// The turn a channel's message asks for, with the tools its turn gets; the reply sink is
+    /// handed back separately because [`AgentLoop::run`] borrows it.
+    pub fn from_inbound(
+        inbound: Inbound,
+        extra_tools: Vec<Arc<dyn Tool>>,
+    ) -> (Self, Arc<dyn ReplySink>) {
+        let Inbound {
+            session,
+            text,
+            origin,
+            metadata,
+            reply,
+            persisted,
+            llm,
+        } = inbound;
+        let request = Self {
+            session,
+            text,
+            origin,
+            extra_tools,
+            llm,
+            metadata,
+            persisted,
+        };
+        (request, reply)
     }
 }
 
@@ -172,7 +200,7 @@ impl AgentLoop {
 
         let mut user = Message::new(Role::User, request.text.clone(), self.clock.now());
         user.channel = Some(channel.clone());
-        user.sender_id = Some(request.sender_id.clone());
+        user.sender_id = Some(request.origin.sender_id().into_owned());
         let offsets = self
             .memory
             .history()

@@ -5,6 +5,7 @@
 //! then changes nothing: the raw messages stay in context and the next turn tries again.
 
 use crate::core::message::{Message, Role};
+use crate::core::origin::Origin;
 use crate::core::ports::llm::{ChatRequest, LlmClient};
 
 const SUMMARY_SYSTEM: &str = "You are a memory consolidation assistant. You write concise, \
@@ -27,7 +28,7 @@ pub fn transcript<'a>(messages: impl IntoIterator<Item = &'a Message>) -> String
             Role::User => message
                 .sender_id
                 .as_deref()
-                .filter(|s| *s == "heartbeat")
+                .filter(|sender| Origin::is_heartbeat_sender(sender))
                 .unwrap_or("user"),
             Role::Assistant => "assistant",
             Role::System | Role::Tool => continue,

@@ -9,6 +9,7 @@ pub mod backoff;
 pub mod consolidation;
 pub mod memory_manager;
 pub mod message;
+pub mod origin;
 pub mod ports;
 pub mod session;
 pub mod session_locks;

@@ -150,20 +150,17 @@ impl Inner {
         };
         let started = Instant::now();
         let session = inbound.session.clone();
-        let from_person =
-            !(inbound.sender_id == "heartbeat" || inbound.sender_id.starts_with("cron:"));
-        if from_person && let Some(activity) = &self.activity {
+        if inbound.origin.is_person()
+            && let Some(activity) = &self.activity
+        {
             activity.record(&session, &inbound.metadata);
         }
-        let mut request = TurnRequest::new(session.clone(), inbound.text, inbound.sender_id);
-        request.extra_tools =
-            self.tools
-                .for_turn(&session, &inbound.metadata, inbound.allow_cron_add);
-        request.metadata = inbound.metadata;
-        request.persisted = inbound.persisted;
-        request.llm = inbound.llm;
+        let tools = self
+            .tools
+            .for_turn(&session, &inbound.metadata, &inbound.origin);
+        let (request, reply) = TurnRequest::from_inbound(inbound, tools);
         let metrics = self.state.metrics();
-        let result = self.agent.run(request, inbound.reply.as_ref()).await;
+        let result = self.agent.run(request, reply.as_ref()).await;
         match result {
             Ok(outcome) => {
                 for tool in &outcome.tools_called {

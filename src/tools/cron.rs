@@ -3,8 +3,8 @@
 //! a job made in a Matrix room replies in that room).
 //!
 //! They share `cron/jobs.json` with the scheduler and `squidbot cron` through locked updates
-//! (see `storage::cron_jobs`), so nothing they change is lost. `cron_add` is not offered in cron
-//! or heartbeat turns (`Inbound::allow_cron_add`).
+//! (see `storage::cron_jobs`), so nothing they change is lost. `cron_add` is offered only in turns a
+//! person started (`Origin::may_schedule`).
 
 use std::sync::Arc;
 

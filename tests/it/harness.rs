@@ -15,6 +15,7 @@ use squidbot::channels::terminal::CollectingSink;
 use squidbot::core::agent_loop::{AgentLoop, TurnError, TurnOutcome, TurnRequest};
 use squidbot::core::memory_manager::{MemoryManager, MemorySettings};
 use squidbot::core::message::Message;
+use squidbot::core::origin::Origin;
 use squidbot::core::ports::clock::SystemClock;
 use squidbot::core::ports::llm::LlmClient;
 use squidbot::core::ports::prompt::{FixedPrompt, PromptSections};
@@ -147,7 +148,7 @@ impl Harness {
     ) -> (Result<TurnOutcome, TurnError>, Vec<String>) {
         let memory = Arc::new(MemoryFile::new(&self.workspace));
         extra.push(Arc::new(MemoryWriteTool::new(memory, session.clone())));
-        let mut request = TurnRequest::new(session.clone(), text, "tester");
+        let mut request = TurnRequest::new(session.clone(), text, Origin::person("tester"));
         request.extra_tools = extra;
         let sink = CollectingSink::new();
         let result = self.agent.run(request, &sink).await;

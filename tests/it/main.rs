@@ -15,6 +15,8 @@ mod llm;
 mod memory;
 // The agent loop: tool rounds, persistence, errors, extra tools.
 mod agent;
+// The router with a real agent: typed origins, activity, per-turn tools, sender ids.
+mod router;
 // The `squidbot` binary: one-shot agent, config errors, status, onboard.
 mod cli;
 // A real `squidbot gateway` process per test (start, requests, signals).

@@ -13,6 +13,7 @@ use squidbot::config::{SpawnConfig, SpawnProfile};
 use squidbot::core::agent_loop::{AgentLoop, TurnRequest};
 use squidbot::core::memory_manager::{MemoryManager, MemorySettings};
 use squidbot::core::message::{Message, Role};
+use squidbot::core::origin::Origin;
 use squidbot::core::ports::clock::SystemClock;
 use squidbot::core::ports::llm::LlmClient;
 use squidbot::core::ports::prompt::{FixedPrompt, PromptSections};
@@ -300,7 +301,7 @@ async fn a_parent_turn_spawns_and_awaits_through_tool_calls() {
     let outcome = s
         .agent
         .run(
-            TurnRequest::new(parent.clone(), "research this", "tester"),
+            TurnRequest::new(parent.clone(), "research this", Origin::person("tester")),
             &sink,
         )
         .await

@@ -16,6 +16,7 @@ use async_trait::async_trait;
 use super::admin::{JobStatus, job_status};
 use super::scheduler::{CronScheduler, Fire};
 use crate::config::MissedRuns;
+use crate::core::origin::Origin;
 use crate::core::ports::channel::{
     Channel, ChannelContext, ChannelError, DispatchClosed, Inbound, Outboxes, TurnResult,
 };
@@ -97,10 +98,11 @@ impl CronChannel {
             }
         };
         tracing::info!(job_id = %fire.job_id, name = %fire.name, slot = %fire.slot, session = %session, "Cron job fired.");
-        let mut inbound =
-            Inbound::new(session, fire.message, format!("cron:{}", fire.job_id), sink);
+        let origin = Origin::Cron {
+            job: fire.job_id.clone(),
+        };
+        let mut inbound = Inbound::new(session, fire.message, origin, sink);
         inbound.metadata = fire.metadata;
-        inbound.allow_cron_add = false;
         let outcome = context.dispatch.submit(inbound)?;
         let scheduler = self.scheduler.clone();
         let job_id = fire.job_id;

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::*;
 use crate::config::MissedRuns;
+use crate::core::origin::Origin;
 use crate::core::ports::channel::{
     Channel, ChannelContext, DeliveryError, Dispatch, DispatchClosed, Inbound, NoRoute, Outboxes,
     ReplySink, TurnResult,
@@ -313,8 +314,8 @@ impl Outboxes for EmailOnly {
     }
 }
 
-/// What the recorder saw of one inbound: session, text, sender, `allow_cron_add`, metadata.
-type Submitted = (String, String, String, bool, Map<String, Value>);
+/// What the recorder saw of one inbound: session, text, origin, metadata.
+type Submitted = (String, String, Origin, Map<String, Value>);
 
 /// Records what was submitted and answers every turn at once.
 struct Recorder(mpsc::UnboundedSender<Submitted>);
@@ -324,8 +325,7 @@ impl Dispatch for Recorder {
         let record = (
             inbound.session.to_string(),
             inbound.text.clone(),
-            inbound.sender_id.clone(),
-            inbound.allow_cron_add,
+            inbound.origin.clone(),
             inbound.metadata.clone(),
         );
         let _ = self.0.send(record);
@@ -375,11 +375,15 @@ async fn the_channel_fires_routable_jobs_and_reports_unroutable_ones() {
         async move { channel.run(context).await }
     });
     for _ in 0..2 {
-        let (session, text, sender_id, allow_cron_add, metadata) = submitted.recv().await.unwrap();
+        let (session, text, origin, metadata) = submitted.recv().await.unwrap();
         assert_eq!(session, "email:me@x.org");
         assert_eq!(text, "prompt of mail");
-        assert_eq!(sender_id, format!("cron:{}", email.id));
-        assert!(!allow_cron_add);
+        assert_eq!(
+            origin,
+            Origin::Cron {
+                job: email.id.clone()
+            }
+        );
         assert_eq!(metadata["email_subject"], "[squidbot] mail");
     }
     assert!(context.ready.is_cancelled());

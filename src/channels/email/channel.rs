@@ -30,6 +30,7 @@ use super::smtp::SmtpOutbox;
 use crate::channels::attachments::AttachmentStore;
 use crate::config::EmailConfig;
 use crate::core::backoff::Backoff;
+use crate::core::origin::Origin;
 use crate::core::ports::channel::{Channel, ChannelContext, ChannelError, Inbound, ReplySink};
 use crate::core::session::SessionId;
 
@@ -349,7 +350,7 @@ impl EmailChannel {
             metadata: metadata.clone(),
             uid: Some(uid),
         });
-        let mut inbound = Inbound::new(session, text, sender, reply);
+        let mut inbound = Inbound::new(session, text, Origin::person(sender), reply);
         inbound.metadata = metadata;
         let (persisted_tx, persisted_rx) = oneshot::channel();
         inbound.persisted = Some(persisted_tx);

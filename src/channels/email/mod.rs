@@ -101,4 +101,13 @@ pub enum EmailError {
         /// The I/O or JSON error.
         source: std::io::Error,
     },
+    /// Sending failed and the mail could not be queued for a retry either: it is lost unless
+    /// the caller reports it.
+    #[error("{send}; and it could not be queued: {source}")]
+    NotQueued {
+        /// Why sending failed.
+        send: Box<EmailError>,
+        /// Why queueing failed.
+        source: Box<EmailError>,
+    },
 }

@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::EmailError;
 use super::progress::{MessageState, Progress};
 use super::reply::{self, OutgoingMail};
 use super::smtp::SmtpOutbox;
@@ -35,7 +36,11 @@ pub struct Mailer {
 
 impl Mailer {
     /// Sends `mail` answering `uid` (if any); on failure queues it for a retry.
-    pub async fn send_or_queue(&self, mail: OutgoingMail, uid: Option<u32>) -> Result<(), String> {
+    pub async fn send_or_queue(
+        &self,
+        mail: OutgoingMail,
+        uid: Option<u32>,
+    ) -> Result<(), EmailError> {
         if let Err(error) = self.progress.add_sent_id(&mail.message_id) {
             tracing::warn!(error = %error, "Could not record an outgoing Message-ID.");
         }
@@ -53,9 +58,12 @@ impl Mailer {
             Err(error) => {
                 tracing::warn!(to = %mail.to, error = %error, "Sending mail failed; it will be retried.");
                 let next = now() + RETRY_BACKOFF.delay(0).as_secs() as i64;
-                self.progress
-                    .add_pending(mail, error.to_string(), next)
-                    .map_err(|e| format!("{error}; and it could not be queued: {e}"))?;
+                if let Err(queueing) = self.progress.add_pending(mail, error.to_string(), next) {
+                    return Err(EmailError::NotQueued {
+                        send: Box::new(error),
+                        source: Box::new(queueing),
+                    });
+                }
                 self.queued.notify_one();
                 Ok(())
             }
@@ -130,9 +138,6 @@ impl ReplySink for EmailReply {
         self.mailer
             .send_or_queue(mail, self.uid)
             .await
-            .map_err(|detail| DeliveryError {
-                channel: "email".into(),
-                detail,
-            })
+            .map_err(|error| DeliveryError::new("email", error))
     }
 }

@@ -25,6 +25,7 @@ use crate::channels::heartbeat::HeartbeatError;
 use crate::channels::heartbeat::checklist::{is_effectively_empty, is_ok_reply};
 use crate::channels::heartbeat::window::{ActiveHours, parse_zone};
 use crate::config::HeartbeatConfig;
+use crate::core::origin::Origin;
 use crate::core::ports::channel::{
     ActivityLog, Channel, ChannelContext, ChannelError, DeliveryError, Inbound, Outboxes,
     ReplySink, TurnResult,
@@ -213,12 +214,11 @@ impl HeartbeatChannel {
         let mut inbound = Inbound::new(
             session.clone(),
             self.prompt.clone(),
-            NAME,
+            Origin::Heartbeat,
             Arc::clone(&sink) as Arc<dyn ReplySink>,
         );
         inbound.metadata = metadata;
         inbound.llm = self.llm.clone();
-        inbound.allow_cron_add = false;
         let receiver = match context.dispatch.submit(inbound) {
             Ok(receiver) => receiver,
             Err(closed) => {

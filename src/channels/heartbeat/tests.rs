@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::channels::heartbeat::{HeartbeatChannel, TickOutcome};
 use crate::config::HeartbeatConfig;
+use crate::core::origin::Origin;
 use crate::core::ports::channel::{
     ActivityLog, Channel, ChannelContext, DeliveryError, Dispatch, DispatchClosed, Inbound,
     NoRoute, Outboxes, ReplySink, TurnResult,
@@ -36,10 +37,9 @@ const MINUTE: Duration = Duration::from_secs(60);
 struct Submitted {
     session: String,
     text: String,
-    sender_id: String,
+    origin: Origin,
     metadata: Map<String, Value>,
     llm: Option<String>,
-    allow_cron_add: bool,
     streaming: bool,
 }
 
@@ -89,10 +89,9 @@ impl Dispatch for FakeDispatch {
         self.submitted.lock().unwrap().push(Submitted {
             session: inbound.session.to_string(),
             text: inbound.text.clone(),
-            sender_id: inbound.sender_id.clone(),
+            origin: inbound.origin.clone(),
             metadata: inbound.metadata.clone(),
             llm: inbound.llm.as_ref().map(|llm| llm.name().to_owned()),
-            allow_cron_add: inbound.allow_cron_add,
             streaming: inbound.reply.streaming(),
         });
         let (sender, receiver) = oneshot::channel();
@@ -332,11 +331,10 @@ async fn an_alert_inside_hours_is_delivered_to_the_last_active_session() {
     assert_eq!(submitted.len(), 1);
     let turn = &submitted[0];
     assert_eq!(turn.session, ROOM);
-    assert_eq!(turn.sender_id, "heartbeat", "persisted as sender heartbeat");
+    assert_eq!(turn.origin, Origin::Heartbeat);
     assert_eq!(turn.text, HeartbeatConfig::default().prompt);
     assert_eq!(turn.metadata["room_id"], "!room:example.org");
     assert_eq!(turn.llm.as_deref(), Some("pool:heartbeat"));
-    assert!(!turn.allow_cron_add);
     assert!(!turn.streaming, "the heartbeat sink never streams");
     assert_eq!(
         outboxes.delivered(),

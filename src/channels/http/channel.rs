@@ -34,6 +34,20 @@ impl std::fmt::Debug for HttpSettings {
     }
 }
 
+/// Why the HTTP server stopped.
+#[derive(Debug, thiserror::Error)]
+enum ServeError {
+    /// The listening socket could not be opened.
+    #[error("cannot listen on {address}: {source}")]
+    Listen {
+        address: SocketAddr,
+        source: std::io::Error,
+    },
+    /// The server failed while running.
+    #[error("server failed: {0}")]
+    Serve(#[source] std::io::Error),
+}
+
 /// The HTTP API channel (`http:<id>` sessions).
 pub struct HttpChannel {
     settings: HttpSettings,
@@ -68,15 +82,16 @@ impl Channel for HttpChannel {
     async fn run(&self, context: ChannelContext) -> Result<(), ChannelError> {
         let listener = tokio::net::TcpListener::bind(self.settings.listen)
             .await
-            .map_err(|e| {
-                ChannelError::new(
-                    "http",
-                    format!("cannot listen on {}: {e}", self.settings.listen),
-                )
+            .map_err(|source| {
+                let error = ServeError::Listen {
+                    address: self.settings.listen,
+                    source,
+                };
+                ChannelError::new("http", error)
             })?;
         let local = listener
             .local_addr()
-            .map_err(|e| ChannelError::new("http", e.to_string()))?;
+            .map_err(|error| ChannelError::new("http", error))?;
         *self.bound.lock().unwrap_or_else(|p| p.into_inner()) = Some(local);
         tracing::info!(listen = %local, message_api = self.settings.token.is_some(), "HTTP API listening.");
         let app = AppState {
@@ -91,7 +106,7 @@ impl Channel for HttpChannel {
         axum::serve(listener, router(app))
             .with_graceful_shutdown(async move { shutdown.cancelled().await })
             .await
-            .map_err(|e| ChannelError::new("http", format!("server failed: {e}")))
+            .map_err(|error| ChannelError::new("http", ServeError::Serve(error)))
     }
 
     fn outbox(

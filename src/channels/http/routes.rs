@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::hub::HttpHub;
 use super::sse::{SseSink, event};
+use crate::core::origin::Origin;
 use crate::core::ports::channel::{DeliveryError, Dispatch, Inbound, ReplySink, TurnResult};
 use crate::core::session::SessionId;
 use crate::gateway::GatewayState;
@@ -159,7 +160,12 @@ async fn message(
     if wants_stream {
         return stream_reply(app, session, body.text).into_response();
     }
-    let inbound = Inbound::new(session, body.text, "http", Arc::new(QuietSink));
+    let inbound = Inbound::new(
+        session,
+        body.text,
+        Origin::person("http"),
+        Arc::new(QuietSink),
+    );
     let Ok(done) = app.dispatch.submit(inbound) else {
         return unavailable();
     };
@@ -187,7 +193,7 @@ fn stream_reply(
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let (events, received) = mpsc::unbounded_channel();
     let sink = Arc::new(SseSink::new(events.clone()));
-    let inbound = Inbound::new(session, text, "http", sink);
+    let inbound = Inbound::new(session, text, Origin::person("http"), sink);
     match app.dispatch.submit(inbound) {
         Ok(done) => {
             tokio::spawn(async move {

@@ -39,6 +39,7 @@ use super::sync_state::SyncState;
 use crate::channels::attachments::AttachmentStore;
 use crate::config::MatrixConfig;
 use crate::core::backoff::Backoff;
+use crate::core::origin::Origin;
 use crate::core::ports::channel::{Channel, ChannelContext, ChannelError, Inbound, ReplySink};
 use crate::core::session::SessionId;
 
@@ -245,7 +246,7 @@ impl Channel for MatrixChannel {
                     s.state = "stopped";
                     s.last_error = Some(error.to_string());
                 });
-                return Err(ChannelError::new(NAME, error.to_string()));
+                return Err(ChannelError::new(NAME, error));
             }
         };
         if let Ok(mut slot) = self.client.write() {
@@ -314,7 +315,7 @@ impl Channel for MatrixChannel {
                         source: Box::new(error),
                     };
                     self.update(|s| s.last_error = Some(error.to_string()));
-                    break Err(ChannelError::new(NAME, error.to_string()));
+                    break Err(ChannelError::new(NAME, error));
                 }
                 Err(error) => {
                     let delay = SYNC_BACKOFF.delay(failures);
@@ -576,7 +577,7 @@ impl MatrixChannel {
             metadata.insert("matrix_thread_root".into(), thread.root.as_str().into());
         }
         let sink = Arc::new(MatrixReplySink::new(room.clone(), thread));
-        let mut inbound = Inbound::new(session, text, sender, sink);
+        let mut inbound = Inbound::new(session, text, Origin::person(sender), sink);
         inbound.metadata = metadata;
         let (persisted_tx, persisted_rx) = tokio::sync::oneshot::channel();
         inbound.persisted = Some(persisted_tx);

@@ -20,6 +20,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::channels::attachments::AttachmentStore;
+use crate::core::origin::Origin;
 use crate::core::ports::channel::TurnTools;
 use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, ToolSpec, parse_arguments};
 use crate::core::session::SessionId;
@@ -135,9 +136,9 @@ impl TurnTools for MatrixTurnTools {
         &self,
         session: &SessionId,
         metadata: &Map<String, Value>,
-        allow_cron_add: bool,
+        origin: &Origin,
     ) -> Vec<Arc<dyn Tool>> {
-        let mut tools = self.inner.for_turn(session, metadata, allow_cron_add);
+        let mut tools = self.inner.for_turn(session, metadata, origin);
         if metadata.contains_key("matrix_room_id") {
             tools.push(self.send_file.clone());
         }

@@ -35,6 +35,14 @@ pub struct MatrixReplySink {
     typing: Mutex<Option<AbortHandle>>,
 }
 
+/// A reply could not be sent to a room.
+#[derive(Debug, thiserror::Error)]
+#[error("sending to {room}: {source}")]
+struct SendFailed {
+    room: matrix_sdk::ruma::OwnedRoomId,
+    source: matrix_sdk::Error,
+}
+
 /// The thread a reply belongs to.
 #[derive(Debug, Clone)]
 pub struct ThreadRef {
@@ -109,9 +117,12 @@ impl ReplySink for MatrixReplySink {
             self.room
                 .send(self.content(&piece))
                 .await
-                .map_err(|error| DeliveryError {
-                    channel: "matrix".to_owned(),
-                    detail: format!("sending to {}: {error}", self.room.room_id()),
+                .map_err(|source| {
+                    let error = SendFailed {
+                        room: self.room.room_id().to_owned(),
+                        source,
+                    };
+                    DeliveryError::new("matrix", error)
                 })?;
         }
         Ok(())

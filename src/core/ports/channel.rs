@@ -11,6 +11,7 @@
 //! answer) only after [`Inbound::persisted`] fired, so a crash never loses a message the user
 //! sent.
 
+use std::error::Error as StdError;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -18,18 +19,33 @@ use serde_json::{Map, Value};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+use crate::core::origin::Origin;
 use crate::core::ports::llm::LlmClient;
 use crate::core::ports::tool::Tool;
 use crate::core::session::SessionId;
 
+/// The cause of a channel or delivery failure, kept whole so a log shows its full chain.
+pub type Cause = Box<dyn StdError + Send + Sync>;
+
 /// Delivery failed; the turn is still persisted, the failure is logged and reported.
 #[derive(Debug, thiserror::Error)]
-#[error("delivery through {channel} failed: {detail}")]
+#[error("delivery through {channel} failed: {source}")]
 pub struct DeliveryError {
     /// The channel name.
     pub channel: String,
     /// What went wrong.
-    pub detail: String,
+    #[source]
+    pub source: Cause,
+}
+
+impl DeliveryError {
+    /// A failed delivery through `channel`; `source` is an error or a message.
+    pub fn new(channel: &str, source: impl Into<Cause>) -> Self {
+        Self {
+            channel: channel.to_owned(),
+            source: source.into(),
+        }
+    }
 }
 
 /// Receives one turn's output.
@@ -70,8 +86,8 @@ pub struct Inbound {
     pub session: SessionId,
     /// The text (attachments are referenced by path in it).
     pub text: String,
-    /// Who sent it (`heartbeat` and `cron:<id>` for the built-in sources).
-    pub sender_id: String,
+    /// Who sent it: decides what the turn may do and how it is recorded.
+    pub origin: Origin,
     /// Routing data (room, thread, mail headers) kept for replies and visible to tools.
     pub metadata: Map<String, Value>,
     /// Where the reply goes.
@@ -80,27 +96,24 @@ pub struct Inbound {
     pub persisted: Option<oneshot::Sender<()>>,
     /// A client to use instead of the default pool (the heartbeat's pool).
     pub llm: Option<Arc<dyn LlmClient>>,
-    /// Whether the per-turn tools that create jobs (`cron_add`) are offered.
-    pub allow_cron_add: bool,
 }
 
 impl Inbound {
-    /// A message with no metadata, no override and `cron_add` allowed.
+    /// A message with no metadata and no client override.
     pub fn new(
         session: SessionId,
         text: impl Into<String>,
-        sender_id: impl Into<String>,
+        origin: Origin,
         reply: Arc<dyn ReplySink>,
     ) -> Self {
         Self {
             session,
             text: text.into(),
-            sender_id: sender_id.into(),
+            origin,
             metadata: Map::new(),
             reply,
             persisted: None,
             llm: None,
-            allow_cron_add: true,
         }
     }
 }
@@ -119,31 +132,33 @@ pub trait Dispatch: Send + Sync {
 
 /// Extra tools a turn of a session gets (built per turn, never registered).
 pub trait TurnTools: Send + Sync {
-    /// The tools for one turn of `session` with the channel's routing `metadata`.
+    /// The tools for one turn of `session` with the channel's routing `metadata`, started by
+    /// `origin` (which decides, for one, whether tools that schedule jobs are offered).
     fn for_turn(
         &self,
         session: &SessionId,
         metadata: &Map<String, Value>,
-        allow_cron_add: bool,
+        origin: &Origin,
     ) -> Vec<Arc<dyn Tool>>;
 }
 
 /// Why a channel task stopped with an error; the supervisor logs it and restarts the task.
 #[derive(Debug, thiserror::Error)]
-#[error("channel {channel}: {detail}")]
+#[error("channel {channel}: {source}")]
 pub struct ChannelError {
     /// The channel name.
     pub channel: String,
     /// What went wrong.
-    pub detail: String,
+    #[source]
+    pub source: Cause,
 }
 
 impl ChannelError {
-    /// An error of `channel`.
-    pub fn new(channel: &str, detail: impl Into<String>) -> Self {
+    /// An error of `channel`; `source` is an error or a message.
+    pub fn new(channel: &str, source: impl Into<Cause>) -> Self {
         Self {
             channel: channel.to_owned(),
-            detail: detail.into(),
+            source: source.into(),
         }
     }
 }
@@ -201,7 +216,7 @@ pub trait Outboxes: Send + Sync {
     ) -> Result<Arc<dyn ReplySink>, NoRoute>;
 }
 
-/// The last session a person (not heartbeat or cron) talked in, with its routing metadata;
+/// The last session a person ([`Origin::Person`]) talked in, with its routing metadata;
 /// the heartbeat's default target. Implementations persist it across restarts.
 pub trait ActivityLog: Send + Sync {
     /// Records that a person sent a message in `session`.

@@ -27,6 +27,7 @@ use crate::channels::terminal::CollectingSink;
 use crate::config::SpawnConfig;
 use crate::core::agent_loop::{AgentLoop, TurnRequest};
 use crate::core::memory_manager::{MemoryManager, MemorySettings};
+use crate::core::origin::Origin;
 use crate::core::ports::clock::Clock;
 use crate::core::ports::llm::LlmClient;
 use crate::core::ports::prompt::{PromptSections, PromptSource};
@@ -360,13 +361,15 @@ impl SpawnHub {
             _ => request.task.clone(),
         };
         let permits = self.permits.clone();
-        let owner_text = owner.to_string();
+        let origin = Origin::SubAgent {
+            parent: owner.clone(),
+        };
         let profile_name = request.profile.clone().unwrap_or_default();
         let id = self.jobs.insert(owner, |id| {
             let (sender, receiver) = watch::channel(None);
             let id = id.to_owned();
             let handle = self.tracker.spawn(async move {
-                let result = run_job(&id, agent, text, owner_text, permits).await;
+                let result = run_job(&id, agent, text, origin, permits).await;
                 match &result {
                     Ok(_) => tracing::info!(job = %id, profile = %profile_name, "Sub-agent finished."),
                     Err(error) => tracing::info!(job = %id, profile = %profile_name, error = %error, "Sub-agent failed."),
@@ -427,7 +430,7 @@ async fn run_job(
     id: &str,
     agent: AgentLoop,
     text: String,
-    owner: String,
+    origin: Origin,
     permits: Arc<Semaphore>,
 ) -> Result<String, String> {
     let _permit = permits
@@ -437,7 +440,7 @@ async fn run_job(
     let session = SessionId::new("spawn", id).map_err(|error| error.to_string())?;
     let sink = CollectingSink::new();
     agent
-        .run(TurnRequest::new(session, text, owner), &sink)
+        .run(TurnRequest::new(session, text, origin), &sink)
         .await
         .map(|outcome| outcome.reply)
         .map_err(|error| error.to_string())

@@ -1,0 +1,106 @@
+//! The gateway's router with a real agent: a turn's typed origin decides whether it moves the
+//! activity log (the heartbeat's default target) and which per-turn tools it is offered, and
+//! history keeps the original's sender ids.
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Map, Value};
+use squidbot::channels::terminal::CollectingSink;
+use squidbot::core::memory_manager::MemorySettings;
+use squidbot::core::origin::Origin;
+use squidbot::core::ports::channel::{ActivityLog, Dispatch, Inbound, TurnResult, TurnTools};
+use squidbot::core::ports::tool::Tool;
+use squidbot::core::session::SessionId;
+use squidbot::gateway::{GatewayState, Metrics, Router};
+
+use crate::harness::Harness;
+
+/// Remembers every session a person was recorded active in.
+#[derive(Default)]
+struct Activity(Mutex<Vec<SessionId>>);
+
+impl ActivityLog for Activity {
+    fn record(&self, session: &SessionId, _metadata: &Map<String, Value>) {
+        self.0.lock().unwrap().push(session.clone());
+    }
+
+    fn last(&self) -> Option<(SessionId, Map<String, Value>)> {
+        let last = self.0.lock().unwrap().last().cloned();
+        last.map(|session| (session, Map::new()))
+    }
+}
+
+/// Remembers the origin each turn's tools were asked for.
+#[derive(Default)]
+struct Tools(Mutex<Vec<(SessionId, Origin)>>);
+
+impl TurnTools for Tools {
+    fn for_turn(
+        &self,
+        session: &SessionId,
+        _metadata: &Map<String, Value>,
+        origin: &Origin,
+    ) -> Vec<Arc<dyn Tool>> {
+        self.0
+            .lock()
+            .unwrap()
+            .push((session.clone(), origin.clone()));
+        Vec::new()
+    }
+}
+
+#[tokio::test]
+async fn only_a_persons_turn_moves_the_activity_log_and_history_keeps_sender_ids() {
+    let harness = Harness::start(MemorySettings::default()).await;
+    let activity = Arc::new(Activity::default());
+    let tools = Arc::new(Tools::default());
+    let state = Arc::new(GatewayState::new(Arc::new(Metrics::new())));
+    let router = Router::new(
+        harness.agent.clone(),
+        tools.clone(),
+        Some(activity.clone() as Arc<dyn ActivityLog>),
+        state,
+        4,
+    );
+    let room = SessionId::parse("matrix:!room:x").unwrap();
+    let other = SessionId::parse("email:owner@x.org").unwrap();
+    let turns = [
+        (room.clone(), Origin::person("@owner:x")),
+        (other.clone(), Origin::Heartbeat),
+        (
+            other.clone(),
+            Origin::Cron {
+                job: "j1".to_owned(),
+            },
+        ),
+        // A person whose address reads like a built-in source stays a person.
+        (other.clone(), Origin::person("cron:spoof")),
+    ];
+    for (session, origin) in &turns {
+        let inbound = Inbound::new(
+            session.clone(),
+            "hello",
+            origin.clone(),
+            Arc::new(CollectingSink::new()),
+        );
+        let outcome = router.submit(inbound).unwrap().await.unwrap();
+        assert!(matches!(outcome, TurnResult::Replied(_)), "{outcome:?}");
+    }
+    assert_eq!(
+        *activity.0.lock().unwrap(),
+        vec![room.clone(), other.clone()]
+    );
+    let asked: Vec<(SessionId, Origin)> = turns.to_vec();
+    assert_eq!(*tools.0.lock().unwrap(), asked);
+    let senders = |session: &SessionId| -> Vec<String> {
+        harness
+            .history(session)
+            .into_iter()
+            .filter(|m| m.role == squidbot::core::message::Role::User)
+            .filter_map(|m| m.sender_id)
+            .collect()
+    };
+    assert_eq!(senders(&room), ["@owner:x"]);
+    assert_eq!(senders(&other), ["heartbeat", "cron:j1", "cron:spoof"]);
+    assert!(router.shutdown(std::time::Duration::from_secs(5)).await);
+}
