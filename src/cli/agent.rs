@@ -51,16 +51,23 @@ pub async fn run(config: Option<&Path>, args: AgentArgs) -> Result<ExitCode> {
             }
         }
         None => {
-            // The REPL lives long enough for a late MCP server to matter; the task ends with
-            // the process.
-            assembly.retry_mcp(tokio_util::sync::CancellationToken::new());
+            // The REPL lives long enough for a late MCP server to matter; the retries stop,
+            // and are waited for, when the session ends.
+            let stop = tokio_util::sync::CancellationToken::new();
+            let tasks = tokio_util::task::TaskTracker::new();
+            assembly.retry_mcp(stop.clone(), &tasks);
             assembly.warm_up();
             let banner = format!(
                 "squidbot {} · pool: {}",
                 env!("CARGO_PKG_VERSION"),
                 assembly.pool_name
             );
-            terminal::run_interactive(assembly.agent.clone(), extra.as_ref(), &banner).await?;
+            let ended =
+                terminal::run_interactive(assembly.agent.clone(), extra.as_ref(), &banner).await;
+            stop.cancel();
+            tasks.close();
+            tasks.wait().await;
+            ended?;
             Ok(ExitCode::SUCCESS)
         }
     }

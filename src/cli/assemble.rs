@@ -42,6 +42,7 @@ use squidbot::tools::{
     WorkspaceGuard, file_tools, spawn_tools,
 };
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 /// Waits before retrying an MCP server that was down at startup: 5 s doubling to 5 minutes.
 const MCP_RETRY: Backoff = Backoff::new(Duration::from_secs(5), Duration::from_secs(300));
@@ -283,11 +284,11 @@ impl Assembly {
         self.mcp.clone()
     }
 
-    /// Starts retrying, in the background, the MCP servers that were down at startup, until
-    /// they answer or `shutdown` fires; their tools then join every turn.
-    pub fn retry_mcp(&self, shutdown: CancellationToken) {
+    /// Starts retrying, in `tasks`, the MCP servers that were down at startup, until they
+    /// answer or `shutdown` fires; their tools then join every turn.
+    pub fn retry_mcp(&self, shutdown: CancellationToken, tasks: &TaskTracker) {
         let hub = self.mcp.clone();
-        tokio::spawn(async move { hub.retry_unavailable(MCP_RETRY, shutdown).await });
+        tasks.spawn(async move { hub.retry_unavailable(MCP_RETRY, shutdown).await });
     }
 
     /// A client for another pool of the configuration (heartbeat, spawn profiles).

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use squidbot::channels::cron::CronChannel;
 use squidbot::channels::email::EmailChannel;
@@ -144,10 +145,12 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     tracing::info!(channels = ?names, pool = %assembly.pool_name, startup_ms = started.elapsed().as_millis() as u64, "Gateway starting.");
     let stop = CancellationToken::new();
     let signals = tokio::spawn(shutdown::on_signal(stop.clone()));
-    assembly.retry_mcp(stop.clone());
+    // Every background task the gateway starts, waited for (within CHANNEL_STOP) at the end.
+    let tasks = TaskTracker::new();
+    assembly.retry_mcp(stop.clone(), &tasks);
     assembly.warm_up();
     let dispatch: Arc<dyn Dispatch> = router.clone();
-    let supervisor = Supervisor::new(state.clone(), dispatch);
+    let supervisor = Supervisor::new(state.clone(), dispatch, tasks);
     let supervised = tokio::spawn({
         let stop = stop.clone();
         async move { supervisor.run(channels, stop).await }
@@ -167,7 +170,7 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
         .await
         .is_err()
     {
-        tracing::warn!("Channels did not stop in time; exiting anyway.");
+        tracing::warn!("Channels and their tasks did not stop in time; exiting anyway.");
     }
     signals.abort();
     if let Err(error) = activity.save() {

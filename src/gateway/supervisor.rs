@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use futures_util::FutureExt;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::state::{ChannelPhase, GatewayState};
 use crate::core::backoff::Backoff;
@@ -89,15 +90,22 @@ impl Outboxes for ChannelDirectory {
 pub struct Supervisor {
     state: Arc<GatewayState>,
     dispatch: Arc<dyn Dispatch>,
+    tasks: TaskTracker,
 }
 
 impl Supervisor {
-    /// A supervisor submitting through `dispatch` and reporting into `state`.
-    pub fn new(state: Arc<GatewayState>, dispatch: Arc<dyn Dispatch>) -> Self {
-        Self { state, dispatch }
+    /// A supervisor submitting through `dispatch`, reporting into `state`, and handing
+    /// channels `tasks` for the work they leave running.
+    pub fn new(state: Arc<GatewayState>, dispatch: Arc<dyn Dispatch>, tasks: TaskTracker) -> Self {
+        Self {
+            state,
+            dispatch,
+            tasks,
+        }
     }
 
-    /// Runs every channel until `shutdown` is cancelled and all of them have stopped.
+    /// Runs every channel until `shutdown` is cancelled and all of them have stopped, then
+    /// waits for the tasks they left running (the caller bounds the whole wait).
     pub async fn run(&self, channels: Vec<Arc<dyn Channel>>, shutdown: CancellationToken) {
         for channel in &channels {
             self.state
@@ -108,9 +116,12 @@ impl Supervisor {
             .into_iter()
             .map(|channel| {
                 let state = self.state.clone();
-                let dispatch = self.dispatch.clone();
-                let shutdown = shutdown.clone();
-                tokio::spawn(supervise(channel, state, dispatch, shutdown))
+                let parts = Parts {
+                    dispatch: self.dispatch.clone(),
+                    shutdown: shutdown.clone(),
+                    tasks: self.tasks.clone(),
+                };
+                tokio::spawn(supervise(channel, state, parts))
             })
             .collect();
         for task in tasks {
@@ -118,16 +129,25 @@ impl Supervisor {
                 tracing::error!(error = %error, "A supervision task ended abnormally.");
             }
         }
+        self.tasks.close();
+        self.tasks.wait().await;
     }
 }
 
-/// Keeps one channel running until shutdown.
-async fn supervise(
-    channel: Arc<dyn Channel>,
-    state: Arc<GatewayState>,
+/// What every run of a channel shares.
+struct Parts {
     dispatch: Arc<dyn Dispatch>,
     shutdown: CancellationToken,
-) {
+    tasks: TaskTracker,
+}
+
+/// Keeps one channel running until shutdown.
+async fn supervise(channel: Arc<dyn Channel>, state: Arc<GatewayState>, parts: Parts) {
+    let Parts {
+        dispatch,
+        shutdown,
+        tasks,
+    } = parts;
     let name = channel.name().to_owned();
     let mut failures: u32 = 0;
     loop {
@@ -137,6 +157,7 @@ async fn supervise(
             dispatch: dispatch.clone(),
             shutdown: shutdown.clone(),
             ready: ready.clone(),
+            tasks: tasks.clone(),
         };
         let started = Instant::now();
         let runner = channel.clone();

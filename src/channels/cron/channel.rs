@@ -106,7 +106,7 @@ impl CronChannel {
         let outcome = context.dispatch.submit(inbound)?;
         let scheduler = self.scheduler.clone();
         let job_id = fire.job_id;
-        tokio::spawn(async move {
+        context.tasks.spawn(async move {
             let error = match outcome.await {
                 Ok(TurnResult::Replied(_)) => None,
                 Ok(TurnResult::Failed(text)) => Some(format!("run failed: {text}")),

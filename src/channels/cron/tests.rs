@@ -9,6 +9,7 @@ use chrono::{DateTime, Duration, FixedOffset, Utc};
 use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::*;
 use crate::config::MissedRuns;
@@ -317,8 +318,11 @@ impl Outboxes for EmailOnly {
 /// What the recorder saw of one inbound: session, text, origin, metadata.
 type Submitted = (String, String, Origin, Map<String, Value>);
 
-/// Records what was submitted and answers every turn at once.
-struct Recorder(mpsc::UnboundedSender<Submitted>);
+/// Records what was submitted and holds each turn's outcome until the test answers it.
+struct Recorder {
+    submitted: mpsc::UnboundedSender<Submitted>,
+    outcomes: Mutex<Vec<oneshot::Sender<TurnResult>>>,
+}
 
 impl Dispatch for Recorder {
     fn submit(&self, inbound: Inbound) -> Result<oneshot::Receiver<TurnResult>, DispatchClosed> {
@@ -328,9 +332,9 @@ impl Dispatch for Recorder {
             inbound.origin.clone(),
             inbound.metadata.clone(),
         );
-        let _ = self.0.send(record);
+        let _ = self.submitted.send(record);
         let (sender, receiver) = oneshot::channel();
-        let _ = sender.send(TurnResult::Replied("done".into()));
+        self.outcomes.lock().unwrap().push(sender);
         Ok(receiver)
     }
 }
@@ -364,10 +368,15 @@ async fn the_channel_fires_routable_jobs_and_reports_unroutable_ones() {
         Arc::new(EmailOnly),
     ));
     let (sender, mut submitted) = mpsc::unbounded_channel();
+    let recorder = Arc::new(Recorder {
+        submitted: sender,
+        outcomes: Mutex::default(),
+    });
     let context = ChannelContext {
-        dispatch: Arc::new(Recorder(sender)),
+        dispatch: recorder.clone(),
         shutdown: CancellationToken::new(),
         ready: CancellationToken::new(),
+        tasks: TaskTracker::new(),
     };
     let task = tokio::spawn({
         let channel = channel.clone();
@@ -394,4 +403,15 @@ async fn the_channel_fires_routable_jobs_and_reports_unroutable_ones() {
     assert!(room.last_slot.is_some());
     context.shutdown.cancel();
     task.await.unwrap().unwrap();
+    // The channel stopped, but the two runs' outcomes are still awaited in the gateway's
+    // tracker: a turn that ends during shutdown still gets its outcome recorded.
+    assert_eq!(context.tasks.len(), 2);
+    for outcome in recorder.outcomes.lock().unwrap().drain(..) {
+        let _ = outcome.send(TurnResult::Failed("late".into()));
+    }
+    context.tasks.close();
+    context.tasks.wait().await;
+    let snapshot = channel.snapshot().await.unwrap();
+    let mail = snapshot.iter().find(|job| job.id == email.id).unwrap();
+    assert_eq!(mail.last_error.as_deref(), Some("run failed: late"));
 }

@@ -363,7 +363,7 @@ impl EmailChannel {
         let progress = self.progress.clone();
         let in_flight = self.in_flight.clone();
         let ack_tx = ack_tx.clone();
-        tokio::spawn(async move {
+        context.tasks.spawn(async move {
             if persisted_rx.await.is_ok() {
                 match progress.record(uid, MessageState::Persisted) {
                     Ok(()) => {

@@ -14,6 +14,7 @@ use chrono::{DateTime, FixedOffset, Utc};
 use serde_json::{Map, Value};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::channels::heartbeat::{HeartbeatChannel, TickOutcome};
 use crate::config::HeartbeatConfig;
@@ -298,6 +299,7 @@ async fn run_for(channel: Arc<HeartbeatChannel>, dispatch: Arc<FakeDispatch>, du
         dispatch,
         shutdown: CancellationToken::new(),
         ready: CancellationToken::new(),
+        tasks: TaskTracker::new(),
     };
     let task = {
         let context = context.clone();

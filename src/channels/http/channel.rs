@@ -100,6 +100,7 @@ impl Channel for HttpChannel {
             hub: self.hub.clone(),
             token: self.settings.token.as_deref().map(Arc::from),
             shutdown: context.shutdown.clone(),
+            tasks: context.tasks.clone(),
         };
         context.ready.cancel();
         let shutdown = context.shutdown.clone();

@@ -20,6 +20,7 @@ use serde_json::json;
 use subtle::ConstantTimeEq;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::hub::HttpHub;
 use super::sse::{SseSink, event};
@@ -39,6 +40,8 @@ pub struct AppState {
     pub hub: Arc<HttpHub>,
     pub token: Option<Arc<str>>,
     pub shutdown: CancellationToken,
+    /// The gateway's background tasks (see `ChannelContext::tasks`).
+    pub tasks: TaskTracker,
 }
 
 /// The router for `app`.
@@ -196,7 +199,7 @@ fn stream_reply(
     let inbound = Inbound::new(session, text, Origin::person("http"), sink);
     match app.dispatch.submit(inbound) {
         Ok(done) => {
-            tokio::spawn(async move {
+            app.tasks.spawn(async move {
                 let last = match done.await {
                     Ok(TurnResult::Replied(reply)) => event("done", json!({ "reply": reply })),
                     Ok(TurnResult::Failed(error)) => event("error", json!({ "error": error })),

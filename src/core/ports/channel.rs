@@ -18,6 +18,7 @@ use async_trait::async_trait;
 use serde_json::{Map, Value};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::core::origin::Origin;
 use crate::core::ports::llm::LlmClient;
@@ -172,6 +173,10 @@ pub struct ChannelContext {
     pub shutdown: CancellationToken,
     /// Cancelled by the channel once it is up (connected, listening); feeds `/readyz`.
     pub ready: CancellationToken,
+    /// Where a channel spawns the work it leaves running for a message (waiting for the turn's
+    /// outcome, acknowledging it once persisted): the gateway waits for every task here before
+    /// it exits, so an acknowledgement or a job's recorded outcome is never cut off.
+    pub tasks: TaskTracker,
 }
 
 /// A long-running message source, run by the supervisor.
