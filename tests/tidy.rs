@@ -9,12 +9,15 @@
 //!   literals are blanked first, so `"http://…"` hides nothing and a comment finds nothing.
 //!   Fuzz targets are exempt: a panic is how they report a finding.
 //! - `anyhow` appears only at the binary's edge (`src/main.rs`, `src/cli/`).
+//! - No two files of `src/` import each other, directly or round a loop (a `mod.rs` naming its
+//!   own children aside): a cycle means two modules are one, or a type lives on the wrong side.
 //! - ARCHITECTURE.md names every module and every path it names exists.
 //!
 //! Each check is a function from file text to problems, and `the_checks_catch_planted_violations`
 //! feeds each one a violation it must report, so a rule cannot be broken and still pass.
 //! Doc comments on public items are enforced by the compiler (`missing_docs` in Cargo.toml).
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -287,6 +290,29 @@ const CORE_FORBIDDEN: &[&str] = &[
     "rusqlite",
 ];
 
+/// Every `use` in `code` (already blanked by [`code_only`]), which may span lines, as the
+/// 1-based line it starts on and each path it names.
+fn use_statements(code: &str) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    let mut rest = code;
+    let mut offset = 0;
+    while let Some(at) = rest.find("use ") {
+        let start = offset + at;
+        let before = code[..start].chars().next_back();
+        let is_keyword = before.is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
+        let end = code[start..].find(';').map_or(code.len(), |e| start + e);
+        if is_keyword {
+            let line = code[..start].lines().count().max(1);
+            for path in use_paths(&code[start + 4..end]) {
+                found.push((line, path.trim_start_matches("::").to_owned()));
+            }
+        }
+        offset = end.max(start + 4);
+        rest = &code[offset..];
+    }
+    found
+}
+
 /// Problems: a `src/core` file names an adapter or an I/O crate, in a `use` (grouped or not) or
 /// in a path anywhere in its code.
 fn check_core_imports(rel: &str, text: &str) -> Vec<String> {
@@ -297,25 +323,10 @@ fn check_core_imports(rel: &str, text: &str) -> Vec<String> {
             .find(|word| path == **word || path.starts_with(&format!("{word}::")))
     };
     let mut problems = Vec::new();
-    // `use` statements, which may span lines: from `use` to `;`.
-    let mut rest = code.as_str();
-    let mut offset = 0;
-    while let Some(at) = rest.find("use ") {
-        let start = offset + at;
-        let before = code[..start].chars().next_back();
-        let is_keyword = before.is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
-        let end = code[start..].find(';').map_or(code.len(), |e| start + e);
-        if is_keyword {
-            let line = code[..start].lines().count().max(1);
-            for path in use_paths(&code[start + 4..end]) {
-                let path = path.trim_start_matches("::");
-                if let Some(word) = forbidden(path) {
-                    problems.push(format!("{rel}:{line}: core uses {word} ({path})"));
-                }
-            }
+    for (line, path) in use_statements(&code) {
+        if let Some(word) = forbidden(&path) {
+            problems.push(format!("{rel}:{line}: core uses {word} ({path})"));
         }
-        offset = end.max(start + 4);
-        rest = &code[offset..];
     }
     // Paths written inline (`crate::storage::JsonlStore::new(…)`, `reqwest::Client`).
     for (n, line) in code.lines().enumerate() {
@@ -332,6 +343,112 @@ fn check_core_imports(rel: &str, text: &str) -> Vec<String> {
         }
     }
     problems
+}
+
+/// The module a file under `src/` is, as `::`-joined segments: `src/core/ports/tool.rs` →
+/// `core::ports::tool`, `src/config/mod.rs` → `config`, `src/lib.rs` and `src/main.rs` → ``
+/// (the library's and the binary's modules have distinct names, so one namespace holds both).
+fn module_of(rel: &str) -> String {
+    let path = rel.trim_start_matches("src/").trim_end_matches(".rs");
+    let path = path.trim_end_matches("/mod");
+    if path == "lib" || path == "main" {
+        return String::new();
+    }
+    path.replace('/', "::")
+}
+
+/// The files `rel` imports through `crate::`, `squidbot::`, `super::` or `self::` paths outside
+/// its test code: for each path, the file of its longest prefix that is a module.
+fn imported_files(rel: &str, text: &str, files: &BTreeMap<String, String>) -> BTreeSet<String> {
+    let here_path = module_of(rel);
+    let here: Vec<&str> = here_path.split("::").filter(|s| !s.is_empty()).collect();
+    let mut imported = BTreeSet::new();
+    for (_, path) in use_statements(&without_test_items(&code_only(text))) {
+        let mut segments = path.split("::").peekable();
+        let mut module: Vec<&str> = match segments.next() {
+            Some("crate" | "squidbot") => Vec::new(),
+            Some("self") => here.clone(),
+            Some("super") => {
+                let mut up = here.clone();
+                up.pop();
+                while segments.next_if_eq(&"super").is_some() {
+                    up.pop();
+                }
+                up
+            }
+            _ => continue,
+        };
+        let mut target = None;
+        for segment in segments {
+            module.push(segment);
+            if let Some(file) = files.get(&module.join("::")) {
+                target = Some(file.clone());
+            }
+        }
+        if let Some(file) = target.filter(|file| file != rel) {
+            imported.insert(file);
+        }
+    }
+    imported
+}
+
+/// Problems: files that import each other, directly or round a loop. A `mod.rs` naming its
+/// own submodules does not count: declaring and re-exporting children is what it is for.
+fn check_cycles(sources: &[(String, String)]) -> Vec<String> {
+    let files: BTreeMap<String, String> = sources
+        .iter()
+        .map(|(rel, _)| (module_of(rel), rel.clone()))
+        .collect();
+    let mut edges: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    for (rel, text) in sources {
+        let module = module_of(rel);
+        let parent_of = |file: &String| {
+            let target = module_of(file);
+            (rel.ends_with("/mod.rs") || rel.ends_with("lib.rs") || rel.ends_with("main.rs"))
+                && (module.is_empty() || target.starts_with(&format!("{module}::")))
+        };
+        let imports = imported_files(rel, text, &files);
+        edges.insert(rel, imports.into_iter().filter(|f| !parent_of(f)).collect());
+    }
+    let mut cycles = BTreeSet::new();
+    for (from, targets) in &edges {
+        for to in targets {
+            // Breadth-first from `to` back to `from`, remembering each file's predecessor.
+            let mut previous: BTreeMap<&str, &str> = BTreeMap::new();
+            let mut queue = std::collections::VecDeque::from([to.as_str()]);
+            while let Some(file) = queue.pop_front() {
+                if file == *from {
+                    let mut cycle = vec![file];
+                    let mut at = file;
+                    while at != to.as_str() {
+                        at = previous[at];
+                        cycle.push(at);
+                    }
+                    cycle.reverse();
+                    let start = cycle
+                        .iter()
+                        .enumerate()
+                        .min_by_key(|(_, f)| **f)
+                        .map(|(i, _)| i);
+                    cycle.rotate_left(start.unwrap_or(0));
+                    let first = cycle[0];
+                    cycle.push(first);
+                    cycles.insert(cycle.join(" → "));
+                    break;
+                }
+                for next in edges.get(file).into_iter().flatten() {
+                    if next != to && !previous.contains_key(next.as_str()) {
+                        previous.insert(next.as_str(), file);
+                        queue.push_back(next.as_str());
+                    }
+                }
+            }
+        }
+    }
+    cycles
+        .into_iter()
+        .map(|cycle| format!("import cycle: {cycle}"))
+        .collect()
 }
 
 /// Problems: `anyhow` used outside the binary's edge.
@@ -395,6 +512,15 @@ fn no_unwrap_outside_tests() {
 }
 
 #[test]
+fn no_import_cycles_between_files() {
+    let sources: Vec<(String, String)> = files_under(&["src"])
+        .into_iter()
+        .filter(|(rel, _)| !is_test_file(rel))
+        .collect();
+    report("files that import each other", check_cycles(&sources));
+}
+
+#[test]
 fn anyhow_only_at_the_binary_edge() {
     let problems = files_under(&["src"])
         .iter()
@@ -455,6 +581,49 @@ fn the_checks_catch_planted_violations() {
             "{fine}"
         );
     }
+
+    // Two files importing each other, a loop of three, and what is not a cycle.
+    let planted = |files: &[(&str, &str)]| {
+        let files: Vec<(String, String)> = files
+            .iter()
+            .map(|(rel, text)| (rel.to_string(), format!("//! x\n{text}\n")))
+            .collect();
+        check_cycles(&files)
+    };
+    let pair = planted(&[
+        (
+            "src/config/mod.rs",
+            "mod load;\nmod validate;\npub use load::load;",
+        ),
+        ("src/config/load.rs", "use super::validate::validate;"),
+        (
+            "src/config/validate.rs",
+            "use super::{load::EnvLookup, Problem};",
+        ),
+    ]);
+    assert_eq!(
+        pair,
+        ["import cycle: src/config/load.rs → src/config/validate.rs → src/config/load.rs"]
+    );
+    let loop_of_three = planted(&[
+        ("src/core/a.rs", "use crate::core::b::B;"),
+        ("src/core/b.rs", "use crate::{\n    core::c::C,\n};"),
+        ("src/core/c.rs", "use squidbot::core::a;"),
+    ]);
+    assert_eq!(loop_of_three.len(), 1, "{loop_of_three:?}");
+    let fine = planted(&[
+        ("src/core/mod.rs", "pub use self::a::A;"),
+        (
+            "src/core/a.rs",
+            "use super::B;\n#[cfg(test)]\nmod tests { use crate::core::b::x; }",
+        ),
+        (
+            "src/core/b.rs",
+            "use crate::core::a::A; // use crate::core::c::C;",
+        ),
+        ("src/core/c.rs", "use crate::core::b;"),
+    ]);
+    assert!(fine.is_empty(), "{fine:?}");
 
     // anyhow in library code; allowed in the binary.
     assert_eq!(

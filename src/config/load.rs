@@ -7,11 +7,9 @@
 use std::path::{Component, Path, PathBuf};
 
 use super::index::{LineIndex, Pos};
+use super::secret::EnvLookup;
 use super::validate::validate;
 use super::{Config, ConfigError, Problem};
-
-/// Reads an environment variable; `None` when it is unset.
-pub(crate) type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 /// The process environment, with empty values treated as unset.
 fn process_env(name: &str) -> Option<String> {

@@ -71,13 +71,17 @@ pub(crate) struct SecretError {
     pub(crate) message: String,
 }
 
+/// Reads an environment variable; `None` when it is unset. Loading and validation take it as a
+/// parameter so tests can supply variables without touching the process environment.
+pub(crate) type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
 /// Resolves `secret` (with its `*_env` sibling `env_name`) to a value, reading variables through
 /// `lookup`. An unset or empty variable is an error: a credential that silently became empty
 /// would only surface later as a confusing authentication failure.
 pub(crate) fn resolve_secret(
     secret: &Secret,
     env_name: &str,
-    lookup: &dyn Fn(&str) -> Option<String>,
+    lookup: EnvLookup<'_>,
 ) -> Result<Secret, SecretError> {
     let read = |name: &str, in_env_field: bool| {
         lookup(name)

@@ -8,9 +8,8 @@
 use std::collections::BTreeMap;
 
 use super::index::LineIndex;
-use super::load::EnvLookup;
 use super::schema::parse_hhmm;
-use super::secret::resolve_secret;
+use super::secret::{EnvLookup, resolve_secret};
 use super::{Config, LlmConfig, Problem, Secret};
 
 /// Collects problems, each placed at the line of its field (or nearest ancestor in the file).

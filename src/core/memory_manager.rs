@@ -14,7 +14,7 @@ use std::sync::Arc;
 use crate::core::consolidation;
 use crate::core::message::{Message, Role};
 use crate::core::ports::llm::{ContextBudget, LlmClient};
-use crate::core::ports::prompt::PromptSource;
+use crate::core::ports::prompt::{FALLBACK_BASE_PROMPT, PromptSource};
 use crate::core::ports::store::{HistoryStore, MemoryStore, StoreError, Tail};
 use crate::core::session::SessionId;
 use crate::core::window;
@@ -23,9 +23,6 @@ use crate::core::window;
 pub const CONSOLIDATION_WARNING: &str = "[System: older messages of this conversation will soon \
 be condensed into a summary. If anything in them must be remembered exactly, save it with \
 memory_write now.]";
-
-/// The base prompt used when the workspace has no bootstrap files.
-pub const FALLBACK_BASE_PROMPT: &str = "You are a helpful personal AI assistant.";
 
 /// Tunables of the memory system (from `agents.*` in the config).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

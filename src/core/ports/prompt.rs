@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::core::memory_manager::FALLBACK_BASE_PROMPT;
+/// The base prompt used when the workspace has no bootstrap files.
+pub const FALLBACK_BASE_PROMPT: &str = "You are a helpful personal AI assistant.";
 
 /// The static sections of a system prompt.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
