@@ -2,7 +2,7 @@
 //!
 //! Interactive mode reads lines with rustyline (history, editing; Ctrl-D or an exit word ends
 //! it) on a blocking thread and renders replies as Markdown with termimad when stdout is a
-//! terminal. One-shot mode (`-m TEXT`) collects the reply with [`CollectingSink`] and leaves
+//! terminal. One-shot mode (`-m TEXT`) collects the reply with `CollectingSink` (a core port type) and leaves
 //! printing and the exit code to the caller.
 
 use std::io::IsTerminal;
@@ -30,39 +30,6 @@ pub enum TerminalError {
     /// The input thread died.
     #[error("terminal input thread stopped unexpectedly")]
     InputThread,
-}
-
-/// A sink that keeps what was delivered (the one-shot mode and tests use it).
-#[derive(Debug, Default)]
-pub struct CollectingSink {
-    /// A std mutex: held only to push or read, never across an await.
-    delivered: Mutex<Vec<String>>,
-}
-
-impl CollectingSink {
-    /// An empty sink.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Everything delivered, in order.
-    pub fn delivered(&self) -> Vec<String> {
-        self.delivered
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-}
-
-#[async_trait]
-impl ReplySink for CollectingSink {
-    async fn deliver(&self, text: &str) -> Result<(), DeliveryError> {
-        self.delivered
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(text.to_owned());
-        Ok(())
-    }
 }
 
 /// Prints replies to stdout, as rendered Markdown when stdout is a terminal.

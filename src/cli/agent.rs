@@ -10,9 +10,10 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 
-use squidbot::channels::terminal::{self, CollectingSink};
+use squidbot::channels::terminal;
 use squidbot::core::agent_loop::TurnRequest;
 use squidbot::core::origin::Origin;
+use squidbot::core::ports::channel::CollectingSink;
 use squidbot::core::session::SessionId;
 
 use super::assemble::Assembly;

@@ -32,6 +32,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::core::message::{Message, Role};
+use crate::core::ports::channel::routing;
 use crate::core::ports::store::{HistoryStore, StoreError};
 use crate::core::session::SessionId;
 use crate::storage::cron_jobs::{CronJob, CronJobs, CronStoreError};
@@ -308,7 +309,7 @@ fn session_for(message: &Message, metadata: Option<&Value>) -> SessionId {
     let sender = message.sender_id.as_deref().unwrap_or("").trim();
     let channel = message.channel.as_deref().unwrap_or("cli");
     let room = metadata.and_then(|m| {
-        ["matrix_room_id", "room_id"]
+        [routing::MATRIX_ROOM_ID, "room_id"]
             .iter()
             .find_map(|key| m.get(key).and_then(Value::as_str))
     });

@@ -11,11 +11,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use squidbot::channels::terminal::CollectingSink;
 use squidbot::core::agent_loop::{AgentLoop, TurnError, TurnOutcome, TurnRequest};
 use squidbot::core::memory_manager::{MemoryManager, MemorySettings};
 use squidbot::core::message::Message;
 use squidbot::core::origin::Origin;
+use squidbot::core::ports::channel::CollectingSink;
 use squidbot::core::ports::clock::SystemClock;
 use squidbot::core::ports::llm::LlmClient;
 use squidbot::core::ports::prompt::{FixedPrompt, PromptSections};

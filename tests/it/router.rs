@@ -5,10 +5,11 @@
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
-use squidbot::channels::terminal::CollectingSink;
 use squidbot::core::memory_manager::MemorySettings;
 use squidbot::core::origin::Origin;
-use squidbot::core::ports::channel::{ActivityLog, Dispatch, Inbound, TurnResult, TurnTools};
+use squidbot::core::ports::channel::{
+    ActivityLog, CollectingSink, Dispatch, Inbound, TurnResult, TurnTools,
+};
 use squidbot::core::ports::tool::Tool;
 use squidbot::core::session::SessionId;
 use squidbot::gateway::{GatewayState, Metrics, Router};

@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
-use squidbot::channels::terminal::CollectingSink;
 use squidbot::config::{SpawnConfig, SpawnProfile};
 use squidbot::core::agent_loop::{AgentLoop, TurnRequest};
 use squidbot::core::memory_manager::{MemoryManager, MemorySettings};
 use squidbot::core::message::{Message, Role};
 use squidbot::core::origin::Origin;
+use squidbot::core::ports::channel::CollectingSink;
 use squidbot::core::ports::clock::SystemClock;
 use squidbot::core::ports::llm::LlmClient;
 use squidbot::core::ports::prompt::{FixedPrompt, PromptSections};

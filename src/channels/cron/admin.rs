@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use super::CronError;
 use super::schedule::validate;
 use super::scheduler::next_run;
+use crate::core::ports::channel::routing;
 use crate::core::session::SessionId;
 use crate::storage::cron_jobs::{CronJob, CronJobs, NewJob};
 
@@ -30,14 +31,14 @@ pub fn target_metadata(
         "matrix" => {
             let same = current.filter(|(session, _)| *session == target);
             if let Some((_, current)) = same
-                && let Some(room) = current.get("matrix_room_id")
+                && let Some(room) = current.get(routing::MATRIX_ROOM_ID)
             {
-                metadata.insert("matrix_room_id".into(), room.clone());
-                if let Some(root) = current.get("matrix_thread_root") {
-                    metadata.insert("matrix_thread_root".into(), root.clone());
+                metadata.insert(routing::MATRIX_ROOM_ID.into(), room.clone());
+                if let Some(root) = current.get(routing::MATRIX_THREAD_ROOT) {
+                    metadata.insert(routing::MATRIX_THREAD_ROOT.into(), root.clone());
                 }
             } else if target.key().starts_with('!') {
-                metadata.insert("matrix_room_id".into(), Value::from(target.key()));
+                metadata.insert(routing::MATRIX_ROOM_ID.into(), Value::from(target.key()));
             } else {
                 return Err(CronError::InvalidTarget {
                     target: target.to_string(),
@@ -47,7 +48,7 @@ pub fn target_metadata(
         }
         "email" => {
             metadata.insert(
-                "email_subject".into(),
+                routing::EMAIL_SUBJECT.into(),
                 Value::from(format!("[squidbot] {name}")),
             );
         }

@@ -24,14 +24,16 @@ use super::guard::{Allowlist, RateLimit, loop_check};
 use super::imap::{self, Fetched, ImapSession};
 use super::parse::{self, ParsedMail};
 use super::progress::{MessageState, Progress, ProgressSummary};
-use super::reply::{META_FROM, META_MESSAGE_ID, META_REFERENCES, META_SUBJECT};
+use super::reply::{META_FROM, META_MESSAGE_ID, META_REFERENCES};
 use super::sink::{EmailReply, Mailer};
 use super::smtp::SmtpOutbox;
 use crate::channels::attachments::AttachmentStore;
 use crate::config::EmailConfig;
 use crate::core::backoff::Backoff;
 use crate::core::origin::Origin;
-use crate::core::ports::channel::{Channel, ChannelContext, ChannelError, Inbound, ReplySink};
+use crate::core::ports::channel::{
+    Channel, ChannelContext, ChannelError, Inbound, ReplySink, routing,
+};
 use crate::core::session::SessionId;
 
 /// The channel name and session prefix.
@@ -415,7 +417,10 @@ fn metadata(uid: u32, mail: &ParsedMail) -> Map<String, Value> {
     let mut metadata = Map::new();
     let sender = mail.facts.sender.clone().unwrap_or_default();
     metadata.insert(META_FROM.into(), Value::from(sender));
-    metadata.insert(META_SUBJECT.into(), Value::from(mail.subject.clone()));
+    metadata.insert(
+        routing::EMAIL_SUBJECT.into(),
+        Value::from(mail.subject.clone()),
+    );
     if let Some(id) = &mail.facts.message_id {
         metadata.insert(META_MESSAGE_ID.into(), Value::from(id.clone()));
     }

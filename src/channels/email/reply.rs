@@ -16,11 +16,10 @@ use serde_json::{Map, Value};
 
 use super::EmailError;
 use crate::channels::format::markdown_to_html;
+use crate::core::ports::channel::routing;
 
 /// The metadata keys of an inbound mail, kept for the reply.
 pub const META_MESSAGE_ID: &str = "email_message_id";
-/// The subject.
-pub const META_SUBJECT: &str = "email_subject";
 /// The sender address.
 pub const META_FROM: &str = "email_from";
 /// The References ids (a JSON array).
@@ -79,7 +78,7 @@ pub fn outgoing(
     message_id: String,
 ) -> OutgoingMail {
     let subject = metadata
-        .get(META_SUBJECT)
+        .get(routing::EMAIL_SUBJECT)
         .and_then(Value::as_str)
         .unwrap_or_default();
     let answered = metadata

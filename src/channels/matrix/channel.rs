@@ -40,7 +40,9 @@ use crate::channels::attachments::AttachmentStore;
 use crate::config::MatrixConfig;
 use crate::core::backoff::Backoff;
 use crate::core::origin::Origin;
-use crate::core::ports::channel::{Channel, ChannelContext, ChannelError, Inbound, ReplySink};
+use crate::core::ports::channel::{
+    Channel, ChannelContext, ChannelError, Inbound, ReplySink, routing,
+};
 use crate::core::session::SessionId;
 
 /// The channel's name and session prefix.
@@ -351,7 +353,7 @@ impl Channel for MatrixChannel {
         let room_id = RoomId::parse(session.key()).ok()?;
         let room = client.get_room(&room_id)?;
         let thread = metadata
-            .get("matrix_thread_root")
+            .get(routing::MATRIX_THREAD_ROOT)
             .and_then(Value::as_str)
             .and_then(|root| matrix_sdk::ruma::EventId::parse(root).ok())
             .map(|root| ThreadRef {
@@ -570,11 +572,17 @@ impl MatrixChannel {
             _ => None,
         };
         let mut metadata = Map::new();
-        metadata.insert("matrix_room_id".into(), room.room_id().as_str().into());
+        metadata.insert(
+            routing::MATRIX_ROOM_ID.into(),
+            room.room_id().as_str().into(),
+        );
         metadata.insert("matrix_event_id".into(), message.event_id.as_str().into());
         metadata.insert("matrix_sender".into(), sender.clone().into());
         if let Some(thread) = &thread {
-            metadata.insert("matrix_thread_root".into(), thread.root.as_str().into());
+            metadata.insert(
+                routing::MATRIX_THREAD_ROOT.into(),
+                thread.root.as_str().into(),
+            );
         }
         let sink = Arc::new(MatrixReplySink::new(room.clone(), thread));
         let mut inbound = Inbound::new(session, text, Origin::person(sender), sink);

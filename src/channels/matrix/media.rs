@@ -21,7 +21,7 @@ use serde_json::{Map, Value, json};
 
 use crate::channels::attachments::AttachmentStore;
 use crate::core::origin::Origin;
-use crate::core::ports::channel::TurnTools;
+use crate::core::ports::channel::{TurnTools, routing};
 use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, ToolSpec, parse_arguments};
 use crate::core::session::SessionId;
 use crate::tools::workspace_path::WorkspaceGuard;
@@ -139,7 +139,7 @@ impl TurnTools for MatrixTurnTools {
         origin: &Origin,
     ) -> Vec<Arc<dyn Tool>> {
         let mut tools = self.inner.for_turn(session, metadata, origin);
-        if metadata.contains_key("matrix_room_id") {
+        if metadata.contains_key(routing::MATRIX_ROOM_ID) {
             tools.push(self.send_file.clone());
         }
         tools
@@ -217,7 +217,7 @@ impl Tool for SendFileTool {
         };
         let Some(room_id) = context
             .metadata
-            .get("matrix_room_id")
+            .get(routing::MATRIX_ROOM_ID)
             .and_then(Value::as_str)
         else {
             return ToolOutput::error("this turn did not come from a Matrix room");

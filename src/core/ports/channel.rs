@@ -12,7 +12,7 @@
 //! sent.
 
 use std::error::Error as StdError;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use serde_json::{Map, Value};
@@ -68,6 +68,52 @@ pub trait ReplySink: Send + Sync {
 
     /// Delivers the final reply (or a user-facing error text).
     async fn deliver(&self, text: &str) -> Result<(), DeliveryError>;
+}
+
+/// A sink that keeps what was delivered, for callers that want a turn's reply as a value (the
+/// one-shot terminal mode, sub-agents, tests).
+#[derive(Debug, Default)]
+pub struct CollectingSink {
+    /// A std mutex: held only to push or read, never across an await.
+    delivered: Mutex<Vec<String>>,
+}
+
+impl CollectingSink {
+    /// An empty sink.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Everything delivered, in order.
+    pub fn delivered(&self) -> Vec<String> {
+        self.delivered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+#[async_trait]
+impl ReplySink for CollectingSink {
+    async fn deliver(&self, text: &str) -> Result<(), DeliveryError> {
+        self.delivered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(text.to_owned());
+        Ok(())
+    }
+}
+
+/// The routing-metadata keys more than one adapter reads or writes. Each channel owns the rest
+/// of its keys; these are the ones cron (which aims jobs at rooms and mailboxes) and import
+/// (which restores rooms from the original's records) must spell as the channel does.
+pub mod routing {
+    /// The Matrix room a reply goes to.
+    pub const MATRIX_ROOM_ID: &str = "matrix_room_id";
+    /// The Matrix thread a reply belongs to (its root event).
+    pub const MATRIX_THREAD_ROOT: &str = "matrix_thread_root";
+    /// The subject of a mail, which a reply or a job's mail reuses.
+    pub const EMAIL_SUBJECT: &str = "email_subject";
 }
 
 /// How a dispatched turn ended, for submitters that wait for it.
