@@ -147,7 +147,7 @@ impl TurnTools for MatrixTurnTools {
 }
 
 /// `matrix_send_file`: uploads a workspace file to the turn's room.
-struct SendFileTool {
+pub(crate) struct SendFileTool {
     spec: TypedSpec<SendFileArguments>,
     client: ClientSlot,
     workspace: PathBuf,
@@ -156,13 +156,14 @@ struct SendFileTool {
 /// The arguments of `matrix_send_file`.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct SendFileArguments {
+pub(crate) struct SendFileArguments {
     /// Path of the file, relative to the workspace.
     path: String,
 }
 
 impl SendFileTool {
-    fn new(client: ClientSlot, workspace: PathBuf) -> Self {
+    /// The tool sending through the channel's `client` from `workspace`.
+    pub(crate) fn new(client: ClientSlot, workspace: PathBuf) -> Self {
         Self {
             spec: TypedSpec::new(
                 "matrix_send_file",
