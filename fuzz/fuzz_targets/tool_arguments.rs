@@ -122,7 +122,7 @@ fuzz_target!(|data: &[u8]| {
             .runtime
             .block_on(tool.call(arguments.clone(), &fixture.context));
         if !is_object {
-            assert!(output.is_error, "{} accepted {arguments}", tool.spec().name);
+            assert!(output.is_error, "{} accepted {arguments}", tool.spec().name());
         }
         if output.is_error {
             assert!(output.content.starts_with("Error"), "{}", output.content);

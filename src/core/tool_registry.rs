@@ -29,7 +29,7 @@ pub struct ToolRegistry {
 impl std::fmt::Debug for ToolRegistry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_list()
-            .entries(self.tools.iter().map(|t| &t.spec().name))
+            .entries(self.tools.iter().map(|t| t.spec().name()))
             .finish()
     }
 }
@@ -42,7 +42,7 @@ impl ToolRegistry {
 
     /// Adds a tool; names must be unique.
     pub fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), DuplicateTool> {
-        let name = tool.spec().name.clone();
+        let name = tool.spec().name().to_owned();
         if self.index.contains_key(&name) {
             return Err(DuplicateTool(name));
         }
@@ -58,7 +58,7 @@ impl ToolRegistry {
 
     /// The names of all registered tools, in registration order.
     pub fn names(&self) -> Vec<&str> {
-        self.tools.iter().map(|t| t.spec().name.as_str()).collect()
+        self.tools.iter().map(|t| t.spec().name()).collect()
     }
 
     /// Number of registered tools.
@@ -86,11 +86,11 @@ pub struct ToolSet<'a> {
 impl<'a> ToolSet<'a> {
     /// Layers `extra` over `registry` for one turn.
     pub fn new(registry: &'a ToolRegistry, extra: Vec<Arc<dyn Tool>>) -> Self {
-        let shadowed = |name: &str| extra.iter().any(|t| t.spec().name == name);
+        let shadowed = |name: &str| extra.iter().any(|t| t.spec().name() == name);
         let offered = registry
             .tools
             .iter()
-            .filter(|t| !shadowed(&t.spec().name))
+            .filter(|t| !shadowed(t.spec().name()))
             .chain(extra.iter())
             .cloned()
             .collect();
@@ -111,7 +111,7 @@ impl<'a> ToolSet<'a> {
         let tool = self
             .extra
             .iter()
-            .find(|t| t.spec().name == name)
+            .find(|t| t.spec().name() == name)
             .or_else(|| self.registry.get(name));
         let Some(tool) = tool else {
             return ToolOutput::error(format!("Error: unknown tool {name:?}"));

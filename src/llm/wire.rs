@@ -2,7 +2,9 @@
 //!
 //! Serialization follows what the strictest servers accept: `content` is always a string (an
 //! empty one rather than `null`, which llama.cpp rejects with HTTP 500), tool-call arguments are
-//! sent as a JSON *string*, and `tools` is left out when there are none. The response types are
+//! sent as a JSON *string*, and `tools` is left out when there are none. Tool definitions are
+//! borrowed, and their schemas embedded as the bytes [`ToolSpec`] serialized once at start,
+//! not serialized again on every turn. The response types are
 //! lenient: every field is optional, so extra or missing fields from one server or another never
 //! break parsing.
 
@@ -124,6 +126,7 @@ pub fn arguments_string(arguments: &Value) -> String {
     }
 }
 
+/// `{"type": "function", "function": spec}`; the spec's schema goes out as its stored bytes.
 #[derive(Debug, Serialize)]
 struct WireTool<'a> {
     #[serde(rename = "type")]
@@ -275,6 +278,22 @@ mod tests {
             serde_json::to_value(RequestBody::new("m", &messages, &[], Some(9), true)).unwrap();
         assert_eq!(with["messages"][0]["reasoning_content"], "think");
         assert_eq!(with["max_tokens"], 9);
+    }
+
+    #[test]
+    fn tool_schemas_go_out_as_the_bytes_serialized_at_start() {
+        let spec = ToolSpec::new(
+            "shell",
+            "Run \"it\".",
+            &json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}),
+        );
+        let specs = [&spec];
+        let body = serde_json::to_string(&RequestBody::new("m", &[], &specs, None, false)).unwrap();
+        let expected = format!(
+            r#""tools":[{{"type":"function","function":{{"name":"shell","description":"Run \"it\".","parameters":{}}}}}]"#,
+            spec.parameters().get()
+        );
+        assert!(body.contains(&expected), "{body}");
     }
 
     #[test]

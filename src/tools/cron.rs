@@ -6,16 +6,17 @@
 //! (see `storage::cron_jobs`), so nothing they change is lost. `cron_add` is offered only in turns a
 //! person started (`Origin::may_schedule`).
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::channels::cron::admin::{self, target_metadata};
 use crate::channels::cron::{CronError, format_jobs};
 use crate::core::ports::clock::Clock;
-use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, ToolSpec, parse_arguments};
+use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, TypedSpec, TypedTool};
 use crate::core::session::SessionId;
 use crate::storage::cron_jobs::{CronJobs, NewJob};
 
@@ -43,35 +44,31 @@ fn failure(tool: &str, error: &CronError) -> ToolOutput {
 pub struct CronListTool {
     store: CronJobs,
     clock: Arc<dyn Clock>,
-    spec: ToolSpec,
+    spec: TypedSpec<NoArguments>,
 }
 
-#[derive(Deserialize)]
+/// `cron_list` takes no arguments.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct NoArguments {}
+pub struct NoArguments {}
 
 impl CronListTool {
     /// The tool over `store`.
     pub fn new(store: CronJobs, clock: Arc<dyn Clock>) -> Self {
-        let spec = ToolSpec {
-            name: "cron_list".to_owned(),
-            description: "List scheduled cron jobs.".to_owned(),
-            parameters: json!({"type": "object", "properties": {}, "additionalProperties": false}),
-        };
+        let spec = TypedSpec::new("cron_list", "List scheduled cron jobs.");
         Self { store, clock, spec }
     }
 }
 
 #[async_trait]
-impl Tool for CronListTool {
-    fn spec(&self) -> &ToolSpec {
+impl TypedTool for CronListTool {
+    type Arguments = NoArguments;
+
+    fn definition(&self) -> &TypedSpec<NoArguments> {
         &self.spec
     }
 
-    async fn call(&self, arguments: Value, _context: &ToolContext) -> ToolOutput {
-        if let Err(output) = parse_arguments::<NoArguments>("cron_list", arguments) {
-            return output;
-        }
+    async fn run(&self, _arguments: NoArguments, _context: &ToolContext) -> ToolOutput {
         match self.store.load().await {
             Ok(jobs) => ToolOutput::ok(format_jobs(&jobs, now(&self.clock))),
             Err(error) => failure("cron_list", &CronError::Store(error)),
@@ -82,43 +79,34 @@ impl Tool for CronListTool {
 /// `cron_remove`: deletes a job.
 pub struct CronRemoveTool {
     store: CronJobs,
-    spec: ToolSpec,
+    spec: TypedSpec<RemoveArguments>,
 }
 
-#[derive(Deserialize)]
+/// The arguments of `cron_remove`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct RemoveArguments {
+pub struct RemoveArguments {
+    /// The job id (from cron_list).
     job_id: String,
 }
 
 impl CronRemoveTool {
     /// The tool over `store`.
     pub fn new(store: CronJobs) -> Self {
-        let spec = ToolSpec {
-            name: "cron_remove".to_owned(),
-            description: "Remove a cron job by id.".to_owned(),
-            parameters: json!({
-                "type": "object",
-                "properties": {"job_id": {"type": "string", "description": "The job id (from cron_list)."}},
-                "required": ["job_id"],
-                "additionalProperties": false
-            }),
-        };
+        let spec = TypedSpec::new("cron_remove", "Remove a cron job by id.");
         Self { store, spec }
     }
 }
 
 #[async_trait]
-impl Tool for CronRemoveTool {
-    fn spec(&self) -> &ToolSpec {
+impl TypedTool for CronRemoveTool {
+    type Arguments = RemoveArguments;
+
+    fn definition(&self) -> &TypedSpec<RemoveArguments> {
         &self.spec
     }
 
-    async fn call(&self, arguments: Value, _context: &ToolContext) -> ToolOutput {
-        let arguments: RemoveArguments = match parse_arguments("cron_remove", arguments) {
-            Ok(arguments) => arguments,
-            Err(output) => return output,
-        };
+    async fn run(&self, arguments: RemoveArguments, _context: &ToolContext) -> ToolOutput {
         match admin::remove_job(&self.store, arguments.job_id.trim()).await {
             Ok(job) => ToolOutput::ok(format!("OK: removed cron job id={}", job.id)),
             Err(error) => failure("cron_remove", &error),
@@ -130,12 +118,14 @@ impl Tool for CronRemoveTool {
 pub struct CronSetEnabledTool {
     store: CronJobs,
     clock: Arc<dyn Clock>,
-    spec: ToolSpec,
+    spec: TypedSpec<SetEnabledArguments>,
 }
 
-#[derive(Deserialize)]
+/// The arguments of `cron_set_enabled`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct SetEnabledArguments {
+pub struct SetEnabledArguments {
+    /// The job id (from cron_list).
     job_id: String,
     enabled: bool,
 }
@@ -143,34 +133,20 @@ struct SetEnabledArguments {
 impl CronSetEnabledTool {
     /// The tool over `store`.
     pub fn new(store: CronJobs, clock: Arc<dyn Clock>) -> Self {
-        let spec = ToolSpec {
-            name: "cron_set_enabled".to_owned(),
-            description: "Enable or disable a cron job by id.".to_owned(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "job_id": {"type": "string", "description": "The job id (from cron_list)."},
-                    "enabled": {"type": "boolean"}
-                },
-                "required": ["job_id", "enabled"],
-                "additionalProperties": false
-            }),
-        };
+        let spec = TypedSpec::new("cron_set_enabled", "Enable or disable a cron job by id.");
         Self { store, clock, spec }
     }
 }
 
 #[async_trait]
-impl Tool for CronSetEnabledTool {
-    fn spec(&self) -> &ToolSpec {
+impl TypedTool for CronSetEnabledTool {
+    type Arguments = SetEnabledArguments;
+
+    fn definition(&self) -> &TypedSpec<SetEnabledArguments> {
         &self.spec
     }
 
-    async fn call(&self, arguments: Value, _context: &ToolContext) -> ToolOutput {
-        let arguments: SetEnabledArguments = match parse_arguments("cron_set_enabled", arguments) {
-            Ok(arguments) => arguments,
-            Err(output) => return output,
-        };
+    async fn run(&self, arguments: SetEnabledArguments, _context: &ToolContext) -> ToolOutput {
         let id = arguments.job_id.trim();
         match admin::set_enabled(&self.store, id, arguments.enabled, now(&self.clock)).await {
             Ok(job) => {
@@ -189,22 +165,33 @@ pub struct CronAddTool {
     clock: Arc<dyn Clock>,
     session: SessionId,
     metadata: Map<String, Value>,
-    spec: ToolSpec,
 }
 
-#[derive(Deserialize)]
+/// The arguments of `cron_add`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct AddArguments {
+pub struct AddArguments {
+    /// Short job name.
     name: String,
+    /// The prompt you get when it fires.
     message: String,
     schedule: String,
-    #[serde(default)]
+    /// IANA zone for cron expressions (default: host local).
     timezone: Option<String>,
-    #[serde(default)]
+    /// Target session id (default: this session).
     channel: Option<String>,
-    #[serde(default)]
     enabled: Option<bool>,
 }
+
+/// Built once: the tool itself is built for every turn.
+static ADD_SPEC: LazyLock<TypedSpec<AddArguments>> = LazyLock::new(|| {
+    TypedSpec::new(
+        "cron_add",
+        "Schedule a prompt for yourself; your reply goes to the target session. Schedule: \
+         5-field cron ('0 9 * * 1-5'), 'every N' (seconds) or 'at 2026-05-01T09:00:00+02:00' \
+         (once).",
+    )
+});
 
 impl CronAddTool {
     /// The tool for one turn of `session` with the channel's routing `metadata`.
@@ -214,32 +201,11 @@ impl CronAddTool {
         session: SessionId,
         metadata: Map<String, Value>,
     ) -> Self {
-        let spec = ToolSpec {
-            name: "cron_add".to_owned(),
-            description: "Schedule a prompt for yourself; your reply goes to the target session. \
-                Schedule: 5-field cron ('0 9 * * 1-5'), 'every N' (seconds) or \
-                'at 2026-05-01T09:00:00+02:00' (once)."
-                .to_owned(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "name": {"type": "string", "description": "Short job name."},
-                    "message": {"type": "string", "description": "The prompt you get when it fires."},
-                    "schedule": {"type": "string"},
-                    "timezone": {"type": "string", "description": "IANA zone for cron expressions (default: host local)."},
-                    "channel": {"type": "string", "description": "Target session id (default: this session)."},
-                    "enabled": {"type": "boolean"}
-                },
-                "required": ["name", "message", "schedule"],
-                "additionalProperties": false
-            }),
-        };
         Self {
             store,
             clock,
             session,
             metadata,
-            spec,
         }
     }
 
@@ -283,16 +249,14 @@ impl CronAddTool {
 }
 
 #[async_trait]
-impl Tool for CronAddTool {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+impl TypedTool for CronAddTool {
+    type Arguments = AddArguments;
+
+    fn definition(&self) -> &TypedSpec<AddArguments> {
+        &ADD_SPEC
     }
 
-    async fn call(&self, arguments: Value, _context: &ToolContext) -> ToolOutput {
-        let arguments: AddArguments = match parse_arguments("cron_add", arguments) {
-            Ok(arguments) => arguments,
-            Err(output) => return output,
-        };
+    async fn run(&self, arguments: AddArguments, _context: &ToolContext) -> ToolOutput {
         if arguments.name.trim().is_empty() || arguments.message.trim().is_empty() {
             return ToolOutput::error("Error: 'name' and 'message' must not be empty.");
         }
@@ -307,6 +271,7 @@ impl Tool for CronAddTool {
 mod tests {
     use super::*;
     use chrono::{DateTime, FixedOffset};
+    use serde_json::json;
 
     struct FixedClock(DateTime<FixedOffset>);
 

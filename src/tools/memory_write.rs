@@ -5,14 +5,14 @@
 //! agent merges); an empty write is refused because it would erase everything by accident; an
 //! oversized one is accepted with a warning in the result, since refusing would lose the facts.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
 
 use crate::core::ports::store::MemoryStore;
-use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, ToolSpec, parse_arguments};
+use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
 use crate::core::session::SessionId;
 
 /// Above this many words the result asks the agent to condense.
@@ -22,50 +22,41 @@ pub const SOFT_WORD_LIMIT: usize = 600;
 pub struct MemoryWriteTool {
     store: Arc<dyn MemoryStore>,
     session: SessionId,
-    spec: ToolSpec,
 }
 
-#[derive(Deserialize)]
+/// The arguments of `memory_write`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Arguments {
+pub struct Arguments {
+    /// The complete new memory document (Markdown).
     content: String,
 }
+
+/// Built once: the tool itself is built for every turn.
+static SPEC: LazyLock<TypedSpec<Arguments>> = LazyLock::new(|| {
+    TypedSpec::new(
+        "memory_write",
+        "Replace your global memory (shown as '## Your Memory' in every session). \
+         Merge new facts into the current text; keep it under ~300 words of bullet points.",
+    )
+});
 
 impl MemoryWriteTool {
     /// The tool for one turn of `session`.
     pub fn new(store: Arc<dyn MemoryStore>, session: SessionId) -> Self {
-        let spec = ToolSpec {
-            name: "memory_write".to_owned(),
-            description:
-                "Replace your global memory (shown as '## Your Memory' in every session). \
-                Merge new facts into the current text; keep it under ~300 words of bullet points."
-                    .to_owned(),
-            parameters: json!({
-                "type": "object",
-                "properties": {"content": {"type": "string", "description": "The complete new memory document (Markdown)."}},
-                "required": ["content"],
-                "additionalProperties": false
-            }),
-        };
-        Self {
-            store,
-            session,
-            spec,
-        }
+        Self { store, session }
     }
 }
 
 #[async_trait]
-impl Tool for MemoryWriteTool {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+impl TypedTool for MemoryWriteTool {
+    type Arguments = Arguments;
+
+    fn definition(&self) -> &TypedSpec<Arguments> {
+        &SPEC
     }
 
-    async fn call(&self, arguments: Value, _context: &ToolContext) -> ToolOutput {
-        let arguments: Arguments = match parse_arguments("memory_write", arguments) {
-            Ok(arguments) => arguments,
-            Err(output) => return output,
-        };
+    async fn run(&self, arguments: Arguments, _context: &ToolContext) -> ToolOutput {
         if arguments.content.trim().is_empty() {
             return ToolOutput::error(
                 "Error: refused to write empty memory; it would erase everything. Send the full merged document.",

@@ -20,6 +20,8 @@ pub mod memory_write;
 pub mod search_history;
 pub mod shell;
 pub mod spawn;
+#[cfg(test)]
+mod tests;
 pub mod web_search;
 pub mod workspace_path;
 

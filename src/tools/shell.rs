@@ -22,12 +22,12 @@ use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
-use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, ToolSpec, parse_arguments};
+use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
 
 /// Longest timeout a call may ask for, in seconds.
 pub const MAX_TIMEOUT_SECONDS: u64 = 600;
@@ -40,13 +40,17 @@ pub const DRAIN_GRACE: Duration = Duration::from_secs(2);
 pub struct ShellTool {
     cwd: PathBuf,
     default_timeout: u64,
-    spec: ToolSpec,
+    spec: TypedSpec<Arguments>,
 }
 
-#[derive(Deserialize)]
+/// The arguments of `shell`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Arguments {
+pub struct Arguments {
+    /// The command line.
     command: String,
+    /// Timeout in seconds; the whole process group is killed then.
+    #[schemars(range(min = 1, max = MAX_TIMEOUT_SECONDS))]
     timeout: Option<u64>,
 }
 
@@ -55,23 +59,14 @@ impl ShellTool {
     /// otherwise (clamped to 1..=[`MAX_TIMEOUT_SECONDS`]).
     pub fn new(cwd: &Path, default_timeout_seconds: u64) -> Self {
         let default_timeout = default_timeout_seconds.clamp(1, MAX_TIMEOUT_SECONDS);
-        let spec = ToolSpec {
-            name: "shell".to_owned(),
-            description: format!(
+        let spec = TypedSpec::new(
+            "shell",
+            format!(
                 "Run a shell command (sh -c) in the workspace. stdout and stderr are returned \
                  together (long output keeps its start and end) with the exit code. Background \
                  processes are killed when the command ends. Default timeout {default_timeout}s."
             ),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "command": {"type": "string", "description": "The command line."},
-                    "timeout": {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT_SECONDS, "description": "Timeout in seconds; the whole process group is killed then."}
-                },
-                "required": ["command"],
-                "additionalProperties": false
-            }),
-        };
+        );
         Self {
             cwd: cwd.to_owned(),
             default_timeout,
@@ -81,16 +76,14 @@ impl ShellTool {
 }
 
 #[async_trait]
-impl Tool for ShellTool {
-    fn spec(&self) -> &ToolSpec {
+impl TypedTool for ShellTool {
+    type Arguments = Arguments;
+
+    fn definition(&self) -> &TypedSpec<Arguments> {
         &self.spec
     }
 
-    async fn call(&self, arguments: Value, _context: &ToolContext) -> ToolOutput {
-        let arguments: Arguments = match parse_arguments("shell", arguments) {
-            Ok(arguments) => arguments,
-            Err(output) => return output,
-        };
+    async fn run(&self, arguments: Arguments, _context: &ToolContext) -> ToolOutput {
         if arguments.command.trim().is_empty() {
             return ToolOutput::error("Error: the command is empty.");
         }
@@ -302,7 +295,9 @@ impl HeadTail {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::ports::tool::Tool;
     use crate::core::session::SessionId;
+    use serde_json::json;
 
     async fn shell(command: &str, timeout: Option<u64>) -> ToolOutput {
         let dir = tempfile::tempdir().unwrap();

@@ -24,11 +24,11 @@ struct Probe {
 
 impl Probe {
     fn new(calls: Arc<AtomicUsize>) -> Self {
-        let spec = ToolSpec {
-            name: "probe".into(),
-            description: "Test probe.".into(),
-            parameters: json!({"type": "object", "properties": {}}),
-        };
+        let spec = ToolSpec::new(
+            "probe",
+            "Test probe.",
+            &json!({"type": "object", "properties": {}}),
+        );
         Self { spec, calls }
     }
 }

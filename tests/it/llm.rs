@@ -230,11 +230,11 @@ fn conversation() -> Vec<Message> {
 async fn request_is_serialized_for_strict_servers() {
     let server = ScriptedLlm::start().await;
     let messages = conversation();
-    let tool = ToolSpec {
-        name: "shell".into(),
-        description: "Run a command.".into(),
-        parameters: json!({"type": "object", "properties": {"command": {"type": "string"}}}),
-    };
+    let tool = ToolSpec::new(
+        "shell",
+        "Run a command.",
+        &json!({"type": "object", "properties": {"command": {"type": "string"}}}),
+    );
     let mut plain = endpoint(&server.url(), "plain");
     plain.model = "api-plain".into();
     let mut reasoning = endpoint(&server.url(), "reasoning");

@@ -33,11 +33,11 @@ struct NamedTool(ToolSpec);
 
 impl NamedTool {
     fn named(name: &str) -> Arc<dyn Tool> {
-        Arc::new(Self(ToolSpec {
-            name: name.to_owned(),
-            description: format!("The {name} tool."),
-            parameters: json!({"type": "object", "properties": {}}),
-        }))
+        Arc::new(Self(ToolSpec::new(
+            name,
+            format!("The {name} tool."),
+            &json!({"type": "object", "properties": {}}),
+        )))
     }
 }
 
@@ -48,7 +48,7 @@ impl Tool for NamedTool {
     }
 
     async fn call(&self, _arguments: Value, _context: &ToolContext) -> ToolOutput {
-        ToolOutput::ok(format!("{} ran", self.0.name))
+        ToolOutput::ok(format!("{} ran", self.0.name()))
     }
 }
 
@@ -330,8 +330,9 @@ async fn a_profile_picks_its_tools_prompt_files_and_pool() {
     let parent = session("local");
 
     let spec = s.agent.tools().get("spawn").unwrap().spec().clone();
+    let parameters: Value = serde_json::from_str(spec.parameters().get()).unwrap();
     assert_eq!(
-        spec.parameters["properties"]["profile"]["enum"],
+        parameters["properties"]["profile"]["enum"],
         json!(["research", "writer"])
     );
 
@@ -381,7 +382,8 @@ async fn a_profile_picks_its_tools_prompt_files_and_pool() {
 async fn without_profiles_the_schema_has_no_profile_and_bad_calls_are_errors() {
     let s = setup(enabled(4, BTreeMap::new()), SpawnLimits::default()).await;
     let spec = s.agent.tools().get("spawn").unwrap().spec().clone();
-    assert!(spec.parameters["properties"].get("profile").is_none());
+    let parameters: Value = serde_json::from_str(spec.parameters().get()).unwrap();
+    assert!(parameters["properties"].get("profile").is_none());
     let parent = session("local");
     for arguments in [
         json!({}),

@@ -16,13 +16,14 @@ use matrix_sdk::media::{MediaFormat, MediaRequestParameters};
 use matrix_sdk::ruma::RoomId;
 use matrix_sdk::ruma::events::room::MediaSource;
 use matrix_sdk::ruma::events::room::message::MessageType;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::channels::attachments::AttachmentStore;
 use crate::core::origin::Origin;
 use crate::core::ports::channel::{TurnTools, routing};
-use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, ToolSpec, parse_arguments};
+use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, TypedSpec, TypedTool};
 use crate::core::session::SessionId;
 use crate::tools::workspace_path::WorkspaceGuard;
 
@@ -147,34 +148,28 @@ impl TurnTools for MatrixTurnTools {
 }
 
 /// `matrix_send_file`: uploads a workspace file to the turn's room.
-struct SendFileTool {
-    spec: ToolSpec,
+pub(crate) struct SendFileTool {
+    spec: TypedSpec<SendFileArguments>,
     client: ClientSlot,
     workspace: PathBuf,
 }
 
-#[derive(Deserialize)]
+/// The arguments of `matrix_send_file`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Arguments {
+pub(crate) struct SendFileArguments {
+    /// Path of the file, relative to the workspace.
     path: String,
 }
 
 impl SendFileTool {
-    fn new(client: ClientSlot, workspace: PathBuf) -> Self {
+    /// The tool sending through the channel's `client` from `workspace`.
+    pub(crate) fn new(client: ClientSlot, workspace: PathBuf) -> Self {
         Self {
-            spec: ToolSpec {
-                name: "matrix_send_file".to_owned(),
-                description: "Send a file from the workspace to this Matrix room as an attachment."
-                    .to_owned(),
-                parameters: json!({
-                    "type": "object",
-                    "properties": {
-                        "path": {"type": "string", "description": "Path of the file, relative to the workspace."}
-                    },
-                    "required": ["path"],
-                    "additionalProperties": false
-                }),
-            },
+            spec: TypedSpec::new(
+                "matrix_send_file",
+                "Send a file from the workspace to this Matrix room as an attachment.",
+            ),
             client,
             workspace,
         }
@@ -205,16 +200,14 @@ fn mime_for(name: &str) -> &'static str {
 }
 
 #[async_trait]
-impl Tool for SendFileTool {
-    fn spec(&self) -> &ToolSpec {
+impl TypedTool for SendFileTool {
+    type Arguments = SendFileArguments;
+
+    fn definition(&self) -> &TypedSpec<SendFileArguments> {
         &self.spec
     }
 
-    async fn call(&self, arguments: Value, context: &ToolContext) -> ToolOutput {
-        let arguments: Arguments = match parse_arguments("matrix_send_file", arguments) {
-            Ok(arguments) => arguments,
-            Err(output) => return output,
-        };
+    async fn run(&self, arguments: SendFileArguments, context: &ToolContext) -> ToolOutput {
         let Some(room_id) = context
             .metadata
             .get(routing::MATRIX_ROOM_ID)

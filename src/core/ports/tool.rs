@@ -3,22 +3,145 @@
 //! A tool describes itself with a JSON Schema and executes with JSON arguments. Every outcome is
 //! a [`ToolOutput`]: bad arguments, failures and even panics become error results the model can
 //! read, never errors that end the turn.
+//!
+//! Most tools are [`TypedTool`]s: their arguments are a Rust type, and that one type is both the
+//! schema the model sees (derived with schemars, field doc comments as descriptions) and the
+//! parser their calls go through, so the two cannot drift apart. A blanket implementation makes
+//! every typed tool a [`Tool`]. Tools whose schema comes from elsewhere (MCP servers) implement
+//! [`Tool`] directly. Either way the schema is serialized once, when the [`ToolSpec`] is built,
+//! and every request embeds those bytes.
+
+use std::marker::PhantomData;
 
 use async_trait::async_trait;
+use schemars::generate::SchemaSettings;
+use schemars::transform::RecursiveTransform;
+use schemars::{JsonSchema, Schema};
 use serde::Serialize;
-use serde_json::Value;
+use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
 
 use crate::core::session::SessionId;
 
-/// The definition sent to the model.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// The definition sent to the model, with its schema already serialized: requests embed the
+/// bytes as they are instead of serializing the schema again on every turn.
+#[derive(Debug, Clone, Serialize)]
 pub struct ToolSpec {
-    /// Unique name (`[a-zA-Z0-9_-]+`).
-    pub name: String,
-    /// What it does and when to use it: paid for on every turn, so short.
-    pub description: String,
-    /// JSON Schema of the arguments object.
-    pub parameters: Value,
+    name: String,
+    description: String,
+    parameters: Box<RawValue>,
+}
+
+impl ToolSpec {
+    /// A definition: `name` (unique, `[a-zA-Z0-9_-]+`), `description` (what it does and when to
+    /// use it: paid for on every turn, so short) and the JSON Schema of the arguments object.
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        parameters: &Value,
+    ) -> Self {
+        let parameters = serde_json::value::to_raw_value(parameters).unwrap_or_else(|error| {
+            // A `Value` always serializes (string keys, finite numbers); this is never reached.
+            tracing::error!(error = %error, "Tool schema could not be serialized.");
+            RawValue::NULL.to_owned()
+        });
+        Self {
+            name: name.into(),
+            description: description.into(),
+            parameters,
+        }
+    }
+
+    /// The unique name the model calls the tool by.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// What the tool does and when to use it.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// The JSON Schema of the arguments object, serialized.
+    pub fn parameters(&self) -> &RawValue {
+        &self.parameters
+    }
+}
+
+/// A [`ToolSpec`] whose schema was derived from the argument type `A`: a typed tool can only
+/// offer the schema of the type its calls are parsed into.
+#[derive(Debug)]
+pub struct TypedSpec<A> {
+    spec: ToolSpec,
+    arguments: PhantomData<fn() -> A>,
+}
+
+impl<A: JsonSchema> TypedSpec<A> {
+    /// The definition of a tool taking `A`.
+    pub fn new(name: impl Into<String>, description: impl Into<String>) -> Self {
+        Self::edited(name, description, |_| {})
+    }
+
+    /// The definition of a tool taking `A`, with its derived schema changed by `edit` before it
+    /// is serialized: for what only the running configuration knows (such as the names a
+    /// string may take). The edit may narrow the schema, never widen it past what `A` accepts.
+    pub fn edited(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        edit: impl FnOnce(&mut Value),
+    ) -> Self {
+        let mut parameters = parameters_schema::<A>();
+        edit(&mut parameters);
+        Self {
+            spec: ToolSpec::new(name, description, &parameters),
+            arguments: PhantomData,
+        }
+    }
+
+    /// The definition sent to the model.
+    pub fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+}
+
+/// The JSON Schema of the arguments object `A`, as models are shown it: every subschema inline,
+/// no `$schema` or `title`, optional fields simply not required (some OpenAI-compatible servers
+/// refuse `"type": ["string", "null"]`), and no integer `format` (`uint64` tells a model
+/// nothing that `minimum` does not, and costs prompt on every turn).
+pub fn parameters_schema<A: JsonSchema>() -> Value {
+    let settings = SchemaSettings::draft07()
+        .with(|settings| {
+            settings.inline_subschemas = true;
+            settings.meta_schema = None;
+        })
+        .with_transform(RecursiveTransform(for_models as fn(&mut Schema)));
+    let mut schema = settings.into_generator().into_root_schema_for::<A>();
+    // The type's own doc comment describes it to Rust readers; the tool's description is the
+    // model's.
+    for key in ["title", "description"] {
+        schema.remove(key);
+    }
+    let mut parameters = schema.to_value();
+    if let Value::Object(root) = &mut parameters {
+        root.entry("properties")
+            .or_insert_with(|| Value::Object(Map::new()));
+    }
+    parameters
+}
+
+/// One subschema as [`parameters_schema`] wants it.
+fn for_models(schema: &mut Schema) {
+    if let Some(Value::Array(types)) = schema.get_mut("type") {
+        types.retain(|kind| kind != "null");
+        if let [only] = types.as_slice() {
+            let only = only.clone();
+            schema.insert("type".to_owned(), only);
+        }
+    }
+    if schema.get("type").and_then(Value::as_str) == Some("integer") {
+        schema.remove("format");
+    }
 }
 
 /// The result of one call.
@@ -74,18 +197,50 @@ pub trait Tool: Send + Sync {
     fn spec(&self) -> &ToolSpec;
 
     /// Runs the tool. Must not panic on bad input: validate `arguments` and return
-    /// [`ToolOutput::error`] with a message that says what was wrong.
+    /// [`ToolOutput::error`] with a message that says what was wrong ([`TypedTool`]s get this
+    /// from the blanket implementation).
     async fn call(&self, arguments: Value, context: &ToolContext) -> ToolOutput;
+}
+
+/// A tool whose arguments are the Rust type [`TypedTool::Arguments`]: the one place that type
+/// is declared is both its schema and its parser.
+///
+/// The blanket [`Tool`] implementation parses every call with [`parse_arguments`] and turns a
+/// mismatch into an error result, so [`TypedTool::run`] only ever sees well-formed arguments.
+#[async_trait]
+pub trait TypedTool: Send + Sync {
+    /// The arguments object. Declare it with `#[serde(deny_unknown_fields)]` (the schema then
+    /// says `"additionalProperties": false`) and a `///` line on each field, which becomes the
+    /// field's description for the model.
+    type Arguments: DeserializeOwned + JsonSchema + Send;
+
+    /// The definition offered to the model, built once with [`TypedSpec::new`].
+    fn definition(&self) -> &TypedSpec<Self::Arguments>;
+
+    /// Runs the tool on parsed arguments. Must not panic: what the type cannot check (empty
+    /// strings, ranges, paths) is checked here and refused with [`ToolOutput::error`].
+    async fn run(&self, arguments: Self::Arguments, context: &ToolContext) -> ToolOutput;
+}
+
+#[async_trait]
+impl<T: TypedTool> Tool for T {
+    fn spec(&self) -> &ToolSpec {
+        self.definition().spec()
+    }
+
+    async fn call(&self, arguments: Value, context: &ToolContext) -> ToolOutput {
+        match parse_arguments::<T::Arguments>(self.spec().name(), arguments) {
+            Ok(arguments) => self.run(arguments, context).await,
+            Err(output) => output,
+        }
+    }
 }
 
 /// Parses `arguments` into `T`, turning a mismatch into a clear error result.
 ///
 /// Tools declare their argument struct with `#[serde(deny_unknown_fields)]`, so this is the
 /// schema check: missing fields, wrong types and unknown fields are all named.
-pub fn parse_arguments<T: serde::de::DeserializeOwned>(
-    tool: &str,
-    arguments: Value,
-) -> Result<T, ToolOutput> {
+pub fn parse_arguments<T: DeserializeOwned>(tool: &str, arguments: Value) -> Result<T, ToolOutput> {
     let arguments = if arguments.is_null() {
         Value::Object(Default::default())
     } else {
@@ -136,6 +291,61 @@ mod tests {
         parse_arguments::<Arguments>("list_files", arguments)
             .unwrap_err()
             .content
+    }
+
+    /// Every rule of `parameters_schema` on one type.
+    #[derive(serde::Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Sample {
+        /// The path.
+        path: String,
+        /// At most this many.
+        #[schemars(range(min = 1, max = 9), extend("default" = 5))]
+        limit: Option<u64>,
+        #[schemars(skip)]
+        legacy: Option<u32>,
+        flag: Option<bool>,
+    }
+
+    #[test]
+    fn derived_schemas_are_what_models_are_shown() {
+        assert_eq!(
+            parameters_schema::<Sample>(),
+            json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "The path."},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 9, "default": 5, "description": "At most this many."},
+                    "flag": {"type": "boolean"}
+                },
+                "required": ["path"],
+                "additionalProperties": false
+            })
+        );
+        #[derive(serde::Deserialize, JsonSchema)]
+        #[serde(deny_unknown_fields)]
+        struct Nothing {}
+        assert_eq!(
+            parameters_schema::<Nothing>(),
+            json!({"type": "object", "properties": {}, "additionalProperties": false})
+        );
+    }
+
+    #[test]
+    fn a_spec_serializes_its_schema_once_and_embeds_it() {
+        let spec = TypedSpec::<Sample>::edited("sample", "Samples.", |parameters| {
+            parameters["properties"]["path"]["enum"] = json!(["a", "b"]);
+        });
+        let spec = spec.spec();
+        assert_eq!(spec.name(), "sample");
+        let parameters: Value = serde_json::from_str(spec.parameters().get()).unwrap();
+        assert_eq!(parameters["properties"]["path"]["enum"], json!(["a", "b"]));
+        let sent = serde_json::to_value(spec).unwrap();
+        assert_eq!(
+            sent,
+            json!({"name": "sample", "description": "Samples.", "parameters": parameters})
+        );
     }
 
     #[test]

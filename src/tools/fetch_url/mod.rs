@@ -22,10 +22,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
-use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, ToolSpec, parse_arguments};
+use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
 
 pub use fetch::{FetchLimits, Fetched, Fetcher, Resolve, SystemResolver};
 pub use guard::AddressPolicy;
@@ -141,23 +141,29 @@ pub enum FetchError {
     },
 }
 
-/// How the body is returned.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+// How the body is returned. Plain comments, not doc comments: those would become schema
+// descriptions the model does not need (and turn the `enum` into a longer `oneOf`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 enum Format {
-    /// HTML rendered as readable text; other types as they are.
+    // HTML rendered as readable text; other types as they are.
     #[default]
     Text,
-    /// The decoded body as it is.
+    // The decoded body as it is.
     Html,
 }
 
-#[derive(Deserialize)]
+/// The arguments of `fetch_url`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Arguments {
+pub struct Arguments {
+    /// The http or https URL.
     url: String,
+    #[schemars(range(min = 1, max = MAX_TIMEOUT_SECONDS), extend("default" = DEFAULT_TIMEOUT_SECONDS))]
     timeout_seconds: Option<u64>,
+    #[schemars(range(min = 1, max = MAX_MAX_BYTES), extend("default" = DEFAULT_MAX_BYTES))]
     max_bytes: Option<u64>,
+    #[schemars(range(min = 1, max = MAX_MAX_CHARS), extend("default" = DEFAULT_MAX_CHARS))]
     max_chars: Option<u64>,
     #[serde(default)]
     format: Format,
@@ -166,7 +172,7 @@ struct Arguments {
 /// The `fetch_url` tool.
 pub struct FetchUrlTool {
     fetcher: Fetcher,
-    spec: ToolSpec,
+    spec: TypedSpec<Arguments>,
 }
 
 impl FetchUrlTool {
@@ -180,25 +186,11 @@ impl FetchUrlTool {
 
     /// The tool over a given fetcher (tests use a permissive policy and fake resolvers).
     pub fn with_fetcher(fetcher: Fetcher) -> Self {
-        let spec = ToolSpec {
-            name: "fetch_url".to_owned(),
-            description:
-                "Fetch a public http(s) URL and return its text (HTML converted to text). \
-                          Private and local addresses are refused."
-                    .to_owned(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "url": {"type": "string", "description": "The http or https URL."},
-                    "timeout_seconds": {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT_SECONDS, "default": DEFAULT_TIMEOUT_SECONDS},
-                    "max_bytes": {"type": "integer", "minimum": 1, "maximum": MAX_MAX_BYTES, "default": DEFAULT_MAX_BYTES},
-                    "max_chars": {"type": "integer", "minimum": 1, "maximum": MAX_MAX_CHARS, "default": DEFAULT_MAX_CHARS},
-                    "format": {"type": "string", "enum": ["text", "html"], "default": "text"}
-                },
-                "required": ["url"],
-                "additionalProperties": false
-            }),
-        };
+        let spec = TypedSpec::new(
+            "fetch_url",
+            "Fetch a public http(s) URL and return its text (HTML converted to text). Private \
+             and local addresses are refused.",
+        );
         Self { fetcher, spec }
     }
 }
@@ -220,16 +212,14 @@ fn bounded(name: &str, value: Option<u64>, default: u64, max: u64) -> Result<u64
 }
 
 #[async_trait]
-impl Tool for FetchUrlTool {
-    fn spec(&self) -> &ToolSpec {
+impl TypedTool for FetchUrlTool {
+    type Arguments = Arguments;
+
+    fn definition(&self) -> &TypedSpec<Arguments> {
         &self.spec
     }
 
-    async fn call(&self, arguments: Value, context: &ToolContext) -> ToolOutput {
-        let arguments: Arguments = match parse_arguments("fetch_url", arguments) {
-            Ok(arguments) => arguments,
-            Err(output) => return output,
-        };
+    async fn run(&self, arguments: Arguments, context: &ToolContext) -> ToolOutput {
         let limits = (
             bounded(
                 "timeout_seconds",

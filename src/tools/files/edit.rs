@@ -9,62 +9,52 @@ use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
 
 use super::{EDIT_CAP, blocking, io_failure, write_keeping_permissions};
-use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, ToolSpec, parse_arguments};
+use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
 use crate::tools::workspace_path::WorkspaceGuard;
 
 /// Replaces one exact occurrence of a text in a file.
 pub struct EditFileTool {
     guard: Arc<WorkspaceGuard>,
-    spec: ToolSpec,
+    spec: TypedSpec<Arguments>,
 }
 
-#[derive(Deserialize)]
+/// The arguments of `edit_file`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Arguments {
+pub struct Arguments {
+    /// File path.
     path: String,
+    /// The exact text to replace.
     old_text: String,
+    /// The replacement (may be empty).
     new_text: String,
 }
 
 impl EditFileTool {
     /// The tool over `guard`.
     pub fn new(guard: Arc<WorkspaceGuard>) -> Self {
-        let spec = ToolSpec {
-            name: "edit_file".to_owned(),
-            description: "Replace old_text with new_text in a file. old_text must match exactly \
-                (whitespace included) and occur exactly once; include surrounding lines to make \
-                it unique."
-                .to_owned(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "File path."},
-                    "old_text": {"type": "string", "description": "The exact text to replace."},
-                    "new_text": {"type": "string", "description": "The replacement (may be empty)."}
-                },
-                "required": ["path", "old_text", "new_text"],
-                "additionalProperties": false
-            }),
-        };
+        let spec = TypedSpec::new(
+            "edit_file",
+            "Replace old_text with new_text in a file. old_text must match exactly (whitespace \
+             included) and occur exactly once; include surrounding lines to make it unique.",
+        );
         Self { guard, spec }
     }
 }
 
 #[async_trait]
-impl Tool for EditFileTool {
-    fn spec(&self) -> &ToolSpec {
+impl TypedTool for EditFileTool {
+    type Arguments = Arguments;
+
+    fn definition(&self) -> &TypedSpec<Arguments> {
         &self.spec
     }
 
-    async fn call(&self, arguments: Value, _context: &ToolContext) -> ToolOutput {
-        let arguments: Arguments = match parse_arguments("edit_file", arguments) {
-            Ok(arguments) => arguments,
-            Err(output) => return output,
-        };
+    async fn run(&self, arguments: Arguments, _context: &ToolContext) -> ToolOutput {
         if arguments.old_text.is_empty() {
             return ToolOutput::error(
                 "Error: old_text is empty; give the exact text to replace (use write_file to create a file).",

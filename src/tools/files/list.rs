@@ -5,56 +5,48 @@ use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
 
 use super::{LIST_CAP, blocking, io_failure};
-use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, ToolSpec, parse_arguments};
+use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
 use crate::tools::workspace_path::WorkspaceGuard;
 
 /// Lists a directory.
 pub struct ListFilesTool {
     guard: Arc<WorkspaceGuard>,
-    spec: ToolSpec,
+    spec: TypedSpec<Arguments>,
 }
 
-#[derive(Deserialize)]
+/// The arguments of `list_files`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Arguments {
+pub struct Arguments {
+    /// Directory path. Default '.'.
     path: Option<String>,
 }
 
 impl ListFilesTool {
     /// The tool over `guard`.
     pub fn new(guard: Arc<WorkspaceGuard>) -> Self {
-        let spec = ToolSpec {
-            name: "list_files".to_owned(),
-            description: "List a directory (default: the workspace): 'd name' for directories, \
-                'f name' for files."
-                .to_owned(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "Directory path. Default '.'."}
-                },
-                "additionalProperties": false
-            }),
-        };
+        let spec = TypedSpec::new(
+            "list_files",
+            "List a directory (default: the workspace): 'd name' for directories, 'f name' for \
+             files.",
+        );
         Self { guard, spec }
     }
 }
 
 #[async_trait]
-impl Tool for ListFilesTool {
-    fn spec(&self) -> &ToolSpec {
+impl TypedTool for ListFilesTool {
+    type Arguments = Arguments;
+
+    fn definition(&self) -> &TypedSpec<Arguments> {
         &self.spec
     }
 
-    async fn call(&self, arguments: Value, _context: &ToolContext) -> ToolOutput {
-        let arguments: Arguments = match parse_arguments("list_files", arguments) {
-            Ok(arguments) => arguments,
-            Err(output) => return output,
-        };
+    async fn run(&self, arguments: Arguments, _context: &ToolContext) -> ToolOutput {
         let shown = arguments
             .path
             .filter(|path| !path.is_empty())

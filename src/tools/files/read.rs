@@ -10,61 +10,54 @@ use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
 
 use super::{READ_CAP, blocking, io_failure};
-use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, ToolSpec, parse_arguments};
+use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
 use crate::tools::workspace_path::WorkspaceGuard;
 
 /// Reads a text file.
 pub struct ReadFileTool {
     guard: Arc<WorkspaceGuard>,
-    spec: ToolSpec,
+    spec: TypedSpec<Arguments>,
 }
 
-#[derive(Deserialize)]
+/// The arguments of `read_file`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Arguments {
+pub struct Arguments {
+    /// File path.
     path: String,
+    /// First line to return (1-based). Default 1.
+    #[schemars(range(min = 1))]
     offset: Option<usize>,
+    /// Most lines to return. Default: up to the size cap.
+    #[schemars(range(min = 1))]
     limit: Option<usize>,
 }
 
 impl ReadFileTool {
     /// The tool over `guard`.
     pub fn new(guard: Arc<WorkspaceGuard>) -> Self {
-        let spec = ToolSpec {
-            name: "read_file".to_owned(),
-            description: "Read a UTF-8 text file (relative paths are in the workspace). Long \
-                files are cut at 256 KiB; use offset/limit (lines) to read on."
-                .to_owned(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "File path."},
-                    "offset": {"type": "integer", "minimum": 1, "description": "First line to return (1-based). Default 1."},
-                    "limit": {"type": "integer", "minimum": 1, "description": "Most lines to return. Default: up to the size cap."}
-                },
-                "required": ["path"],
-                "additionalProperties": false
-            }),
-        };
+        let spec = TypedSpec::new(
+            "read_file",
+            "Read a UTF-8 text file (relative paths are in the workspace). Long files are cut at \
+             256 KiB; use offset/limit (lines) to read on.",
+        );
         Self { guard, spec }
     }
 }
 
 #[async_trait]
-impl Tool for ReadFileTool {
-    fn spec(&self) -> &ToolSpec {
+impl TypedTool for ReadFileTool {
+    type Arguments = Arguments;
+
+    fn definition(&self) -> &TypedSpec<Arguments> {
         &self.spec
     }
 
-    async fn call(&self, arguments: Value, _context: &ToolContext) -> ToolOutput {
-        let arguments: Arguments = match parse_arguments("read_file", arguments) {
-            Ok(arguments) => arguments,
-            Err(output) => return output,
-        };
+    async fn run(&self, arguments: Arguments, _context: &ToolContext) -> ToolOutput {
         if arguments.offset == Some(0) || arguments.limit == Some(0) {
             return ToolOutput::error("Error: offset and limit start at 1.");
         }

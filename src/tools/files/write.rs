@@ -6,59 +6,50 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
 
 use super::{blocking, io_failure, write_keeping_permissions};
-use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, ToolSpec, parse_arguments};
+use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
 use crate::tools::workspace_path::WorkspaceGuard;
 
 /// Creates or overwrites a file.
 pub struct WriteFileTool {
     guard: Arc<WorkspaceGuard>,
-    spec: ToolSpec,
+    spec: TypedSpec<Arguments>,
 }
 
-#[derive(Deserialize)]
+/// The arguments of `write_file`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Arguments {
+pub struct Arguments {
+    /// File path.
     path: String,
+    /// The complete new content.
     content: String,
 }
 
 impl WriteFileTool {
     /// The tool over `guard`.
     pub fn new(guard: Arc<WorkspaceGuard>) -> Self {
-        let spec = ToolSpec {
-            name: "write_file".to_owned(),
-            description: "Create or overwrite a file with the given content (parent directories \
-                are created). To change part of a file, use edit_file."
-                .to_owned(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "File path."},
-                    "content": {"type": "string", "description": "The complete new content."}
-                },
-                "required": ["path", "content"],
-                "additionalProperties": false
-            }),
-        };
+        let spec = TypedSpec::new(
+            "write_file",
+            "Create or overwrite a file with the given content (parent directories are \
+             created). To change part of a file, use edit_file.",
+        );
         Self { guard, spec }
     }
 }
 
 #[async_trait]
-impl Tool for WriteFileTool {
-    fn spec(&self) -> &ToolSpec {
+impl TypedTool for WriteFileTool {
+    type Arguments = Arguments;
+
+    fn definition(&self) -> &TypedSpec<Arguments> {
         &self.spec
     }
 
-    async fn call(&self, arguments: Value, _context: &ToolContext) -> ToolOutput {
-        let arguments: Arguments = match parse_arguments("write_file", arguments) {
-            Ok(arguments) => arguments,
-            Err(output) => return output,
-        };
+    async fn run(&self, arguments: Arguments, _context: &ToolContext) -> ToolOutput {
         let path = match self.guard.resolve_for_write(&arguments.path) {
             Ok(path) => path,
             Err(error) => return ToolOutput::error(format!("Error: {error}")),

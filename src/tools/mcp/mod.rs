@@ -180,11 +180,12 @@ fn wrap(server: &Arc<McpServer>, listed: Vec<rmcp::model::Tool>) -> Vec<Arc<McpT
         .into_iter()
         .map(|remote| {
             Arc::new(McpTool {
-                spec: ToolSpec {
-                    name: tool_name(server.name(), &remote.name),
-                    description: remote.description.as_deref().unwrap_or_default().to_owned(),
-                    parameters: Value::Object((*remote.input_schema).clone()),
-                },
+                // Serialized here, once per discovered tool, like every other schema.
+                spec: ToolSpec::new(
+                    tool_name(server.name(), &remote.name),
+                    remote.description.as_deref().unwrap_or_default(),
+                    &Value::Object((*remote.input_schema).clone()),
+                ),
                 remote_name: remote.name.to_string(),
                 server: server.clone(),
             })

@@ -29,7 +29,7 @@ fn context() -> ToolContext {
 fn find(hub: &McpHub, name: &str) -> Arc<dyn Tool> {
     hub.tools()
         .into_iter()
-        .find(|tool| tool.spec().name == name)
+        .find(|tool| tool.spec().name() == name)
         .unwrap_or_else(|| panic!("no tool {name}"))
 }
 
@@ -66,7 +66,11 @@ fn names_are_namespaced_and_sanitized() {
 }
 
 async fn check_round_trip(hub: &McpHub, server: &str) {
-    let names: Vec<String> = hub.tools().iter().map(|t| t.spec().name.clone()).collect();
+    let names: Vec<String> = hub
+        .tools()
+        .iter()
+        .map(|t| t.spec().name().to_owned())
+        .collect();
     assert_eq!(
         names,
         vec![
@@ -76,11 +80,9 @@ async fn check_round_trip(hub: &McpHub, server: &str) {
         ]
     );
     let echo = find(hub, &format!("{server}__echo"));
-    assert_eq!(echo.spec().description, "Echoes text.");
-    assert_eq!(
-        echo.spec().parameters["properties"]["text"]["type"],
-        "string"
-    );
+    assert_eq!(echo.spec().description(), "Echoes text.");
+    let parameters: Value = serde_json::from_str(echo.spec().parameters().get()).unwrap();
+    assert_eq!(parameters["properties"]["text"]["type"], "string");
     let out = echo.call(json!({"text": "hi"}), &context()).await;
     assert_eq!(out, ToolOutput::ok("hi"));
     let add = find(hub, &format!("{server}__add"));
@@ -227,7 +229,7 @@ async fn server_down_at_startup_joins_as_late_tools_once_it_answers() {
     let names: Vec<String> = hub
         .late_tools()
         .iter()
-        .map(|t| t.spec().name.clone())
+        .map(|t| t.spec().name().to_owned())
         .collect();
     assert_eq!(names, ["late__echo", "late__add", "late__fail"]);
     let echo = hub.late_tools().remove(0);

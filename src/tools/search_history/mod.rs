@@ -14,11 +14,11 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
 
 use crate::core::ports::clock::Clock;
-use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, ToolSpec, parse_arguments};
+use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
 use crate::core::session::SessionId;
 use crate::storage::history_index::{HistoryIndex, MAX_RESULTS, SearchRequest, analyze};
 
@@ -31,49 +31,38 @@ pub const DEFAULT_RESULTS: usize = 10;
 pub struct SearchHistoryTool {
     index: Arc<HistoryIndex>,
     clock: Arc<dyn Clock>,
-    spec: ToolSpec,
+    spec: TypedSpec<Arguments>,
 }
 
-/// The arguments. `days` (only the last N days) is the original's and still accepted, but no
-/// longer offered in the schema: `after` says the same and more, in fewer words of prompt.
-#[derive(Deserialize)]
+/// The arguments of `search_history`. `days` (only the last N days) is the original's and still
+/// accepted, but no longer offered in the schema: `after` says the same and more, in fewer words
+/// of prompt.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Arguments {
+pub struct Arguments {
+    /// "Quote" a phrase that must appear.
     query: String,
-    #[serde(default)]
+    /// Default 10.
+    #[schemars(range(min = 1, max = MAX_RESULTS))]
     max_results: Option<i64>,
-    #[serde(default)]
+    #[schemars(skip)]
     days: Option<u32>,
-    #[serde(default)]
+    /// YYYY-MM-DD, inclusive.
     after: Option<String>,
-    #[serde(default)]
+    /// YYYY-MM-DD, exclusive.
     before: Option<String>,
-    #[serde(default)]
+    /// Only this session id.
     session: Option<String>,
 }
 
 impl SearchHistoryTool {
     /// The tool over `index`; "now" for the day window comes from `clock`.
     pub fn new(index: Arc<HistoryIndex>, clock: Arc<dyn Clock>) -> Self {
-        let spec = ToolSpec {
-            name: "search_history".to_owned(),
-            description: "Search all past conversations and summaries, best match first, with \
-                the messages around each; times UTC. Ask a plain question; name people, places, \
-                things."
-                .to_owned(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string", "description": "\"Quote\" a phrase that must appear."},
-                    "max_results": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Default 10."},
-                    "after": {"type": "string", "description": "YYYY-MM-DD, inclusive."},
-                    "before": {"type": "string", "description": "YYYY-MM-DD, exclusive."},
-                    "session": {"type": "string", "description": "Only this session id."}
-                },
-                "required": ["query"],
-                "additionalProperties": false
-            }),
-        };
+        let spec = TypedSpec::new(
+            "search_history",
+            "Search all past conversations and summaries, best match first, with the messages \
+             around each; times UTC. Ask a plain question; name people, places, things.",
+        );
         Self { index, clock, spec }
     }
 
@@ -158,16 +147,14 @@ fn day(name: &str, value: Option<&str>) -> Result<Option<DateTime<Utc>>, ToolOut
 }
 
 #[async_trait]
-impl Tool for SearchHistoryTool {
-    fn spec(&self) -> &ToolSpec {
+impl TypedTool for SearchHistoryTool {
+    type Arguments = Arguments;
+
+    fn definition(&self) -> &TypedSpec<Arguments> {
         &self.spec
     }
 
-    async fn call(&self, arguments: Value, context: &ToolContext) -> ToolOutput {
-        let arguments: Arguments = match parse_arguments("search_history", arguments) {
-            Ok(arguments) => arguments,
-            Err(output) => return output,
-        };
+    async fn run(&self, arguments: Arguments, context: &ToolContext) -> ToolOutput {
         let request = match self.request(arguments, context) {
             Ok(request) => request,
             Err(output) => return output,
@@ -187,6 +174,8 @@ impl Tool for SearchHistoryTool {
 mod tests {
     use super::*;
     use crate::core::ports::clock::SystemClock;
+    use crate::core::ports::tool::Tool;
+    use serde_json::{Value, json};
 
     fn tool(home: &std::path::Path) -> SearchHistoryTool {
         let index = Arc::new(HistoryIndex::open(home).unwrap());

@@ -19,10 +19,11 @@ pub mod profiles;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, ToolSpec, parse_arguments};
+use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, TypedSpec, TypedTool};
 
 pub use hub::{SpawnHub, SpawnLimits, SpawnRequest, SpawnStatus, SubAgentParts};
 pub use jobs::{JobStore, StoreFull};
@@ -66,69 +67,72 @@ pub enum SpawnError {
 
 /// The `spawn` tool.
 pub struct SpawnTool {
-    spec: ToolSpec,
+    spec: TypedSpec<SpawnArguments>,
     hub: Arc<SpawnHub>,
 }
 
-#[derive(Deserialize)]
+/// The arguments of `spawn`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct SpawnArguments {
+pub struct SpawnArguments {
+    /// What the sub-agent should do; it sees nothing else of this conversation.
     task: String,
+    /// Kind of sub-agent. (The schema lists the configured profiles, or leaves this out when
+    /// there are none; see [`SpawnTool::new`].)
     profile: Option<String>,
+    /// Background the sub-agent needs, put before the task.
     context: Option<String>,
+    /// Replaces the profile's system prompt.
     system_prompt: Option<String>,
+    /// Comma-separated tool names the sub-agent may use (default: the profile's, else all).
     tools: Option<String>,
 }
 
 impl SpawnTool {
     /// The tool over `hub`; the `profile` enum is in the schema only when profiles exist.
     pub fn new(hub: Arc<SpawnHub>) -> Self {
-        let mut properties = json!({
-            "task": {"type": "string", "description": "What the sub-agent should do; it sees nothing else of this conversation."},
-            "context": {"type": "string", "description": "Background the sub-agent needs, put before the task."},
-            "system_prompt": {"type": "string", "description": "Replaces the profile's system prompt."},
-            "tools": {"type": "string", "description": "Comma-separated tool names the sub-agent may use (default: the profile's, else all)."}
-        });
         let profiles = hub.profiles();
-        if !profiles.is_empty() {
+        let profile = (!profiles.is_empty()).then(|| {
             let listing = profiles
                 .iter()
                 .map(|(name, description)| format!("{name}: {description}"))
                 .collect::<Vec<_>>()
                 .join("; ");
-            properties["profile"] = json!({
+            json!({
                 "type": "string",
                 "enum": profiles.keys().collect::<Vec<_>>(),
                 "description": format!("Kind of sub-agent. {listing}")
-            });
-        }
-        let spec = ToolSpec {
-            name: "spawn".to_owned(),
-            description: "Start a background sub-agent on a self-contained task. Returns a job \
-                          id at once; collect the result with spawn_await."
-                .to_owned(),
-            parameters: json!({
-                "type": "object",
-                "properties": properties,
-                "required": ["task"],
-                "additionalProperties": false
-            }),
-        };
+            })
+        });
+        let spec = TypedSpec::edited(
+            "spawn",
+            "Start a background sub-agent on a self-contained task. Returns a job id at once; \
+             collect the result with spawn_await.",
+            |parameters| {
+                if let Some(properties) = parameters
+                    .get_mut("properties")
+                    .and_then(Value::as_object_mut)
+                {
+                    match profile {
+                        Some(profile) => properties.insert("profile".to_owned(), profile),
+                        None => properties.remove("profile"),
+                    };
+                }
+            },
+        );
         Self { spec, hub }
     }
 }
 
 #[async_trait]
-impl Tool for SpawnTool {
-    fn spec(&self) -> &ToolSpec {
+impl TypedTool for SpawnTool {
+    type Arguments = SpawnArguments;
+
+    fn definition(&self) -> &TypedSpec<SpawnArguments> {
         &self.spec
     }
 
-    async fn call(&self, arguments: Value, context: &ToolContext) -> ToolOutput {
-        let arguments: SpawnArguments = match parse_arguments(&self.spec.name, arguments) {
-            Ok(arguments) => arguments,
-            Err(error) => return error,
-        };
+    async fn run(&self, arguments: SpawnArguments, context: &ToolContext) -> ToolOutput {
         if arguments.task.trim().is_empty() {
             return ToolOutput::error("task must not be empty");
         }
@@ -149,48 +153,39 @@ impl Tool for SpawnTool {
 
 /// The `spawn_await` tool.
 pub struct SpawnAwaitTool {
-    spec: ToolSpec,
+    spec: TypedSpec<AwaitArguments>,
     hub: Arc<SpawnHub>,
 }
 
-#[derive(Deserialize)]
+/// The arguments of `spawn_await`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct AwaitArguments {
+pub struct AwaitArguments {
+    /// Comma-separated job ids, or * for all your uncollected jobs.
     job_ids: String,
 }
 
 impl SpawnAwaitTool {
     /// The tool over `hub`.
     pub fn new(hub: Arc<SpawnHub>) -> Self {
-        let spec = ToolSpec {
-            name: "spawn_await".to_owned(),
-            description: "Wait for sub-agents started with spawn and return their results \
-                          (each job can be collected once)."
-                .to_owned(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "job_ids": {"type": "string", "description": "Comma-separated job ids, or * for all your uncollected jobs."}
-                },
-                "required": ["job_ids"],
-                "additionalProperties": false
-            }),
-        };
+        let spec = TypedSpec::new(
+            "spawn_await",
+            "Wait for sub-agents started with spawn and return their results (each job can be \
+             collected once).",
+        );
         Self { spec, hub }
     }
 }
 
 #[async_trait]
-impl Tool for SpawnAwaitTool {
-    fn spec(&self) -> &ToolSpec {
+impl TypedTool for SpawnAwaitTool {
+    type Arguments = AwaitArguments;
+
+    fn definition(&self) -> &TypedSpec<AwaitArguments> {
         &self.spec
     }
 
-    async fn call(&self, arguments: Value, context: &ToolContext) -> ToolOutput {
-        let arguments: AwaitArguments = match parse_arguments(&self.spec.name, arguments) {
-            Ok(arguments) => arguments,
-            Err(error) => return error,
-        };
+    async fn run(&self, arguments: AwaitArguments, context: &ToolContext) -> ToolOutput {
         let selection = arguments.job_ids.trim();
         let ids = if selection == "*" {
             None

@@ -14,11 +14,11 @@ mod tests;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
 
 use crate::config::{WebSearchConfig, WebSearchProvider};
-use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, ToolSpec, parse_arguments};
+use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
 
 pub use provider::{BRAVE_URL, DUCKDUCKGO_URL, SearchHit, SearchProvider};
 
@@ -79,15 +79,18 @@ pub enum SearchError {
 
 /// The `web_search` tool.
 pub struct WebSearchTool {
-    spec: ToolSpec,
+    spec: TypedSpec<Arguments>,
     provider: SearchProvider,
     client: reqwest::Client,
 }
 
-#[derive(Deserialize)]
+/// The arguments of `web_search`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Arguments {
+pub struct Arguments {
+    /// What to search for.
     query: String,
+    #[schemars(range(min = 1, max = MAX_RESULTS), extend("default" = DEFAULT_MAX_RESULTS))]
     max_results: Option<i64>,
 }
 
@@ -100,21 +103,10 @@ impl WebSearchTool {
             .user_agent(concat!("squidbot/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(SearchError::Client)?;
-        let spec = ToolSpec {
-            name: "web_search".to_owned(),
-            description: "Search the web. Returns titles, URLs and snippets; use fetch_url to \
-                          read a page."
-                .to_owned(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string", "description": "What to search for."},
-                    "max_results": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS, "default": DEFAULT_MAX_RESULTS}
-                },
-                "required": ["query"],
-                "additionalProperties": false
-            }),
-        };
+        let spec = TypedSpec::new(
+            "web_search",
+            "Search the web. Returns titles, URLs and snippets; use fetch_url to read a page.",
+        );
         Ok(Self {
             spec,
             provider,
@@ -157,16 +149,14 @@ impl WebSearchTool {
 }
 
 #[async_trait]
-impl Tool for WebSearchTool {
-    fn spec(&self) -> &ToolSpec {
+impl TypedTool for WebSearchTool {
+    type Arguments = Arguments;
+
+    fn definition(&self) -> &TypedSpec<Arguments> {
         &self.spec
     }
 
-    async fn call(&self, arguments: Value, _context: &ToolContext) -> ToolOutput {
-        let arguments: Arguments = match parse_arguments(&self.spec.name, arguments) {
-            Ok(arguments) => arguments,
-            Err(error) => return error,
-        };
+    async fn run(&self, arguments: Arguments, _context: &ToolContext) -> ToolOutput {
         let query = arguments.query.trim();
         if query.is_empty() {
             return ToolOutput::error("query must not be empty");

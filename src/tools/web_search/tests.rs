@@ -10,6 +10,7 @@ use axum::routing::get;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::core::ports::tool::Tool;
 use crate::core::session::SessionId;
 
 /// One request the fake service saw: its query parameters and headers.
