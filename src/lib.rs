@@ -5,18 +5,23 @@
 //! - [`config`]: the YAML configuration: schema, loading, validation with file/line/field errors.
 //! - [`llm`]: the OpenAI-compatible streaming client and pools with retry and fallback.
 //! - [`storage`]: JSONL histories, cursors, summaries, MEMORY.md, atomic writes, bootstrap files.
-//! - [`tools`]: tools the agent can call (shell, files, web, history search, cron, memory,
+//! - [`tools`]: tools the agent can call (shell, files, web, history search, memory,
 //!   sub-agents, MCP).
+//! - [`cron`]: scheduled jobs, whole: their store, schedules, the channel that fires them, and
+//!   the agent's cron tools.
 //! - [`skills`]: SKILL.md discovery, gating and hot reload, the bundled skills, workspace templates.
 //! - [`channels`]: where messages come from and replies go (terminal, HTTP API, Matrix, email,
-//!   heartbeat, cron).
+//!   heartbeat).
 //! - [`gateway`]: the daemon: supervisor, router, live state, metrics, shutdown.
+//! - [`workspace`]: the guard that keeps the agent's file access inside the workspace.
 
 pub mod channels;
 pub mod config;
 pub mod core;
+pub mod cron;
 pub mod gateway;
 pub mod llm;
 pub mod skills;
 pub mod storage;
 pub mod tools;
+pub mod workspace;

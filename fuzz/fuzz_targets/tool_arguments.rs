@@ -32,7 +32,8 @@ use serde_json::Value;
 use squidbot::core::ports::tool::{Tool, ToolContext};
 use squidbot::core::session::SessionId;
 use squidbot::llm::{parse_tool_arguments, tool_arguments_text};
-use squidbot::tools::{ListFilesTool, ReadFileTool, WorkspaceGuard};
+use squidbot::tools::{ListFilesTool, ReadFileTool};
+use squidbot::workspace::WorkspaceGuard;
 
 struct Fixture {
     runtime: tokio::runtime::Runtime,

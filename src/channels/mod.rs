@@ -3,14 +3,12 @@
 //! - [`attachments`]: received files saved inside the workspace for the agent to open.
 //! - [`format`]: Markdown to HTML and splitting long replies, for Matrix and email.
 //! - [`email`]: mail in over IMAP, threaded answers out over SMTP ([`EmailChannel`]).
-//! - [`cron`]: scheduled jobs from `cron/jobs.json`, fired as agent turns ([`CronChannel`]).
 //! - [`heartbeat`]: the agent checks in on its own, on a timer, within active hours.
 //! - [`http`]: the HTTP API (operator routes and the `/v1` message API).
 //! - [`matrix`]: Matrix rooms (encrypted ones too), through matrix-sdk.
 //! - [`terminal`]: `squidbot agent`, the interactive REPL and the one-shot `-m` mode.
 
 pub mod attachments;
-pub mod cron;
 pub mod email;
 pub mod format;
 pub mod heartbeat;
@@ -18,5 +16,4 @@ pub mod http;
 pub mod matrix;
 pub mod terminal;
 
-pub use cron::CronChannel;
 pub use email::EmailChannel;

@@ -11,10 +11,10 @@ use anyhow::Result;
 use chrono::Utc;
 use clap::{Args, Subcommand};
 
-use squidbot::channels::cron::admin::{self, target_metadata};
-use squidbot::channels::cron::{CronError, format_jobs};
 use squidbot::core::session::SessionId;
-use squidbot::storage::cron_jobs::{CronJobs, NewJob};
+use squidbot::cron::admin::{self, target_metadata};
+use squidbot::cron::store::{CronJobs, NewJob};
+use squidbot::cron::{CronError, format_jobs};
 
 /// `squidbot cron` arguments.
 #[derive(Debug, Args)]

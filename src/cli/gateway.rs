@@ -14,12 +14,12 @@ use anyhow::Result;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use squidbot::channels::cron::CronChannel;
 use squidbot::channels::email::EmailChannel;
 use squidbot::channels::heartbeat::HeartbeatChannel;
 use squidbot::channels::http::{HttpChannel, HttpSettings};
 use squidbot::channels::matrix::{MatrixChannel, MatrixTurnTools};
 use squidbot::core::ports::channel::{ActivityLog, Channel, Dispatch, Outboxes, TurnTools};
+use squidbot::cron::CronChannel;
 use squidbot::gateway::fault::FaultChannel;
 use squidbot::gateway::{ChannelDirectory, GatewayState, Metrics, Router, Supervisor, shutdown};
 use squidbot::gateway::{StatusSection, status_fn};

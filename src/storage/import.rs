@@ -35,7 +35,7 @@ use crate::core::message::{Message, Role};
 use crate::core::ports::channel::routing;
 use crate::core::ports::store::{HistoryStore, StoreError};
 use crate::core::session::SessionId;
-use crate::storage::cron_jobs::{CronJob, CronJobs, CronStoreError};
+use crate::cron::store::{CronJob, CronJobs, CronStoreError};
 use crate::storage::{JsonlStore, atomic};
 
 /// Why an import step failed.

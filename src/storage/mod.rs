@@ -3,7 +3,6 @@
 //! - [`activity_log`]: the last active session, the heartbeat's default target ([`ActivityFile`]).
 //! - [`safe_id`]: the injective, filesystem-safe encoding of session ids.
 //! - [`atomic`]: whole-file writes that are atomic (temp file, fsync, rename, fsync dir).
-//! - [`cron_jobs`]: `cron/jobs.json`, locked read-modify-write shared across processes ([`CronJobs`]).
 //! - [`jsonl_store`]: session histories, cursors and summaries ([`JsonlStore`]).
 //! - [`history_index`]: the full-text index over all histories, a rebuildable cache ([`HistoryIndex`]).
 //! - [`cursor_file`]: the `.meta.json` cursor format and its crash-safe commit protocol.
@@ -17,7 +16,6 @@
 pub mod activity_log;
 pub mod atomic;
 pub mod bootstrap;
-pub mod cron_jobs;
 pub mod cursor_file;
 pub mod history_index;
 pub mod import;
@@ -28,7 +26,6 @@ pub mod tail_cache;
 
 pub use activity_log::ActivityFile;
 pub use bootstrap::WorkspacePrompt;
-pub use cron_jobs::{CronJob, CronJobs, CronStoreError};
 pub use history_index::HistoryIndex;
 pub use jsonl_store::JsonlStore;
 pub use memory_file::MemoryFile;

@@ -1,7 +1,5 @@
 //! Tools the agent can call, each implementing the core `Tool` port.
 //!
-//! - [`cron`]: `cron_list`, `cron_remove`, `cron_set_enabled` (registered) and `cron_add`
-//!   (built per turn with the turn's session and routing metadata).
 //! - [`fetch_url`]: `fetch_url`, fetching public web pages behind an SSRF guard (registered).
 //! - [`files`]: `read_file`, `write_file`, `edit_file`, `list_files` (registered).
 //! - [`mcp`]: tools of MCP servers (`tools.mcp_servers`), named `<server>__<tool>`.
@@ -10,9 +8,7 @@
 //! - [`shell`]: `shell`, a command in the workspace with a process-group timeout (registered).
 //! - [`spawn`]: `spawn` and `spawn_await`, background sub-agents with profiles (registered).
 //! - [`web_search`]: `web_search` through SearXNG, Brave or DuckDuckGo (registered).
-//! - [`workspace_path`]: the guard that confines the file tools to the workspace.
 
-pub mod cron;
 pub mod fetch_url;
 pub mod files;
 pub mod mcp;
@@ -23,9 +19,7 @@ pub mod spawn;
 #[cfg(test)]
 mod tests;
 pub mod web_search;
-pub mod workspace_path;
 
-pub use cron::{CronAddTool, CronListTool, CronRemoveTool, CronSetEnabledTool};
 pub use fetch_url::FetchUrlTool;
 pub use files::{EditFileTool, ListFilesTool, ReadFileTool, WriteFileTool, file_tools};
 pub use memory_write::MemoryWriteTool;
@@ -33,4 +27,3 @@ pub use search_history::SearchHistoryTool;
 pub use shell::ShellTool;
 pub use spawn::{SpawnAwaitTool, SpawnHub, SpawnTool, spawn_tools};
 pub use web_search::WebSearchTool;
-pub use workspace_path::{PathError, WorkspaceGuard};

@@ -25,8 +25,8 @@ use crate::core::ports::tool::{
 use crate::core::session::SessionId;
 use crate::core::session_locks::SessionLocks;
 use crate::core::tool_registry::ToolRegistry;
+use crate::cron::store::CronJobs;
 use crate::llm::{Endpoint, OpenAiCompatLlm, Timeouts};
-use crate::storage::cron_jobs::CronJobs;
 use crate::storage::history_index::HistoryIndex;
 use crate::storage::jsonl_store::JsonlStore;
 use crate::storage::memory_file::MemoryFile;

@@ -133,7 +133,7 @@ async fn an_original_home_is_imported_once_and_loads() {
         std::fs::read_to_string(home.path().join("workspace/MEMORY.md")).unwrap(),
         "- likes tea\n"
     );
-    let jobs = squidbot::storage::CronJobs::new(home.path())
+    let jobs = squidbot::cron::store::CronJobs::new(home.path())
         .load()
         .await
         .unwrap();

@@ -25,7 +25,7 @@ use crate::core::origin::Origin;
 use crate::core::ports::channel::{TurnTools, routing};
 use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, TypedSpec, TypedTool};
 use crate::core::session::SessionId;
-use crate::tools::workspace_path::WorkspaceGuard;
+use crate::workspace::WorkspaceGuard;
 
 /// The running channel's client, shared with the tool; `None` while logged out. A std lock:
 /// held only to clone the client out.

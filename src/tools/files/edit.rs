@@ -14,7 +14,7 @@ use serde::Deserialize;
 
 use super::{EDIT_CAP, blocking, io_failure, write_keeping_permissions};
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
-use crate::tools::workspace_path::WorkspaceGuard;
+use crate::workspace::WorkspaceGuard;
 
 /// Replaces one exact occurrence of a text in a file.
 pub struct EditFileTool {

@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use super::{LIST_CAP, blocking, io_failure};
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
-use crate::tools::workspace_path::WorkspaceGuard;
+use crate::workspace::WorkspaceGuard;
 
 /// Lists a directory.
 pub struct ListFilesTool {

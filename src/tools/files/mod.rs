@@ -18,7 +18,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::core::ports::tool::{Tool, ToolOutput};
-use crate::tools::workspace_path::WorkspaceGuard;
+use crate::workspace::WorkspaceGuard;
 
 pub use edit::EditFileTool;
 pub use list::ListFilesTool;

@@ -15,7 +15,7 @@ use serde::Deserialize;
 
 use super::{READ_CAP, blocking, io_failure};
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
-use crate::tools::workspace_path::WorkspaceGuard;
+use crate::workspace::WorkspaceGuard;
 
 /// Reads a text file.
 pub struct ReadFileTool {

@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use super::{blocking, io_failure, write_keeping_permissions};
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
-use crate::tools::workspace_path::WorkspaceGuard;
+use crate::workspace::WorkspaceGuard;
 
 /// Creates or overwrites a file.
 pub struct WriteFileTool {

@@ -3,7 +3,7 @@
 //! a job made in a Matrix room replies in that room).
 //!
 //! They share `cron/jobs.json` with the scheduler and `squidbot cron` through locked updates
-//! (see `storage::cron_jobs`), so nothing they change is lost. `cron_add` is offered only in turns a
+//! (see `cron::store`), so nothing they change is lost. `cron_add` is offered only in turns a
 //! person started (`Origin::may_schedule`).
 
 use std::sync::{Arc, LazyLock};
@@ -13,12 +13,12 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::channels::cron::admin::{self, target_metadata};
-use crate::channels::cron::{CronError, format_jobs};
+use super::admin::{self, target_metadata};
+use super::store::{CronJobs, NewJob};
+use super::{CronError, format_jobs};
 use crate::core::ports::clock::Clock;
 use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, TypedSpec, TypedTool};
 use crate::core::session::SessionId;
-use crate::storage::cron_jobs::{CronJobs, NewJob};
 
 /// The registry tools (`cron_list`, `cron_remove`, `cron_set_enabled`) over `store`.
 pub fn registry_tools(store: &CronJobs, clock: &Arc<dyn Clock>) -> Vec<Arc<dyn Tool>> {
@@ -241,7 +241,7 @@ impl CronAddTool {
             admin::set_enabled(&self.store, &job.id, false, now).await?;
             return Ok(format!("OK: created cron job id={} (disabled)", job.id));
         }
-        let next = crate::channels::cron::scheduler::next_run(&job, now)
+        let next = crate::cron::scheduler::next_run(&job, now)
             .map(|next| format!(", next run {}", next.to_rfc3339()))
             .unwrap_or_default();
         Ok(format!("OK: created cron job id={}{next}", job.id))

@@ -15,6 +15,7 @@ use async_trait::async_trait;
 
 use super::admin::{JobStatus, job_status};
 use super::scheduler::{CronScheduler, Fire};
+use super::store::{CronJobs, CronStoreError};
 use crate::config::MissedRuns;
 use crate::core::origin::Origin;
 use crate::core::ports::channel::{
@@ -22,7 +23,6 @@ use crate::core::ports::channel::{
 };
 use crate::core::ports::clock::Clock;
 use crate::core::session::SessionId;
-use crate::storage::cron_jobs::{CronJobs, CronStoreError};
 
 /// The longest sleep between two looks at the job file.
 pub const MAX_SLEEP: Duration = Duration::from_secs(30);

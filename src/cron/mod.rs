@@ -1,27 +1,34 @@
-//! The cron channel: jobs from `cron/jobs.json` fire as agent turns in their target session.
+//! Scheduled jobs, in one module: jobs from `cron/jobs.json` fire as agent turns in their target
+//! session. Everything cron lives here — the store, the schedules, the channel that fires jobs
+//! and the agent's tools that manage them — so no other adapter reaches into it; the CLI's
+//! `squidbot cron` (in `cli/`) and the gateway only compose it.
 //!
+//! - [`store`]: `cron/jobs.json`, locked read-modify-write shared across processes
+//!   ([`store::CronJobs`]).
 //! - [`schedule`]: parsing schedules (`cron`, `every N`, `at`) and zones; computing slots.
 //! - [`scheduler`]: which slots are due, and the locked claim that fires each at most once.
 //! - [`channel`]: [`CronChannel`], the running task that sleeps until the next slot and submits
 //!   due jobs through the dispatcher, reporting jobs whose target cannot be reached.
 //! - [`admin`]: adding, removing, toggling and listing jobs; shared by the agent's cron tools
 //!   and `squidbot cron`.
-//!
-//! The store itself is [`crate::storage::cron_jobs`].
+//! - [`tools`]: `cron_list`, `cron_remove`, `cron_set_enabled` (registered) and `cron_add`
+//!   (built per turn with the turn's session and routing metadata).
 
 pub mod admin;
 pub mod channel;
 pub mod schedule;
 pub mod scheduler;
+pub mod store;
 #[cfg(test)]
 mod tests;
+pub mod tools;
 
 pub use admin::{JobStatus, add_job, format_jobs, job_status, remove_job, set_enabled};
 pub use channel::CronChannel;
 pub use schedule::{Schedule, Zone};
 pub use scheduler::{Claim, CronScheduler, Fire, claim_due, due};
 
-use crate::storage::cron_jobs::CronStoreError;
+use store::CronStoreError;
 
 /// Why a cron operation failed.
 #[derive(Debug, thiserror::Error)]

@@ -11,6 +11,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::store::{CronJob, CronJobs, NewJob};
 use super::*;
 use crate::config::MissedRuns;
 use crate::core::origin::Origin;
@@ -20,7 +21,6 @@ use crate::core::ports::channel::{
 };
 use crate::core::ports::clock::Clock;
 use crate::core::session::SessionId;
-use crate::storage::cron_jobs::{CronJob, CronJobs, NewJob};
 
 /// A clock the test sets by hand.
 struct ManualClock(Mutex<DateTime<Utc>>);

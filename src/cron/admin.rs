@@ -12,9 +12,9 @@ use serde_json::{Map, Value};
 use super::CronError;
 use super::schedule::validate;
 use super::scheduler::next_run;
+use super::store::{CronJob, CronJobs, NewJob};
 use crate::core::ports::channel::routing;
 use crate::core::session::SessionId;
-use crate::storage::cron_jobs::{CronJob, CronJobs, NewJob};
 
 /// Checks `target` and returns the metadata a job for it needs.
 ///

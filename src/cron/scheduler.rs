@@ -14,9 +14,9 @@ use chrono::{DateTime, Duration, Utc};
 use serde_json::{Map, Value};
 
 use super::schedule::{Schedule, Zone, parse_zone};
+use super::store::{CronJob, CronJobs, CronStoreError};
 use crate::config::MissedRuns;
 use crate::core::ports::clock::Clock;
-use crate::storage::cron_jobs::{CronJob, CronJobs, CronStoreError};
 
 /// A slot this much older than now counts as missed (it was not fired while it was current).
 pub const ON_TIME_GRACE: Duration = Duration::seconds(60);

@@ -1,4 +1,6 @@
-//! Where the file and shell tools may reach: the workspace guard behind `restrict_to_workspace`.
+//! Where the agent's file access may reach: the workspace guard behind `restrict_to_workspace`,
+//! shared by the file tools and the Matrix channel's `matrix_send_file` (so neither adapter
+//! reaches into the other for it).
 //!
 //! A path from the model is joined to the workspace when relative, then resolved with symlinks
 //! followed: the longest existing ancestor is canonicalized and the remaining (not yet existing)
