@@ -39,8 +39,9 @@ use squidbot::tools::spawn::profiles::profiles_prompt;
 use squidbot::tools::spawn::{SpawnLimits, SubAgentParts};
 use squidbot::tools::{
     FetchUrlTool, MemoryWriteTool, SearchHistoryTool, ShellTool, SpawnHub, WebSearchTool,
-    WorkspaceGuard, file_tools, spawn_tools,
+    file_tools, spawn_tools,
 };
+use squidbot::workspace::WorkspaceGuard;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 

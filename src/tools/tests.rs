@@ -26,6 +26,7 @@ use crate::core::session::SessionId;
 use crate::core::session_locks::SessionLocks;
 use crate::core::tool_registry::ToolRegistry;
 use crate::cron::store::CronJobs;
+use crate::cron::tools::{CronAddTool, CronListTool, CronRemoveTool, CronSetEnabledTool};
 use crate::llm::{Endpoint, OpenAiCompatLlm, Timeouts};
 use crate::storage::history_index::HistoryIndex;
 use crate::storage::jsonl_store::JsonlStore;
@@ -33,10 +34,10 @@ use crate::storage::memory_file::MemoryFile;
 use crate::tools::spawn::{SpawnHub, SpawnLimits, SubAgentParts};
 use crate::tools::web_search::SearchProvider;
 use crate::tools::{
-    CronAddTool, CronListTool, CronRemoveTool, CronSetEnabledTool, EditFileTool, FetchUrlTool,
-    ListFilesTool, MemoryWriteTool, ReadFileTool, SearchHistoryTool, ShellTool, SpawnAwaitTool,
-    SpawnTool, WebSearchTool, WorkspaceGuard, WriteFileTool,
+    EditFileTool, FetchUrlTool, ListFilesTool, MemoryWriteTool, ReadFileTool, SearchHistoryTool,
+    ShellTool, SpawnAwaitTool, SpawnTool, WebSearchTool, WriteFileTool,
 };
+use crate::workspace::WorkspaceGuard;
 
 /// What both sides must say about a hand-written example.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
