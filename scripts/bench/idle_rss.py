@@ -7,7 +7,7 @@
 # Each run starts `squidbot gateway` (HTTP API only, heartbeat off) on a fresh home, waits for
 # /readyz and 5 s more, and reads VmRSS, RssAnon and RssFile from /proc. Min / median / max of
 # ROUNDS runs (default 3).
-import json, os, shutil, statistics, subprocess, sys, tempfile, time, urllib.request
+import os, shutil, statistics, subprocess, sys, tempfile, time, urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import instant_llm
 
@@ -33,12 +33,7 @@ gateway:
 """
     open(home + "/squidbot.yaml", "w").write(config)
     if history:
-        os.makedirs(home + "/sessions")
-        with open(home + "/sessions/cli_3Alocal.jsonl", "w") as f:
-            for i in range(history):
-                role = "user" if i % 2 == 0 else "assistant"
-                f.write(json.dumps({"role": role, "content": f"message {i} about the garden and the weather",
-                                    "timestamp": "2026-11-01T10:00:00+00:00"}) + "\n")
+        instant_llm.write_history(home, history, "the garden and the weather")
     env = dict(os.environ, SQUIDBOT_HOME=home, HOME=home)
     gateway = subprocess.Popen([BIN, "gateway"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -3,7 +3,7 @@
 # connection does not stall on delayed ACKs). `start()` runs it on a daemon thread and returns
 # its base URL for `api_base`; `start(reply)` answers with `reply(request)`, a streamed
 # `(delta, finish_reason)` pair, instead.
-import http.server, json, socket, threading
+import http.server, json, os, socket, threading
 
 # The `llm:` section of a squidbot.yaml whose only pool calls this server at `{url}`.
 LLM_YAML = """llm:
@@ -42,6 +42,16 @@ class _Llm(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body.encode())
+
+
+def write_history(home, messages, topic):
+    """A `cli:local` history of `messages` alternating user/assistant records about `topic`."""
+    os.makedirs(home + "/sessions")
+    with open(home + "/sessions/cli_3Alocal.jsonl", "w") as f:
+        for i in range(messages):
+            role = "user" if i % 2 == 0 else "assistant"
+            f.write(json.dumps({"role": role, "content": f"message {i} about {topic}",
+                                "timestamp": "2026-11-01T10:00:00+00:00"}) + "\n")
 
 
 def start(reply=None):

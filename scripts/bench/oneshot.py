@@ -11,7 +11,7 @@
 # own small process spawns squidbot (see peak_mib for why not this script's wait4).
 # Two homes: a fresh one (the first run writes the workspace templates and bundled skills, the
 # rest reuse them) and one whose cli:local session already holds 10 000 messages.
-import json, os, statistics, subprocess, sys, tempfile, time
+import os, statistics, subprocess, sys, tempfile, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import instant_llm
 
@@ -28,12 +28,7 @@ def make_home(history):
     home = tempfile.mkdtemp(prefix="squidbot-oneshot.")
     open(home + "/squidbot.yaml", "w").write(instant_llm.LLM_YAML.format(url=LLM_URL))
     if history:
-        os.makedirs(home + "/sessions")
-        with open(home + "/sessions/cli_3Alocal.jsonl", "w") as f:
-            for i in range(history):
-                role = "user" if i % 2 == 0 else "assistant"
-                f.write(json.dumps({"role": role, "content": f"message {i} about the garden",
-                                    "timestamp": "2026-11-01T10:00:00+00:00"}) + "\n")
+        instant_llm.write_history(home, history, "the garden")
     return home
 
 
