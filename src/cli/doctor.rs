@@ -9,6 +9,7 @@
 
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
@@ -150,7 +151,11 @@ async fn llm_checks(config: &Config) -> Vec<Check> {
         Ok(client) => client,
         Err(error) => return vec![Check::fail("llm", error.to_string())],
     };
-    let ping = [Message::new(Role::User, "ping", Utc::now().fixed_offset())];
+    let ping = [Arc::new(Message::new(
+        Role::User,
+        "ping",
+        Utc::now().fixed_offset(),
+    ))];
     let mut checks = Vec::new();
     for member in members {
         let api_base = member.provider.api_base.clone();

@@ -253,11 +253,11 @@ impl AgentLoop {
             .load_tail(session)
             .await
             .map_err(TurnError::Store)?;
-        if tail.messages.last().is_none_or(|s| s.message != user) {
+        if tail.messages.last().is_none_or(|s| *s.message != user) {
             // The tail was read before our append became visible (cannot happen with a
             // read-your-writes store, but stay correct): add it ourselves.
             tail.messages.push(StoredMessage {
-                message: user,
+                message: Arc::new(user),
                 end_offset: offsets[0],
             });
         }
@@ -336,8 +336,13 @@ impl AgentLoop {
             }
             assistant.tool_calls = Some(response.tool_calls);
             batch.insert(0, assistant);
-            prompt.extend(batch.iter().cloned());
+            let persisted = tail.messages.len();
             self.persist(session, &mut tail, batch).await?;
+            prompt.extend(
+                tail.messages[persisted..]
+                    .iter()
+                    .map(|s| Arc::clone(&s.message)),
+            );
         }
         let text = format!(
             "Error: stopped after {} tool rounds without a final answer.",
@@ -351,7 +356,7 @@ impl AgentLoop {
     async fn call_llm(
         &self,
         llm: &dyn LlmClient,
-        prompt: &[Message],
+        prompt: &[Arc<Message>],
         tools: &ToolSet<'_>,
         sink: &dyn ReplySink,
     ) -> Result<ChatResponse, LlmError> {
@@ -409,7 +414,7 @@ impl AgentLoop {
                 .into_iter()
                 .zip(offsets)
                 .map(|(message, end_offset)| StoredMessage {
-                    message,
+                    message: Arc::new(message),
                     end_offset,
                 }),
         );

@@ -4,6 +4,8 @@
 //! the assistant's words). A call that fails or returns nothing yields `None`, and the caller
 //! then changes nothing: the raw messages stay in context and the next turn tries again.
 
+use std::sync::Arc;
+
 use crate::core::message::{Message, Role};
 use crate::core::origin::Origin;
 use crate::core::ports::llm::{ChatRequest, LlmClient};
@@ -78,8 +80,8 @@ pub fn word_count(text: &str) -> usize {
 async fn complete(llm: &dyn LlmClient, system: &str, prompt: &str, what: &str) -> Option<String> {
     let now = chrono::Utc::now().fixed_offset();
     let messages = [
-        Message::new(Role::System, system, now),
-        Message::new(Role::User, prompt, now),
+        Arc::new(Message::new(Role::System, system, now)),
+        Arc::new(Message::new(Role::User, prompt, now)),
     ];
     let request = ChatRequest {
         messages: &messages,

@@ -166,13 +166,15 @@ impl MemoryManager {
         tail: &Tail,
         budget: Option<ContextBudget>,
         now: chrono::DateTime<chrono::FixedOffset>,
-    ) -> Result<Vec<Message>, StoreError> {
+    ) -> Result<Vec<Arc<Message>>, StoreError> {
         let system = Message::new(Role::System, self.system_prompt(tail).await?, now);
         let mut window = window::sanitize(tail.messages.iter().map(|s| &s.message));
         if let Some(budget) = budget {
             let limit = budget.prompt_tokens() as usize;
             let fixed = system.approx_chars() / 4;
-            while window.len() > 1 && fixed + window::approx_tokens(&window) > limit {
+            while window.len() > 1
+                && fixed + window::approx_tokens(window.iter().map(|m| &**m)) > limit
+            {
                 let cut = window::clean_cut(&window, 1).max(1);
                 window.drain(..cut);
                 tracing::warn!(
@@ -182,7 +184,7 @@ impl MemoryManager {
             }
         }
         let mut prompt = Vec::with_capacity(window.len() + 1);
-        prompt.push(system);
+        prompt.push(Arc::new(system));
         prompt.extend(window);
         Ok(prompt)
     }
@@ -207,7 +209,7 @@ impl MemoryManager {
     /// something beyond `keep_recent` to consolidate).
     pub fn over_budget(&self, tail: &Tail, budget: Option<ContextBudget>) -> bool {
         let Some(budget) = budget else { return false };
-        let tokens = window::approx_tokens(tail.messages.iter().map(|s| &s.message))
+        let tokens = window::approx_tokens(tail.messages.iter().map(|s| &*s.message))
             + consolidation::word_count(&tail.summary);
         tokens > budget.prompt_tokens() as usize && tail.messages.len() > self.settings.keep_recent
     }
@@ -249,13 +251,16 @@ impl MemoryManager {
         let Some(llm) = self.llm.as_deref() else {
             return Ok(Consolidation::NoLlm);
         };
-        let messages: Vec<Message> = tail.messages.iter().map(|s| s.message.clone()).collect();
-        let desired = messages.len().saturating_sub(self.settings.keep_recent);
+        let desired = tail
+            .messages
+            .len()
+            .saturating_sub(self.settings.keep_recent);
+        let messages: Vec<&Message> = tail.messages.iter().map(|s| &*s.message).collect();
         let cut = window::clean_cut(&messages, desired);
         if cut == 0 {
             return Ok(Consolidation::NotDue);
         }
-        let text = consolidation::transcript(&messages[..cut]);
+        let text = consolidation::transcript(messages[..cut].iter().copied());
         let mut summary = tail.summary.trim_end().to_owned();
         if !text.is_empty() {
             let Some(entry) = consolidation::summarize(llm, &text, cut).await else {

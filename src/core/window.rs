@@ -6,18 +6,24 @@
 //! tool result is clean. History written by a crashed turn can still hold a call whose results
 //! never arrived; [`sanitize`] drops such fragments from the prompt (never from the file).
 
+use std::borrow::Borrow;
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use crate::core::message::{Message, Role};
 
 /// The clean cut nearest to `desired`, searching backwards first (keeping more messages
 /// verbatim), then forwards. Returns 0 when `desired` is 0 or no clean point lies in `1..len`.
-pub fn clean_cut(messages: &[Message], desired: usize) -> usize {
+pub fn clean_cut<M: Borrow<Message>>(messages: &[M], desired: usize) -> usize {
     let desired = desired.min(messages.len());
     if desired == 0 {
         return 0;
     }
-    let is_clean = |i: usize| messages.get(i).is_none_or(|m| m.role != Role::Tool);
+    let is_clean = |i: usize| {
+        messages
+            .get(i)
+            .is_none_or(|m| m.borrow().role != Role::Tool)
+    };
     (1..=desired)
         .rev()
         .find(|&i| is_clean(i))
@@ -27,8 +33,11 @@ pub fn clean_cut(messages: &[Message], desired: usize) -> usize {
 
 /// The messages of `window` that form a valid prompt sequence: orphan tool results and tool-call
 /// groups whose results are incomplete are left out (the assistant's text, if any, is kept).
-pub fn sanitize<'a>(window: impl IntoIterator<Item = &'a Message>) -> Vec<Message> {
-    let window: Vec<&Message> = window.into_iter().collect();
+///
+/// Kept messages are shared, not copied: only an assistant message stripped of its unanswered
+/// calls is a new one.
+pub fn sanitize<'a>(window: impl IntoIterator<Item = &'a Arc<Message>>) -> Vec<Arc<Message>> {
+    let window: Vec<&Arc<Message>> = window.into_iter().collect();
     let mut out = Vec::with_capacity(window.len());
     let mut i = 0;
     while i < window.len() {
@@ -46,7 +55,7 @@ pub fn sanitize<'a>(window: impl IntoIterator<Item = &'a Message>) -> Vec<Messag
                     .collect();
                 let calls = message.tool_calls.as_deref().unwrap_or_default();
                 if calls.iter().all(|c| answered.contains(c.id.as_str())) {
-                    out.push(message.clone());
+                    out.push(Arc::clone(message));
                     let wanted: HashSet<&str> = calls.iter().map(|c| c.id.as_str()).collect();
                     out.extend(
                         results
@@ -56,17 +65,17 @@ pub fn sanitize<'a>(window: impl IntoIterator<Item = &'a Message>) -> Vec<Messag
                                     .as_deref()
                                     .is_some_and(|id| wanted.contains(id))
                             })
-                            .map(|r| (*r).clone()),
+                            .map(|r| Arc::clone(r)),
                     );
                 } else if !message.content.trim().is_empty() {
-                    let mut text_only = message.clone();
+                    let mut text_only = Message::clone(message);
                     text_only.tool_calls = None;
-                    out.push(text_only);
+                    out.push(Arc::new(text_only));
                 }
                 i = results_end;
             }
             _ => {
-                out.push(message.clone());
+                out.push(Arc::clone(message));
                 i += 1;
             }
         }
@@ -119,7 +128,7 @@ mod tests {
         m
     }
 
-    fn roles(messages: &[Message]) -> Vec<Role> {
+    fn roles(messages: &[Arc<Message>]) -> Vec<Role> {
         messages.iter().map(|m| m.role).collect()
     }
 
@@ -151,6 +160,7 @@ mod tests {
             result("3"),
             msg(Role::Assistant, "done"),
         ];
+        let h: Vec<Arc<Message>> = h.into_iter().map(Arc::new).collect();
         let clean = sanitize(&h);
         assert_eq!(
             roles(&clean),
@@ -162,5 +172,8 @@ mod tests {
                 Role::Assistant
             ]
         );
+        // Kept messages are the window's own, not copies.
+        assert!(Arc::ptr_eq(&clean[0], &h[1]));
+        assert!(Arc::ptr_eq(&clean[4], &h[7]));
     }
 }

@@ -8,6 +8,8 @@
 //! lenient: every field is optional, so extra or missing fields from one server or another never
 //! break parsing.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -31,7 +33,7 @@ impl<'a> RequestBody<'a> {
     /// A streamed request; `reasoning_content` is echoed only when `with_reasoning` is set.
     pub(crate) fn new(
         model: &'a str,
-        messages: &'a [Message],
+        messages: &'a [Arc<Message>],
         tools: &'a [&'a ToolSpec],
         max_tokens: Option<u32>,
         with_reasoning: bool,
@@ -257,7 +259,7 @@ mod tests {
         assistant.reasoning_content = Some("think".into());
         let mut tool = Message::new(Role::Tool, "out", ts);
         tool.tool_call_id = Some("c1".into());
-        let messages = [assistant, tool];
+        let messages = [Arc::new(assistant), Arc::new(tool)];
         let body = RequestBody::new("m", &messages, &[], None, false);
         let value = serde_json::to_value(&body).unwrap();
         assert_eq!(

@@ -10,6 +10,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader, ErrorKind, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 
@@ -320,7 +321,7 @@ pub fn parse_history(
         }
         match serde_json::from_slice::<Message>(&line) {
             Ok(message) => messages.push(StoredMessage {
-                message,
+                message: Arc::new(message),
                 end_offset: position,
             }),
             Err(_) => skipped += 1,

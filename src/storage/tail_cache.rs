@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::core::message::Message;
 use crate::core::ports::store::{StoredMessage, Tail};
@@ -75,6 +75,7 @@ impl TailCache {
             return None;
         }
         entry.used = *clock;
+        // Cheap: the messages are shared, so this copies pointers and offsets, not text.
         Some(entry.tail.clone())
     }
 
@@ -115,7 +116,7 @@ impl TailCache {
                 entry.stamp.history_len = end;
                 entry.tail.messages.extend(messages.iter().zip(ends).map(
                     |(message, &end_offset)| StoredMessage {
-                        message: message.clone(),
+                        message: Arc::new(message.clone()),
                         end_offset,
                     },
                 ));

@@ -346,17 +346,21 @@ async fn sigterm_waits_for_a_running_sub_agent_whose_profile_the_prompt_listed()
         main.contains("<available_spawn_profiles>\n  <profile name=\"digger\">Digs deep. Tools: read_file.</profile>\n</available_spawn_profiles>"),
         "{main}"
     );
-    let job = llm.requests()[1]["messages"]
-        .as_array()
-        .unwrap()
-        .last()
-        .unwrap()["content"]
-        .as_str()
-        .unwrap()
-        .to_owned();
     while llm.request_count() < 3 {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    // The spawn tool's result (the job's id) reaches the main agent's second call, which races
+    // the sub-agent's first: find it by its content, not by its place.
+    let requests = llm.requests();
+    let last_message = |r: &Value| r["messages"].as_array().unwrap().last().unwrap().clone();
+    let job = requests
+        .iter()
+        .map(last_message)
+        .find(|m| m["role"] == "tool")
+        .expect("the spawn result reached the main agent")["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let spawn = &gw.get_json("/status").await["spawn"];
     assert_eq!(spawn["running"], 1, "{spawn}");
     assert_eq!(spawn["max_concurrent"], 4, "{spawn}");

@@ -76,8 +76,9 @@ async fn chat(
 ) -> (Result<ChatResponse, LlmError>, Vec<StreamEvent>) {
     let events = Mutex::new(Vec::new());
     let tools: Vec<&ToolSpec> = tools.iter().collect();
+    let messages: Vec<Arc<Message>> = messages.iter().cloned().map(Arc::new).collect();
     let request = ChatRequest {
-        messages,
+        messages: &messages,
         tools: &tools,
     };
     let result = client

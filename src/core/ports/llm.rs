@@ -6,6 +6,7 @@
 //! already streamed it emits [`StreamEvent::Restart`], so a consumer can discard what it showed
 //! instead of showing the text twice.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -16,8 +17,9 @@ use crate::core::ports::tool::ToolSpec;
 /// One request: the prompt and the tools the model may call.
 #[derive(Debug, Clone, Copy)]
 pub struct ChatRequest<'a> {
-    /// System prompt, history and the new user message, in order.
-    pub messages: &'a [Message],
+    /// System prompt, history and the new user message, in order; shared with the session's
+    /// tail, so building a prompt copies no message.
+    pub messages: &'a [Arc<Message>],
     /// Tool definitions offered to the model (may be empty); borrowed from the tools, so a
     /// turn never copies the schemas.
     pub tools: &'a [&'a ToolSpec],

@@ -6,6 +6,8 @@
 //! Committing a consolidation writes the summary before the cursor, and must be crash-safe:
 //! after a crash at any point, each message is covered by the summary at most once.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 
 use crate::core::message::Message;
@@ -23,8 +25,9 @@ pub struct Cursor {
 /// A stored message and where its line ends in the file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredMessage {
-    /// The record.
-    pub message: Message,
+    /// The record, shared: a cached tail, the turn's tail and the prompt built from it all
+    /// point at one copy, so neither loading a cached tail nor building a prompt copies text.
+    pub message: Arc<Message>,
     /// Byte offset just past its line (the offset of the next message).
     pub end_offset: u64,
 }
