@@ -49,7 +49,7 @@ async fn mail_of_every_shape_is_answered_in_thread_and_robots_are_not() {
             &plain_mail(
                 &owner,
                 to,
-                "Re: Lunch plans",
+                "Re: Re: Lunch plans",
                 &plain,
                 extra,
                 "Plain words PLAINMARK",
@@ -122,7 +122,11 @@ async fn mail_of_every_shape_is_answered_in_thread_and_robots_are_not() {
     }
     let (_, raw) = got.iter().find(|(r, _)| r == plain.as_str()).unwrap();
     let reply = MessageParser::default().parse(raw).unwrap();
-    assert_eq!(reply.subject(), Some("Re: Lunch plans"));
+    assert_eq!(
+        reply.subject(),
+        Some("Re: Lunch plans"),
+        "stacked reply prefixes collapse to one"
+    );
     assert_eq!(
         reply
             .references()

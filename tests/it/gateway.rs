@@ -90,6 +90,29 @@ async fn the_message_api_refuses_a_missing_or_wrong_token_and_bad_input() {
         .await
         .unwrap();
     assert_eq!(bad_json.status(), 400);
+    // Every body must be an object with the documented fields: serde would also read a struct
+    // from an array of its fields, and `["let me in"]` once ran a turn.
+    for body in [
+        "[\"let me in\"]",
+        "\"let me in\"",
+        "null",
+        "{\"text\": \"hi\", \"extra\": 1}",
+        "{\"text\": [\"hi\"]}",
+        "{}",
+    ] {
+        let response = gw
+            .http
+            .post(&url)
+            .bearer_auth(TOKEN)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 400, "{body}");
+        let error: serde_json::Value = response.json().await.unwrap();
+        assert!(error["error"].is_string(), "{body}: {error}");
+    }
     let bad_id = gw
         .http
         .post(format!("{}/v1/sessions/a%0Ab/messages", gw.base))

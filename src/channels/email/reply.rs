@@ -1,11 +1,11 @@
 //! Building the mail the bot sends: a threaded reply or a proactive message (cron, heartbeat).
 //!
-//! A reply to a mail carries `Re: <subject>` (never `Re: Re:`), `In-Reply-To` the mail's
-//! Message-ID and `References` its references plus that id, so mail clients thread it. A
-//! proactive mail without a mail to answer keeps the subject it was given (cron's
-//! `[squidbot] <job>`). Every mail is multipart/alternative (the Markdown as plain text, and
-//! HTML rendered from it) and says `Auto-Submitted: auto-replied`, so well-behaved robots do not
-//! answer it. The Message-ID is generated here, before the first attempt, so a retried send is
+//! A reply to a mail carries `Re: <subject>` (stacked prefixes collapsed, never `Re: Re:`),
+//! `In-Reply-To` the mail's Message-ID and `References` its references plus that id, so mail
+//! clients thread it. A proactive mail without a mail to answer keeps the subject it was given
+//! (cron's `[squidbot] <job>`). Every mail is multipart/alternative (the Markdown as plain text,
+//! and HTML rendered from it) and says `Auto-Submitted: auto-replied`, so well-behaved robots do
+//! not answer it. The Message-ID is generated here, before the first attempt, so a retried send is
 //! the same mail and the loop guard can recognise it.
 
 use lettre::Message;
@@ -42,19 +42,42 @@ pub struct OutgoingMail {
     pub message_id: String,
 }
 
-/// `Re: <subject>`, unless it already starts with `Re:` in any case.
+/// `Re: <subject>` with every reply prefix the subject already had collapsed into that one:
+/// `Re: Re: Plans`, `RE: re: Plans`, `Re[2]: Plans` and `AW: Re: Plans` all become `Re: Plans`,
+/// so a long exchange keeps a readable subject. Besides `Re`, the prefixes are the common
+/// localized ones mail clients write (`AW`, `SV`, `VS`, `Antw`, `Odp`, `RIF`, `Ynt`), in any case,
+/// with an optional count in brackets; anything else (`Fwd:`, `Regarding`) is kept.
 pub fn reply_subject(subject: &str) -> String {
-    let subject = subject.trim();
-    let already = subject
-        .get(..3)
-        .is_some_and(|head| head.eq_ignore_ascii_case("re:"));
-    if already {
-        subject.to_owned()
-    } else if subject.is_empty() {
+    let mut rest = subject.trim();
+    while let Some(after) = strip_reply_prefix(rest) {
+        rest = after.trim_start();
+    }
+    if rest.is_empty() {
         "Re: your mail".to_owned()
     } else {
-        format!("Re: {subject}")
+        format!("Re: {rest}")
     }
+}
+
+/// `subject` after one leading reply prefix (`Re:`, `Re[2]:`, `AW :`...), if it has one.
+fn strip_reply_prefix(subject: &str) -> Option<&str> {
+    const PREFIXES: [&str; 8] = ["re", "aw", "sv", "vs", "antw", "odp", "rif", "ynt"];
+    let word_end = subject
+        .find(|c: char| !c.is_ascii_alphabetic())
+        .unwrap_or(subject.len());
+    let word = &subject[..word_end];
+    if !PREFIXES.iter().any(|p| word.eq_ignore_ascii_case(p)) {
+        return None;
+    }
+    let mut rest = &subject[word_end..];
+    if let Some(counted) = rest.strip_prefix('[') {
+        let close = counted.find(']')?;
+        if !counted[..close].chars().all(|c| c.is_ascii_digit()) {
+            return None;
+        }
+        rest = &counted[close + 1..];
+    }
+    rest.trim_start().strip_prefix(':')
 }
 
 /// A fresh Message-ID in the domain of `from_address`, without angle brackets.
@@ -171,13 +194,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn re_is_added_once() {
-        assert_eq!(reply_subject("Hello"), "Re: Hello");
-        assert_eq!(reply_subject("Re: Hello"), "Re: Hello");
-        assert_eq!(reply_subject("RE: Hello"), "RE: Hello");
-        assert_eq!(reply_subject("re:Hello"), "re:Hello");
-        assert_eq!(reply_subject("Ré"), "Re: Ré");
-        assert_eq!(reply_subject(""), "Re: your mail");
+    fn re_is_added_once_and_stacked_prefixes_collapse() {
+        for (subject, expected) in [
+            ("Hello", "Re: Hello"),
+            ("Re: Hello", "Re: Hello"),
+            ("RE: Hello", "Re: Hello"),
+            ("re:Hello", "Re: Hello"),
+            ("Re: Re: Plans", "Re: Plans"),
+            ("Re: RE: re:  Plans", "Re: Plans"),
+            ("Re[2]: Plans", "Re: Plans"),
+            ("AW: Re: Plans", "Re: Plans"),
+            ("Re : Plans", "Re: Plans"),
+            ("Re: Fwd: Plans", "Re: Fwd: Plans"),
+            ("Fwd: Re: Plans", "Re: Fwd: Re: Plans"),
+            ("Regarding plans", "Re: Regarding plans"),
+            ("Re[x]: Plans", "Re: Re[x]: Plans"),
+            ("Ré", "Re: Ré"),
+            ("Re:", "Re: your mail"),
+            ("", "Re: your mail"),
+        ] {
+            assert_eq!(reply_subject(subject), expected, "{subject:?}");
+        }
     }
 
     #[test]

@@ -16,6 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures_util::stream::{self, Stream, StreamExt};
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::json;
 use subtle::ConstantTimeEq;
 use tokio::sync::mpsc;
@@ -117,6 +118,13 @@ struct MessageBody {
     text: String,
 }
 
+/// Reads a body that must be a JSON object. A derived `Deserialize` also accepts a struct
+/// written as an array of its fields (`["hi"]`), which is not the documented API.
+fn object_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, serde_json::Error> {
+    let object: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(body)?;
+    T::deserialize(serde_json::Value::Object(object))
+}
+
 fn bad_request(message: impl std::fmt::Display) -> Response {
     (
         StatusCode::BAD_REQUEST,
@@ -149,7 +157,7 @@ async fn message(
         Ok(session) => session,
         Err(response) => return *response,
     };
-    let body: MessageBody = match serde_json::from_slice(&body) {
+    let body: MessageBody = match object_body(&body) {
         Ok(body) => body,
         Err(error) => return bad_request(format!("expected {{\"text\": \"...\"}}: {error}")),
     };
