@@ -72,6 +72,10 @@ pub struct MatrixConfig {
     pub recovery_key: Secret,
     /// Name of an environment variable holding the recovery key. Default: empty.
     pub recovery_key_env: String,
+    /// How long the homeserver may hold a sync open when nothing happens (the long-poll
+    /// timeout). Four of these without a successful sync mark the channel stalled, and
+    /// `/readyz` fails. Default: 30.
+    pub sync_timeout_seconds: u64,
 }
 
 impl Default for MatrixConfig {
@@ -93,6 +97,7 @@ impl Default for MatrixConfig {
             store_passphrase: Secret::default(),
             recovery_key: Secret::default(),
             recovery_key_env: String::new(),
+            sync_timeout_seconds: 30,
         }
     }
 }

@@ -334,6 +334,8 @@ fn check_channels(config: &Config, checker: &mut Checker<'_>) {
         let user_ok = matrix.user_id.starts_with('@') && matrix.user_id.contains(':');
         let message = "must be a Matrix user id like @squidbot:example.org";
         checker.require(user_ok, "channels.matrix.user_id", message);
+        let field = "channels.matrix.sync_timeout_seconds";
+        checker.positive(matrix.sync_timeout_seconds, field);
         let login = !matrix.access_token.is_empty() || !matrix.password.is_empty();
         let message = "set access_token or password (or access_token_env / password_env)";
         checker.require(login, "channels.matrix.access_token", message);

@@ -7,6 +7,7 @@
 pub mod agent_loop;
 pub mod backoff;
 pub mod consolidation;
+pub mod liveness;
 pub mod memory_manager;
 pub mod message;
 pub mod origin;

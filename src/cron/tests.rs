@@ -377,6 +377,7 @@ async fn the_channel_fires_routable_jobs_and_reports_unroutable_ones() {
         shutdown: CancellationToken::new(),
         ready: CancellationToken::new(),
         tasks: TaskTracker::new(),
+        liveness: crate::core::liveness::Liveness::new(),
     };
     let task = tokio::spawn({
         let channel = channel.clone();

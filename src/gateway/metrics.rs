@@ -5,15 +5,18 @@
 //! OpenMetrics text format with `prometheus-client`.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::core::liveness::Pulse;
 use crate::core::ports::llm::{
     ChatRequest, ChatResponse, ContextBudget, LlmClient, LlmError, StreamObserver,
 };
@@ -53,6 +56,9 @@ pub struct Metrics {
     consolidations: Family<ConsolidationResult, Counter>,
     tool_calls: Family<ToolName, Counter>,
     channel_restarts: Family<ChannelName, Counter>,
+    channel_inbound_age: Family<ChannelName, Gauge<f64, AtomicU64>>,
+    channel_round_age: Family<ChannelName, Gauge<f64, AtomicU64>>,
+    channel_stalled: Family<ChannelName, Gauge>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -108,6 +114,24 @@ impl Metrics {
             "Channel task restarts, by channel",
             channel_restarts.clone(),
         );
+        let channel_inbound_age = Family::<ChannelName, Gauge<f64, AtomicU64>>::default();
+        registry.register(
+            "channel_last_inbound_age_seconds",
+            "Seconds since the channel's last inbound event (absent until one arrives)",
+            channel_inbound_age.clone(),
+        );
+        let channel_round_age = Family::<ChannelName, Gauge<f64, AtomicU64>>::default();
+        registry.register(
+            "channel_last_round_age_seconds",
+            "Seconds since the channel's last successful sync, IDLE or poll round (absent until one succeeds)",
+            channel_round_age.clone(),
+        );
+        let channel_stalled = Family::<ChannelName, Gauge>::default();
+        registry.register(
+            "channel_stalled",
+            "1 when no round of the channel succeeded within its limit (then /readyz fails)",
+            channel_stalled.clone(),
+        );
         for outcome in ["replied", "failed", "dropped"] {
             let _ = turns.get_or_create(&Outcome::of(outcome));
         }
@@ -123,7 +147,29 @@ impl Metrics {
             consolidations,
             tool_calls,
             channel_restarts,
+            channel_inbound_age,
+            channel_round_age,
+            channel_stalled,
         }
+    }
+
+    /// Sets a channel's pulse gauges to `pulse`, read just before rendering (ages grow between
+    /// events, so they are computed when scraped, not when something happens).
+    pub fn channel_pulse(&self, channel: &str, pulse: &Pulse) {
+        let label = ChannelName::of(channel);
+        if let Some(age) = pulse.last_inbound {
+            self.channel_inbound_age
+                .get_or_create(&label)
+                .set(age.as_secs_f64());
+        }
+        if let Some(age) = pulse.last_round {
+            self.channel_round_age
+                .get_or_create(&label)
+                .set(age.as_secs_f64());
+        }
+        self.channel_stalled
+            .get_or_create(&label)
+            .set(i64::from(pulse.stalled));
     }
 
     /// Starts a channel's restart counter at zero, so the series exists before any failure.

@@ -13,6 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::metrics::Metrics;
+use crate::core::liveness::{Liveness, Pulse};
 use crate::core::session::SessionId;
 
 /// Where a channel task is in its life.
@@ -40,6 +41,51 @@ pub struct ChannelStatus {
     pub restarts: u64,
     /// When the phase last changed.
     pub since: DateTime<Utc>,
+    /// Its pulse, read when a snapshot is taken.
+    #[serde(skip)]
+    liveness: Liveness,
+}
+
+/// A channel's status with its pulse read now, as `/status` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChannelReport {
+    /// The phase, error, restarts and since.
+    #[serde(flatten)]
+    pub status: ChannelStatus,
+    /// Seconds since its last inbound event, if one arrived since start.
+    pub last_inbound_age_seconds: Option<f64>,
+    /// Seconds since its last successful round (sync, IDLE or poll), if it has rounds and one
+    /// succeeded since start.
+    pub last_round_age_seconds: Option<f64>,
+    /// The longest a healthy round may take, if it has rounds.
+    pub stall_after_seconds: Option<f64>,
+    /// Whether no round succeeded within that limit: then `/readyz` fails.
+    pub stalled: bool,
+}
+
+impl ChannelReport {
+    fn of(status: &ChannelStatus) -> Self {
+        let pulse: Pulse = status.liveness.pulse();
+        Self {
+            status: status.clone(),
+            last_inbound_age_seconds: pulse.last_inbound.map(|d| d.as_secs_f64()),
+            last_round_age_seconds: pulse.last_round.map(|d| d.as_secs_f64()),
+            stall_after_seconds: pulse.stall_after.map(|d| d.as_secs_f64()),
+            stalled: pulse.stalled,
+        }
+    }
+}
+
+impl ChannelStatus {
+    fn new(state: ChannelPhase) -> Self {
+        Self {
+            state,
+            last_error: None,
+            restarts: 0,
+            since: Utc::now(),
+            liveness: Liveness::new(),
+        }
+    }
 }
 
 /// What the gateway knows of one session since start.
@@ -131,12 +177,7 @@ impl GatewayState {
         let mut channels = self.channels.write().unwrap_or_else(|p| p.into_inner());
         let entry = channels
             .entry(name.to_owned())
-            .or_insert_with(|| ChannelStatus {
-                state,
-                last_error: None,
-                restarts: 0,
-                since: Utc::now(),
-            });
+            .or_insert_with(|| ChannelStatus::new(state));
         if state == ChannelPhase::Failing {
             entry.restarts += 1;
         }
@@ -147,6 +188,36 @@ impl GatewayState {
         }
     }
 
+    /// The pulse `name` reports into, shared across its restarts.
+    pub fn liveness(&self, name: &str) -> Liveness {
+        let mut channels = self.channels.write().unwrap_or_else(|p| p.into_inner());
+        channels
+            .entry(name.to_owned())
+            .or_insert_with(|| ChannelStatus::new(ChannelPhase::Starting))
+            .liveness
+            .clone()
+    }
+
+    /// Every channel's status with its pulse read now.
+    pub fn channel_reports(&self) -> BTreeMap<String, ChannelReport> {
+        let channels = self.channels.read().unwrap_or_else(|p| p.into_inner());
+        channels
+            .iter()
+            .map(|(name, status)| (name.clone(), ChannelReport::of(status)))
+            .collect()
+    }
+
+    /// The metrics in the OpenMetrics text format, with every channel's pulse read now.
+    pub fn render_metrics(&self) -> String {
+        {
+            let channels = self.channels.read().unwrap_or_else(|p| p.into_inner());
+            for (name, status) in channels.iter() {
+                self.metrics.channel_pulse(name, &status.liveness.pulse());
+            }
+        }
+        self.metrics.render()
+    }
+
     /// Whether `name` is running.
     pub fn channel_running(&self, name: &str) -> bool {
         let channels = self.channels.read().unwrap_or_else(|p| p.into_inner());
@@ -155,12 +226,12 @@ impl GatewayState {
             .is_some_and(|c| c.state == ChannelPhase::Running)
     }
 
-    /// Channels that are not running (for `/readyz`); empty means ready.
+    /// Channels that are not running or are stalled (for `/readyz`); empty means ready.
     pub fn not_ready(&self) -> Vec<String> {
         let channels = self.channels.read().unwrap_or_else(|p| p.into_inner());
         channels
             .iter()
-            .filter(|(_, c)| c.state != ChannelPhase::Running)
+            .filter(|(_, c)| c.state != ChannelPhase::Running || c.liveness.pulse().stalled)
             .map(|(n, _)| n.clone())
             .collect()
     }
@@ -197,11 +268,7 @@ impl GatewayState {
 
     /// The `/status` document.
     pub async fn snapshot(&self) -> Value {
-        let channels = self
-            .channels
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let channels = self.channel_reports();
         let sessions: BTreeMap<String, SessionActivity> = self
             .sessions
             .lock()

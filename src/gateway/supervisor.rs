@@ -149,15 +149,18 @@ async fn supervise(channel: Arc<dyn Channel>, state: Arc<GatewayState>, parts: P
         tasks,
     } = parts;
     let name = channel.name().to_owned();
+    let liveness = state.liveness(&name);
     let mut failures: u32 = 0;
     loop {
         state.set_channel(&name, ChannelPhase::Starting, None);
+        liveness.run_started();
         let ready = CancellationToken::new();
         let context = ChannelContext {
             dispatch: dispatch.clone(),
             shutdown: shutdown.clone(),
             ready: ready.clone(),
             tasks: tasks.clone(),
+            liveness: liveness.clone(),
         };
         let started = Instant::now();
         let runner = channel.clone();

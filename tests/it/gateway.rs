@@ -245,12 +245,23 @@ async fn status_and_metrics_describe_the_running_gateway() {
         "# TYPE squidbot_tool_calls counter",
         "# TYPE squidbot_consolidations counter",
         "# TYPE squidbot_llm_failures counter",
+        "squidbot_channel_last_inbound_age_seconds{channel=\"http\"}",
+        "squidbot_channel_stalled{channel=\"http\"} 0",
     ] {
         assert!(
             metrics.contains(needle),
             "missing {needle:?} in:\n{metrics}"
         );
     }
+    // The HTTP API has no rounds: it reports its last inbound message and is never stalled.
+    let http = &gw.get_json("/status").await["channels"]["http"];
+    assert!(
+        http["last_inbound_age_seconds"].as_f64().unwrap() < 60.0,
+        "{http}"
+    );
+    assert_eq!(http["last_round_age_seconds"], Value::Null, "{http}");
+    assert_eq!(http["stall_after_seconds"], Value::Null, "{http}");
+    assert_eq!(http["stalled"], false, "{http}");
 }
 
 #[tokio::test]

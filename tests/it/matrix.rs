@@ -86,6 +86,17 @@ impl BotGateway {
         response.json().await.unwrap()
     }
 
+    /// GETs `path`; returns status and body.
+    async fn get(&self, path: &str) -> (u16, String) {
+        let response = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
+        (response.status().as_u16(), response.text().await.unwrap())
+    }
+
     /// SIGTERM, then waits for a clean exit.
     async fn stop(mut self) {
         let pid = self.child.id().unwrap();
@@ -669,7 +680,11 @@ async fn a_homeserver_restart_mid_run_is_recovered_without_losing_a_message() {
     let llm = ScriptedLlm::start().await;
     llm.set_handler(echo);
     let home = tempfile::tempdir().unwrap();
-    let extra = format!("    allowlist: [\"{}\"]", a.user_id);
+    // Syncs long-poll for 1 s, so four seconds without one is a stall.
+    let extra = format!(
+        "    allowlist: [\"{}\"]\n    sync_timeout_seconds: 1",
+        a.user_id
+    );
     let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
     let alice = Human::login(&hs, &a).await;
     let room = alice.create_room(&[&bot.user_id], false).await;
@@ -677,6 +692,11 @@ async fn a_homeserver_restart_mid_run_is_recovered_without_losing_a_message() {
     alice.wait_joined(&room_id, &bot.user_id).await;
     alice.say(&room_id, "before the outage").await;
     alice.wait_messages(&room_id, &bot.user_id, 1).await;
+    let pulse = &gateway.status().await["channels"]["matrix"];
+    assert_eq!(pulse["stalled"], false, "{pulse}");
+    assert_eq!(pulse["stall_after_seconds"], 4.0, "{pulse}");
+    assert!(pulse["last_inbound_age_seconds"].is_f64(), "{pulse}");
+    assert!(pulse["last_round_age_seconds"].is_f64(), "{pulse}");
 
     let synapse = tokio::task::spawn_blocking(move || {
         synapse.down();
@@ -694,6 +714,36 @@ async fn a_homeserver_restart_mid_run_is_recovered_without_losing_a_message() {
         assert!(Instant::now() < deadline, "never backed off: {status}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // The task is alive, but no sync succeeds: the channel is stalled, and says so.
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let (code, body) = gateway.get("/readyz").await;
+        if code == 503 {
+            assert!(body.contains("matrix"), "{body}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "never stalled: {code} {body}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let pulse = &gateway.status().await["channels"]["matrix"];
+    assert_eq!(pulse["stalled"], true, "{pulse}");
+    assert_eq!(
+        pulse["state"], "running",
+        "the task itself never failed: {pulse}"
+    );
+    assert!(
+        pulse["last_round_age_seconds"].as_f64().unwrap() > 4.0,
+        "{pulse}"
+    );
+    let (_, metrics) = gateway.get("/metrics").await;
+    assert!(
+        metrics.contains("squidbot_channel_stalled{channel=\"matrix\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("squidbot_channel_last_round_age_seconds{channel=\"matrix\"}"),
+        "{metrics}"
+    );
     let synapse = tokio::task::spawn_blocking(move || {
         synapse.up();
         synapse
@@ -705,6 +755,13 @@ async fn a_homeserver_restart_mid_run_is_recovered_without_losing_a_message() {
     assert_eq!(
         bodies(&replies),
         ["**echo** before the outage", "**echo** after the outage"]
+    );
+    let (code, body) = gateway.get("/readyz").await;
+    assert_eq!(code, 200, "syncing again, so ready again: {body}");
+    let (_, metrics) = gateway.get("/metrics").await;
+    assert!(
+        metrics.contains("squidbot_channel_stalled{channel=\"matrix\"} 0"),
+        "{metrics}"
     );
     drop(gateway);
     drop(synapse);

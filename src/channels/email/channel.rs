@@ -40,6 +40,10 @@ use crate::core::session::SessionId;
 const NAME: &str = "email";
 /// How long one IDLE lasts before it is re-issued (RFC 2177: under 29 minutes).
 const IDLE_REARM: Duration = Duration::from_secs(25 * 60);
+
+/// How much longer than its cadence a round may take before the channel counts as stalled
+/// (a slow server, a reconnect).
+const STALL_SLACK: Duration = Duration::from_secs(5 * 60);
 /// Reconnect pauses: 1 s doubling to 60 s.
 const RECONNECT_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
 
@@ -182,6 +186,12 @@ impl EmailChannel {
         }
         let idle = imap::supports_idle(&mut session).await?;
         lock(&self.status).idle_supported = Some(idle);
+        // A round is a scan: at the latest one per IDLE re-arm, or per poll.
+        context.liveness.expect_rounds(if idle {
+            IDLE_REARM + STALL_SLACK
+        } else {
+            Duration::from_secs(self.config.poll_interval_seconds) * 3 + STALL_SLACK
+        });
         let mut acks: Vec<u32> = Vec::new();
         loop {
             while let Ok(uid) = ack_rx.try_recv() {
@@ -190,6 +200,7 @@ impl EmailChannel {
             imap::mark_seen(&mut session, &acks).await?;
             acks.clear();
             self.scan(&mut session, context, ack_tx).await?;
+            context.liveness.round();
             if context.shutdown.is_cancelled() {
                 imap::logout(session).await;
                 return Ok(());
@@ -362,6 +373,7 @@ impl EmailChannel {
             return Handled::Deferred;
         }
         lock(&self.status).submitted += 1;
+        context.liveness.inbound();
         let progress = self.progress.clone();
         let in_flight = self.in_flight.clone();
         let ack_tx = ack_tx.clone();

@@ -300,6 +300,7 @@ async fn run_for(channel: Arc<HeartbeatChannel>, dispatch: Arc<FakeDispatch>, du
         shutdown: CancellationToken::new(),
         ready: CancellationToken::new(),
         tasks: TaskTracker::new(),
+        liveness: crate::core::liveness::Liveness::new(),
     };
     let task = {
         let context = context.clone();

@@ -101,6 +101,7 @@ impl Channel for HttpChannel {
             token: self.settings.token.as_deref().map(Arc::from),
             shutdown: context.shutdown.clone(),
             tasks: context.tasks.clone(),
+            liveness: context.liveness.clone(),
         };
         context.ready.cancel();
         let shutdown = context.shutdown.clone();

@@ -25,6 +25,7 @@ use tokio_util::task::TaskTracker;
 
 use super::hub::HttpHub;
 use super::sse::{SseSink, event};
+use crate::core::liveness::Liveness;
 use crate::core::origin::Origin;
 use crate::core::ports::channel::{DeliveryError, Dispatch, Inbound, ReplySink, TurnResult};
 use crate::core::session::SessionId;
@@ -43,6 +44,8 @@ pub struct AppState {
     pub shutdown: CancellationToken,
     /// The gateway's background tasks (see `ChannelContext::tasks`).
     pub tasks: TaskTracker,
+    /// Where accepted messages are reported as inbound events.
+    pub liveness: Liveness,
 }
 
 /// The router for `app`.
@@ -86,7 +89,7 @@ async fn metrics(State(app): State<AppState>) -> Response {
     let content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
     (
         [(header::CONTENT_TYPE, content_type)],
-        app.state.metrics().render(),
+        app.state.render_metrics(),
     )
         .into_response()
 }
@@ -164,6 +167,7 @@ async fn message(
     if body.text.trim().is_empty() {
         return bad_request("text is empty");
     }
+    app.liveness.inbound();
     let wants_stream = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())

@@ -48,8 +48,9 @@ use crate::core::session::SessionId;
 /// The channel's name and session prefix.
 pub const NAME: &str = "matrix";
 
-/// How long the server may hold a sync request open.
-const SYNC_TIMEOUT: Duration = Duration::from_secs(30);
+/// Healthy syncs a channel may miss before it counts as stalled: a sync returns at the latest
+/// after the long-poll timeout, so four of them without one is no network hiccup.
+const STALL_SYNCS: u32 = 4;
 
 /// Waits between failed syncs: 1 s doubling to 60 s.
 const SYNC_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
@@ -284,9 +285,11 @@ impl Channel for MatrixChannel {
         };
         let mut failures = 0u32;
         let mut first = true;
+        let sync_timeout = Duration::from_secs(self.config.sync_timeout_seconds);
+        context.liveness.expect_rounds(sync_timeout * STALL_SYNCS);
         let result = loop {
             let settings = SyncSettings::default()
-                .timeout(if first { Duration::ZERO } else { SYNC_TIMEOUT })
+                .timeout(if first { Duration::ZERO } else { sync_timeout })
                 .token(match &token {
                     Some(token) => SyncToken::Specific(token.clone()),
                     None => SyncToken::NoToken,
@@ -298,6 +301,7 @@ impl Channel for MatrixChannel {
             };
             match synced {
                 Ok(response) => {
+                    context.liveness.round();
                     failures = 0;
                     let fresh = token.is_none();
                     token = Some(response.next_batch.clone());
@@ -310,6 +314,9 @@ impl Channel for MatrixChannel {
                     });
                     context.ready.cancel();
                     let submitted = self.process(&mut this, &context, response, fresh).await;
+                    if submitted > 0 {
+                        context.liveness.inbound();
+                    }
                     self.update(|s| s.messages_in += submitted);
                 }
                 Err(error) if is_fatal(&error) => {

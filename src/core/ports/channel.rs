@@ -20,6 +20,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::core::liveness::Liveness;
 use crate::core::origin::Origin;
 use crate::core::ports::llm::LlmClient;
 use crate::core::ports::tool::Tool;
@@ -223,6 +224,9 @@ pub struct ChannelContext {
     /// outcome, acknowledging it once persisted): the gateway waits for every task here before
     /// it exits, so an acknowledgement or a job's recorded outcome is never cut off.
     pub tasks: TaskTracker,
+    /// Where the channel reports inbound events and successful rounds (syncs, IDLE or poll
+    /// rounds), so `/status`, `/metrics` and `/readyz` can tell a quiet channel from a stuck one.
+    pub liveness: Liveness,
 }
 
 /// A long-running message source, run by the supervisor.
