@@ -51,11 +51,12 @@ impl AttachmentStore {
         };
         let mut path = dir.join(&name);
         let mut n = 1;
-        while path.exists() {
+        // The name is taken in the same step as the file is created, so two attachments of one
+        // name saved at once (Matrix and mail, or two rooms) never overwrite each other.
+        while !atomic::write_new(&path, bytes)? {
             path = dir.join(format!("{stem}-{n}{extension}"));
             n += 1;
         }
-        atomic::write(&path, bytes)?;
         Ok(path)
     }
 }

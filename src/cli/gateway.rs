@@ -3,7 +3,8 @@
 //! It assembles the agent with metered LLM pools, builds the router, the live state and the
 //! enabled channels, and hands them to the supervisor. SIGTERM or SIGINT stops accepting,
 //! drains in-flight turns within `gateway.shutdown_grace_seconds`, lets the channels stop, and
-//! exits 0.
+//! exits 0. Before anything else it claims the home ([`HomeLock`]): a second gateway on the same
+//! `$SQUIDBOT_HOME` exits 1 naming the first one's pid.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -24,7 +25,7 @@ use squidbot::gateway::fault::FaultChannel;
 use squidbot::gateway::{ChannelDirectory, GatewayState, Metrics, Router, Supervisor, shutdown};
 use squidbot::gateway::{StatusSection, status_fn};
 use squidbot::skills::SkillCatalog;
-use squidbot::storage::ActivityFile;
+use squidbot::storage::{ActivityFile, HomeLock};
 use squidbot::tools::mcp::McpHub;
 
 use super::assemble::Assembly;
@@ -39,6 +40,8 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     for warning in &loaded.warnings {
         tracing::warn!("{warning}");
     }
+    // Held until the process exits: before the port, the Matrix store or any file is touched.
+    let _home = HomeLock::acquire(&loaded.home)?;
     let config = &loaded.config;
     let metrics = Arc::new(Metrics::new());
     let assembly = Assembly::build(&loaded, Some(metrics.clone())).await?;

@@ -15,7 +15,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 
 use squidbot::config::{Config, resolve_path};
-use squidbot::storage::atomic;
+use squidbot::storage::{FileLock, atomic};
 
 /// Arguments of `squidbot onboard`.
 #[derive(Debug, Args)]
@@ -43,6 +43,10 @@ pub fn run(config_path: Option<&Path>, args: OnboardArgs) -> Result<ExitCode> {
     let path = location.path.clone();
     let interactive = std::io::stdin().is_terminal();
     let wanted = Wanted::from_flags(&args);
+    // Held until the file is written: another `onboard` or an `import` writing the same config
+    // waits, so neither decides on a file the other is replacing.
+    let _lock = FileLock::exclusive(&FileLock::beside(&path))
+        .with_context(|| format!("locking {}", path.display()))?;
     let write = if path.exists() && !args.force {
         match decide_on_existing(&path, &wanted, interactive)? {
             Existing::Keep => false,

@@ -11,7 +11,7 @@
 //! files load unchanged. A file that does not parse is an error naming it, never replaced by an
 //! empty list.
 
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::storage::atomic;
+use crate::storage::file_lock::FileLock;
 
 /// Why the job store could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -253,16 +254,7 @@ impl CronJobs {
         &self,
         change: impl FnOnce(&mut Vec<CronJob>) -> T,
     ) -> Result<T, CronStoreError> {
-        if let Some(dir) = self.lock_path.parent() {
-            fs::create_dir_all(dir).map_err(|source| self.io("creating", dir, source))?;
-        }
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&self.lock_path)
-            .map_err(|source| self.io("opening", &self.lock_path, source))?;
-        lock.lock()
+        let lock = FileLock::exclusive(&self.lock_path)
             .map_err(|source| self.io("locking", &self.lock_path, source))?;
         let before = self.load_blocking()?;
         let mut jobs = before.clone();
@@ -277,7 +269,6 @@ impl CronJobs {
             atomic::write(&self.path, &bytes)
                 .map_err(|source| self.io("writing", &self.path, source))?;
         }
-        // Dropping `lock` closes the file and releases the lock.
         drop(lock);
         Ok(result)
     }

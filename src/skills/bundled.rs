@@ -3,13 +3,16 @@
 //! [`materialize`] writes them to `$SQUIDBOT_HOME/bundled-skills/<name>/SKILL.md` (only when the
 //! content differs, so a normal start writes nothing), so the agent can `read_file` them at the
 //! `<location>` the prompt gives; that directory is readable to the file tools even when they
-//! are confined to the workspace.
+//! are confined to the workspace. The gateway and `squidbot agent` both do this at start (two
+//! versions of the binary may disagree on a skill's text), so it runs under the directory's
+//! lock.
 
 use std::path::{Path, PathBuf};
 
 use crate::skills::SkillsError;
 use crate::skills::catalog::SKILL_FILE;
 use crate::storage::atomic;
+use crate::storage::file_lock::FileLock;
 
 /// The bundled skills: directory name and SKILL.md text.
 pub const BUNDLED: [(&str, &str); 7] = [
@@ -34,6 +37,8 @@ pub fn bundled_dir(home: &Path) -> PathBuf {
 /// the directory.
 pub fn materialize(home: &Path) -> Result<PathBuf, SkillsError> {
     let dir = bundled_dir(home);
+    let _lock =
+        FileLock::directory(&dir).map_err(|source| SkillsError::io("locking", &dir, source))?;
     for (name, text) in BUNDLED {
         let path = dir.join(name).join(SKILL_FILE);
         if std::fs::read(&path).is_ok_and(|current| current == text.as_bytes()) {

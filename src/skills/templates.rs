@@ -28,14 +28,13 @@ pub fn write_missing(workspace: &Path) -> Result<Vec<PathBuf>, SkillsError> {
     let mut written = Vec::new();
     for (name, text) in TEMPLATES {
         let path = workspace.join(name);
-        match std::fs::symlink_metadata(&path) {
-            Ok(_) => continue,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            Err(source) => return Err(SkillsError::io("checking", path, source)),
-        }
-        atomic::write(&path, text.as_bytes())
+        // Created only if absent in one step: a file the owner or a running agent made in the
+        // meantime (the first-run interview writes USER.md) is never replaced.
+        let created = atomic::write_new(&path, text.as_bytes())
             .map_err(|source| SkillsError::io("writing", &path, source))?;
-        written.push(path);
+        if created {
+            written.push(path);
+        }
     }
     Ok(written)
 }

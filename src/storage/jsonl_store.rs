@@ -5,6 +5,12 @@
 //! durable with `fdatasync` before returning; if a crash left a torn last line, the next append
 //! first ends it with a newline so the torn fragment stays an isolated, skippable line.
 //! Loading seeks to the cursor's byte offset, so it reads only the unconsolidated tail.
+//!
+//! The gateway, `squidbot agent` and `squidbot import` may write one session at the same time
+//! (the session mutex of `core` orders the turns of one process only). So every append, load
+//! and consolidation commit holds an exclusive `flock` on the session's history file, which is
+//! never replaced and so can carry the lock itself: the torn-line check and its append, and the
+//! cursor's compare, summary and cursor writes, each happen as one step between processes.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader, ErrorKind, Read, Seek, SeekFrom, Write};
@@ -131,14 +137,37 @@ impl HistoryStore for JsonlStore {
         let paths = self.paths(session);
         let summary = summary.to_owned();
         let id = session.clone();
+        let dir = self.sessions_dir.clone();
         self.cache.forget(session);
         let result = blocking("commit", &paths.cursor.clone(), move || {
-            commit(&id, &paths, &summary, cursor)
+            commit(&dir, &id, &paths, &summary, cursor)
         })
         .await;
         self.cache.forget(session);
         result
     }
+}
+
+/// Opens a history file for appending (creating it and its directory) and waits for its lock,
+/// which is released when the file is closed.
+fn open_locked(dir: &Path, path: &Path) -> Result<File, StoreError> {
+    let open = || {
+        OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .open(path)
+    };
+    let file = match open() {
+        Err(error) if error.kind() == ErrorKind::NotFound => {
+            fs::create_dir_all(dir).map_err(|e| io_error("create", dir, e))?;
+            open()
+        }
+        other => other,
+    }
+    .map_err(|e| io_error("open", path, e))?;
+    file.lock().map_err(|e| io_error("lock", path, e))?;
+    Ok(file)
 }
 
 /// Appends pre-encoded lines; `ends` are offsets relative to the start of `buffer`. Returns the
@@ -149,21 +178,8 @@ fn append_lines(
     mut buffer: Vec<u8>,
     ends: Vec<u64>,
 ) -> Result<(u64, Vec<u64>), StoreError> {
-    let open = || {
-        OpenOptions::new()
-            .create(true)
-            .read(true)
-            .append(true)
-            .open(path)
-    };
-    let mut file = match open() {
-        Err(error) if error.kind() == ErrorKind::NotFound => {
-            fs::create_dir_all(dir).map_err(|e| io_error("create", dir, e))?;
-            open()
-        }
-        other => other,
-    }
-    .map_err(|e| io_error("open", path, e))?;
+    // Locked until `file` is closed at the end of this function.
+    let mut file = open_locked(dir, path)?;
     let len = file
         .metadata()
         .map_err(|e| io_error("stat", path, e))?
@@ -216,18 +232,22 @@ fn write_cursor_file(path: &Path, file: &CursorFile) -> Result<(), StoreError> {
 }
 
 fn load_tail(session: &SessionId, paths: &SessionPaths) -> Result<Tail, StoreError> {
-    let summary = read_optional(&paths.summary)?;
-    let (mut cursor_file, mut dirty) = read_cursor_file(&paths.cursor)?.recover(&summary);
     let mut file = match File::open(&paths.history) {
         Ok(file) => file,
         Err(error) if error.kind() == ErrorKind::NotFound => {
             return Ok(Tail {
-                summary,
+                summary: read_optional(&paths.summary)?,
                 ..Tail::default()
             });
         }
         Err(error) => return Err(io_error("open", &paths.history, error)),
     };
+    // Cursor and summary are read as one state, and a repaired cursor written back, only while
+    // no other process commits a consolidation.
+    file.lock()
+        .map_err(|e| io_error("lock", &paths.history, e))?;
+    let summary = read_optional(&paths.summary)?;
+    let (mut cursor_file, mut dirty) = read_cursor_file(&paths.cursor)?.recover(&summary);
     let len = file
         .metadata()
         .map_err(|e| io_error("stat", &paths.history, e))?
@@ -356,11 +376,15 @@ fn scan_offset(file: &mut File, count: u64, path: &Path) -> Result<(u64, u64), S
 }
 
 fn commit(
+    dir: &Path,
     session: &SessionId,
     paths: &SessionPaths,
     summary: &str,
     cursor: Cursor,
 ) -> Result<(), StoreError> {
+    // Held until the end: the check below and the three writes are one step, so two processes
+    // consolidating the same session cannot interleave them.
+    let _history = open_locked(dir, &paths.history)?;
     let current = read_cursor_file(&paths.cursor)?;
     let (current, _) = current.recover(&read_optional(&paths.summary)?);
     if cursor.messages < current.last_consolidated {

@@ -1,8 +1,12 @@
 //! [`MemoryFile`]: the global MEMORY.md, curated by the agent through `memory_write`.
 //!
-//! Writes are serialized by an async mutex (two sessions may call `memory_write` at once) and
-//! are atomic; before each replace the current document is saved as `MEMORY.md.prev`, so one
-//! bad write can always be undone by hand.
+//! Writes are atomic; before each replace the current document is saved as `MEMORY.md.prev`,
+//! so one bad write can always be undone by hand. Copy and replace are one step under an
+//! exclusive [`FileLock`] on the workspace directory (the gateway and `squidbot agent` may write
+//! at the same moment; without it both copy the same old document to `.prev` and the version
+//! one of them replaced is lost). The file tools and the import take the same lock. It is taken
+//! inside an async mutex so that the turns of one process queue there instead of each holding a
+//! blocking thread while it waits for the lock.
 
 use std::fs;
 use std::io::ErrorKind;
@@ -11,6 +15,7 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use tokio::sync::Mutex;
 
+use super::file_lock::FileLock;
 use super::{atomic, blocking, io_error};
 use crate::core::ports::store::{MemoryStore, StoreError};
 
@@ -20,6 +25,8 @@ pub struct MemoryFile {
     path: PathBuf,
     /// A tokio mutex: it is held across the blocking write, which is awaited.
     writing: Mutex<()>,
+    /// The workspace, whose directory lock every writer of its files holds.
+    workspace: PathBuf,
 }
 
 impl MemoryFile {
@@ -28,6 +35,7 @@ impl MemoryFile {
         Self {
             path: workspace.join("MEMORY.md"),
             writing: Mutex::new(()),
+            workspace: workspace.to_owned(),
         }
     }
 
@@ -39,6 +47,11 @@ impl MemoryFile {
     /// Where the previous version is kept.
     pub fn previous_path(&self) -> PathBuf {
         self.path.with_file_name("MEMORY.md.prev")
+    }
+
+    /// Waits for the lock every writer of MEMORY.md holds (the import takes it too). Blocking.
+    pub fn lock_blocking(&self) -> Result<FileLock, StoreError> {
+        lock(&self.workspace)
     }
 }
 
@@ -56,21 +69,29 @@ impl MemoryStore for MemoryFile {
         .await
     }
 
-    async fn replace(&self, content: &str) -> Result<(), StoreError> {
+    async fn replace(&self, content: &str) -> Result<Option<String>, StoreError> {
         let _writing = self.writing.lock().await;
         let path = self.path.clone();
         let previous = self.previous_path();
+        let workspace = self.workspace.clone();
         let content = content.to_owned();
         blocking("write", &self.path, move || {
-            match fs::read(&path) {
+            let _lock = lock(&workspace)?;
+            let old = match fs::read(&path) {
                 Ok(old) => {
-                    atomic::write(&previous, &old).map_err(|e| io_error("write", &previous, e))?
+                    atomic::write(&previous, &old).map_err(|e| io_error("write", &previous, e))?;
+                    Some(String::from_utf8_lossy(&old).into_owned())
                 }
-                Err(error) if error.kind() == ErrorKind::NotFound => {}
+                Err(error) if error.kind() == ErrorKind::NotFound => None,
                 Err(error) => return Err(io_error("read", &path, error)),
-            }
-            atomic::write(&path, content.as_bytes()).map_err(|e| io_error("write", &path, e))
+            };
+            atomic::write(&path, content.as_bytes()).map_err(|e| io_error("write", &path, e))?;
+            Ok(old)
         })
         .await
     }
+}
+
+fn lock(workspace: &Path) -> Result<FileLock, StoreError> {
+    FileLock::directory(workspace).map_err(|e| io_error("lock", workspace, e))
 }

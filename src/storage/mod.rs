@@ -3,6 +3,8 @@
 //! - [`activity_log`]: the last active session, the heartbeat's default target ([`ActivityFile`]).
 //! - [`safe_id`]: the injective, filesystem-safe encoding of session ids.
 //! - [`atomic`]: whole-file writes that are atomic (temp file, fsync, rename, fsync dir).
+//! - [`file_lock`]: exclusive locks between processes for read-modify-write ([`FileLock`]).
+//! - [`home_lock`]: one gateway per home ([`HomeLock`]).
 //! - [`jsonl_store`]: session histories, cursors and summaries ([`JsonlStore`]).
 //! - [`history_index`]: the full-text index over all histories, a rebuildable cache ([`HistoryIndex`]).
 //! - [`cursor_file`]: the `.meta.json` cursor format and its crash-safe commit protocol.
@@ -11,13 +13,16 @@
 //! - [`import`]: bringing an original (Python) squidbot home over, idempotently.
 //! - [`bootstrap`]: the workspace's bootstrap files as the base prompt ([`WorkspacePrompt`]).
 //!
-//! **Architecture Invariant:** only this module writes squidbot's state files.
+//! **Architecture Invariant:** only this module writes squidbot's state files, and a file two
+//! processes may write is written under a [`FileLock`].
 
 pub mod activity_log;
 pub mod atomic;
 pub mod bootstrap;
 pub mod cursor_file;
+pub mod file_lock;
 pub mod history_index;
+pub mod home_lock;
 pub mod import;
 pub mod jsonl_store;
 pub mod memory_file;
@@ -26,7 +31,9 @@ pub mod tail_cache;
 
 pub use activity_log::ActivityFile;
 pub use bootstrap::WorkspacePrompt;
+pub use file_lock::FileLock;
 pub use history_index::HistoryIndex;
+pub use home_lock::HomeLock;
 pub use jsonl_store::JsonlStore;
 pub use memory_file::MemoryFile;
 

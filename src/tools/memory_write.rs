@@ -62,21 +62,28 @@ impl TypedTool for MemoryWriteTool {
                 "Error: refused to write empty memory; it would erase everything. Send the full merged document.",
             );
         }
-        if let Err(error) = self.store.replace(&arguments.content).await {
-            tracing::error!(session = %self.session, error = %error, "memory_write failed.");
-            return ToolOutput::error(format!("Error: could not save memory: {error}"));
-        }
+        let previous = match self.store.replace(&arguments.content).await {
+            Ok(previous) => previous,
+            Err(error) => {
+                tracing::error!(session = %self.session, error = %error, "memory_write failed.");
+                return ToolOutput::error(format!("Error: could not save memory: {error}"));
+            }
+        };
         let words = arguments.content.split_whitespace().count();
         tracing::info!(session = %self.session, words, "Global memory updated.");
+        // The size of what was replaced lets the agent notice a write that dropped most of it,
+        // and says where to find it.
+        let kept = previous.map_or_else(String::new, |previous| {
+            let words = previous.split_whitespace().count();
+            format!(" The previous version ({words} words) is kept in MEMORY.md.prev.")
+        });
         if words > SOFT_WORD_LIMIT {
             ToolOutput::ok(format!(
-                "Memory updated ({words} words). Warning: that is long; it is paid for on every turn. \
-                 Condense it to ~300 words soon."
+                "Memory updated ({words} words).{kept} Warning: that is long; it is paid for on \
+                 every turn. Condense it to ~300 words soon."
             ))
         } else {
-            ToolOutput::ok(format!(
-                "Memory updated ({words} words). The previous version was kept."
-            ))
+            ToolOutput::ok(format!("Memory updated ({words} words).{kept}"))
         }
     }
 }

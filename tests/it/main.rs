@@ -35,6 +35,8 @@ mod skills_cli;
 mod doctor_cli;
 // `squidbot import DIR` through the binary: an original home brought over, idempotently.
 mod import_cli;
+// Two processes on one home: a second gateway refused, MEMORY.md written by two at once.
+mod two_processes;
 // The email channel against real dovecot + SMTP: parsing, threading, loop guard, restarts.
 mod email;
 // `search_history` through the binary: ranked recall, the asking turn left out, summaries,

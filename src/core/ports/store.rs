@@ -130,6 +130,8 @@ pub trait MemoryStore: Send + Sync {
     /// The current document, empty when none exists.
     async fn load(&self) -> Result<String, StoreError>;
 
-    /// Replaces the document atomically, keeping the previous version. Writes are serialized.
-    async fn replace(&self, content: &str) -> Result<(), StoreError>;
+    /// Replaces the document atomically, keeping the previous version; returns the version it
+    /// replaced (`None` when there was none), read in the same step as the write, so the agent
+    /// learns what it overwrote. Writes are serialized, also between processes.
+    async fn replace(&self, content: &str) -> Result<Option<String>, StoreError>;
 }

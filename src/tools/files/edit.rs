@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{EDIT_CAP, blocking, io_failure, write_keeping_permissions};
+use super::{EDIT_CAP, blocking, io_failure, lock_workspace, write_keeping_permissions};
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
 use crate::workspace::WorkspaceGuard;
 
@@ -64,7 +64,12 @@ impl TypedTool for EditFileTool {
             Ok(path) => path,
             Err(error) => return ToolOutput::error(format!("Error: {error}")),
         };
+        let root = self.guard.root().to_owned();
         blocking("edit_file", move || {
+            let _lock = match lock_workspace(&root) {
+                Ok(lock) => lock,
+                Err(output) => return output,
+            };
             edit(
                 &path,
                 &arguments.path,

@@ -4,8 +4,11 @@
 //! with `restrict_to_workspace` the model can read the workspace and the skill directories and
 //! write only the workspace. Reads are capped ([`READ_CAP`], with a note on how to read on),
 //! binary files are refused, and listings are capped ([`LIST_CAP`]). Writes are atomic (temporary
-//! file and rename, see `storage::atomic`) and keep an existing file's permissions. All file I/O
-//! runs on the blocking pool; every failure is an error result that says what went wrong.
+//! file and rename, see `storage::atomic`) and keep an existing file's permissions; writes and
+//! edits hold the workspace's lock ([`FileLock::directory`], also held by MEMORY.md's writers),
+//! so an edit's read and write never interleave with a write by the gateway or another
+//! `squidbot agent` on the same workspace. All file I/O runs on the blocking pool; every failure
+//! is an error result that says what went wrong.
 
 mod edit;
 mod list;
@@ -18,6 +21,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::core::ports::tool::{Tool, ToolOutput};
+use crate::storage::file_lock::FileLock;
 use crate::workspace::WorkspaceGuard;
 
 pub use edit::EditFileTool;
@@ -67,6 +71,12 @@ fn io_failure(action: &str, shown: &str, error: &std::io::Error) -> ToolOutput {
         _ => error.to_string(),
     };
     ToolOutput::error(format!("Error: cannot {action} {shown}: {reason}"))
+}
+
+/// Waits for the lock of the workspace at `root`; held until dropped. Blocking.
+fn lock_workspace(root: &Path) -> Result<FileLock, ToolOutput> {
+    FileLock::directory(root)
+        .map_err(|error| ToolOutput::error(format!("Error: cannot lock the workspace: {error}")))
 }
 
 /// Writes `bytes` atomically to `path`, keeping the permissions of a file it replaces.

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{blocking, io_failure, write_keeping_permissions};
+use super::{blocking, io_failure, lock_workspace, write_keeping_permissions};
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
 use crate::workspace::WorkspaceGuard;
 
@@ -54,8 +54,13 @@ impl TypedTool for WriteFileTool {
             Ok(path) => path,
             Err(error) => return ToolOutput::error(format!("Error: {error}")),
         };
+        let root = self.guard.root().to_owned();
         blocking("write_file", move || {
             let shown = &arguments.path;
+            let _lock = match lock_workspace(&root) {
+                Ok(lock) => lock,
+                Err(output) => return output,
+            };
             if path.is_dir() {
                 return ToolOutput::error(format!("Error: {shown} is a directory."));
             }

@@ -56,6 +56,12 @@ pub enum Reply {
     Raw { content_type: String, body: String },
     /// Waits `ms`, then answers with `then`.
     Delay { ms: u64, then: Box<Reply> },
+    /// Waits until as many requests as `gate` counts reached it (requests of different
+    /// processes, released together), then answers with `then`.
+    Gated {
+        gate: Arc<tokio::sync::Barrier>,
+        then: Box<Reply>,
+    },
 }
 
 impl Reply {
@@ -202,6 +208,10 @@ fn render(reply: Reply, model: String, stream: bool) -> BoxFuture<'static, Respo
         match reply {
             Reply::Delay { ms, then } => {
                 tokio::time::sleep(Duration::from_millis(ms)).await;
+                render(*then, model, stream).await
+            }
+            Reply::Gated { gate, then } => {
+                gate.wait().await;
                 render(*then, model, stream).await
             }
             Reply::StallHeaders { for_ms } => {
