@@ -1,6 +1,7 @@
 //! `squidbot import DIR`: brings an original (Python) squidbot home over, without loss and
 //! idempotently; the work is done by [`squidbot::storage::import`], this is the glue and the
-//! summary.
+//! summary. Everything it writes is inside `$SQUIDBOT_HOME` (and the config file, when
+//! `--config` names one elsewhere); it may run beside a gateway on the same home.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -8,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
-use squidbot::storage::import::{self, FileOutcome};
+use squidbot::storage::import::{self, FileOutcome, Rehome};
 
 /// Arguments of `squidbot import`.
 #[derive(Debug, Args)]
@@ -27,7 +28,10 @@ pub async fn run(config_path: Option<&Path>, args: ImportArgs) -> Result<ExitCod
     let location = squidbot::config::resolve_path(config_path);
     let home = location.home.clone();
     std::fs::create_dir_all(&home).with_context(|| format!("creating {}", home.display()))?;
-    let (config, dropped) = import::import_config(&source, &location.path, &home)?;
+    let _import = import::lock(&home)?;
+    let user_home = std::env::var_os("HOME").map(PathBuf::from);
+    let rehome = Rehome::new(&source, &home, user_home.as_deref());
+    let config = import::import_config(&rehome, &location.path)?;
     let workspace = match squidbot::config::load(config_path) {
         Ok(loaded) => loaded.config.agents.workspace,
         Err(_) => home.join("workspace"),
@@ -57,8 +61,11 @@ pub async fn run(config_path: Option<&Path>, args: ImportArgs) -> Result<ExitCod
         jobs.added, jobs.kept
     );
     println!("memory:   {}", describe(&memory));
-    println!("config:   {}", describe(&config));
-    for field in dropped {
+    println!("config:   {}", describe(&config.outcome));
+    for field in config.mapped {
+        println!("  moved {field}");
+    }
+    for field in config.dropped {
         println!("  dropped {field}");
     }
     Ok(ExitCode::SUCCESS)

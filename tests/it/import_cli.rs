@@ -38,7 +38,7 @@ const CONFIG: &str = r#"{
                "small": {"provider": "openrouter", "model": "qwen/qwen3-8b", "max_tokens": 8192, "max_context_tokens": 100000}},
     "pools": {"default": [{"model": "opus"}, {"model": "small"}], "cheap": [{"model": "small"}]}
   },
-  "agents": {"history_context_messages": 80,
+  "agents": {"workspace": "~/.squidbot/workspace", "history_context_messages": 80,
              "heartbeat": {"enabled": false, "interval_minutes": 30, "active_hours_start": "00:00", "active_hours_end": "24:00", "timezone": "local", "pool": "cheap"}},
   "tools": {"files": {"enabled": true}},
   "channels": {"matrix": {"enabled": false, "homeserver": "https://matrix.org", "user_id": "", "access_token": "", "device_id": "SQUIDBOT01", "room_ids": [], "group_policy": "mention", "allowlist": []}}
@@ -46,28 +46,49 @@ const CONFIG: &str = r#"{
 
 fn original_home() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
+    fill_original(dir.path());
+    dir
+}
+
+/// Writes an original home's files into `root`.
+fn fill_original(root: &Path) {
+    std::fs::create_dir_all(root).unwrap();
     std::fs::write(root.join("history.jsonl"), HISTORY).unwrap();
     std::fs::create_dir_all(root.join("workspace")).unwrap();
     std::fs::write(root.join("workspace/MEMORY.md"), "- likes tea\n").unwrap();
     std::fs::create_dir_all(root.join("cron")).unwrap();
     std::fs::write(root.join("cron/jobs.json"), JOBS).unwrap();
     std::fs::write(root.join("config.json"), CONFIG).unwrap();
-    dir
 }
 
 async fn import(home: &Path, source: &Path) -> Output {
+    import_as(home, source, home).await
+}
+
+/// `squidbot import source` into `home` for a user whose `$HOME` is `user`.
+async fn import_as(home: &Path, source: &Path, user: &Path) -> Output {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_squidbot"))
         .arg("import")
         .arg(source)
         .env("SQUIDBOT_HOME", home)
-        .env("HOME", home)
+        .env("HOME", user)
         .env_remove("SQUIDBOT_CONFIG")
         .env_remove("RUST_LOG")
         .stdin(std::process::Stdio::null())
         .output()
         .await
         .unwrap()
+}
+
+/// The standard output of an import that must have succeeded.
+fn succeeded(output: Output) -> String {
+    let out = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    out
 }
 
 /// Every file under `dir` with its bytes.
@@ -104,13 +125,7 @@ async fn contents(home: &Path, session: &str) -> Vec<String> {
 async fn an_original_home_is_imported_once_and_loads() {
     let source = original_home();
     let home = tempfile::tempdir().unwrap();
-    let output = import(home.path(), source.path()).await;
-    let out = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{out}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let out = succeeded(import(home.path(), source.path()).await);
     assert!(
         out.contains("10 messages into 3 sessions, 1 malformed lines skipped"),
         "{out}"
@@ -198,4 +213,45 @@ async fn existing_memory_and_config_are_kept() {
     let again = import(home.path(), source.path()).await;
     assert!(again.status.success());
     assert_eq!(snapshot(home.path()), before);
+}
+
+/// The original's config names `agents.workspace: "~/.squidbot/workspace"`; whether the home
+/// imported is that very `~/.squidbot` or a copy of it elsewhere, the import writes nothing
+/// outside the new home and the imported config keeps the agent inside it.
+// See: #15
+#[tokio::test]
+async fn issue_15_an_import_writes_nothing_outside_its_home() {
+    for copied in [true, false] {
+        let user = tempfile::tempdir().unwrap();
+        let copy = tempfile::tempdir().unwrap();
+        let source = if copied {
+            copy.path().to_owned()
+        } else {
+            user.path().join(".squidbot")
+        };
+        fill_original(&source);
+        let home = tempfile::tempdir().unwrap();
+        let (user_before, source_before) = (snapshot(user.path()), snapshot(&source));
+
+        let out = succeeded(import_as(home.path(), &source, user.path()).await);
+        assert_eq!(
+            snapshot(user.path()),
+            user_before,
+            "copied: {copied}; {out}"
+        );
+        assert_eq!(snapshot(&source), source_before, "copied: {copied}; {out}");
+        assert!(out.contains("moved agents.workspace"), "{out}");
+        assert_eq!(
+            std::fs::read_to_string(home.path().join("workspace/MEMORY.md")).unwrap(),
+            "- likes tea\n"
+        );
+        let path = home.path().join("squidbot.yaml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let loaded = squidbot::config::load_from_str(&text, &path, home.path()).unwrap();
+        assert_eq!(
+            loaded.config.agents.workspace,
+            home.path().join("workspace"),
+            "copied: {copied}"
+        );
+    }
 }

@@ -20,7 +20,11 @@
 //!   written next to it as `MEMORY.md.imported`.
 //! - Cron jobs: merged by id under the store's lock; a job whose id we already have is kept.
 //! - Config: `config.json` becomes YAML; fields our schema rejects are dropped (and listed in a
-//!   comment at the top) until [`crate::config::load_from_str`] accepts it.
+//!   comment at the top) until [`crate::config::load_from_str`] accepts it, and paths inside the
+//!   original home are moved into ours ([`Rehome`]), so nothing is written outside our home.
+//! - Beside a running gateway: one import runs at a time ([`lock`]); history is appended under
+//!   each session's lock, MEMORY.md placed under the lock `memory_write` takes, jobs merged under
+//!   the store's lock and the config written under the lock `onboard` takes.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -36,7 +40,12 @@ use crate::core::ports::channel::routing;
 use crate::core::ports::store::{HistoryStore, StoreError};
 use crate::core::session::SessionId;
 use crate::cron::store::{CronJob, CronJobs, CronStoreError};
-use crate::storage::{JsonlStore, atomic};
+use crate::storage::file_lock::FileLock;
+use crate::storage::{JsonlStore, MemoryFile, atomic};
+
+mod config;
+
+pub use config::{ConfigReport, Converted, Rehome, convert_config, import_config};
 
 /// Why an import step failed.
 #[derive(Debug, thiserror::Error)]
@@ -375,12 +384,22 @@ fn place(ours: &Path, beside: &Path, theirs: &[u8]) -> Result<FileOutcome, Impor
     }
 }
 
-/// Copies `source_home/workspace/MEMORY.md` to `workspace/MEMORY.md` (see the module docs).
+/// Waits until no other import runs on `home` and holds that until dropped: two imports at
+/// once would both read `state/import.json` before either recorded its chunk, and append the
+/// same history twice.
+pub fn lock(home: &Path) -> Result<FileLock, ImportError> {
+    let path = home.join("state").join("import.lock");
+    FileLock::exclusive(&path).map_err(io("locking", &path))
+}
+
+/// Copies `source_home/workspace/MEMORY.md` to `workspace/MEMORY.md` (see the module docs),
+/// under the lock every MEMORY.md writer holds.
 pub fn import_memory(source_home: &Path, workspace: &Path) -> Result<FileOutcome, ImportError> {
     let source = source_home.join("workspace").join("MEMORY.md");
     let Some(theirs) = read_optional(&source)? else {
         return Ok(FileOutcome::Absent);
     };
+    let _lock = MemoryFile::new(workspace).lock_blocking()?;
     place(
         &workspace.join("MEMORY.md"),
         &workspace.join("MEMORY.md.imported"),
@@ -412,143 +431,9 @@ pub async fn import_jobs(source_home: &Path, home: &Path) -> Result<JobsReport, 
     Ok(report)
 }
 
-/// The most fields dropped from a converted config before giving up.
-const MAX_DROPPED: usize = 64;
-
-/// Converts the original's `config.json` text to YAML our loader accepts; also returns the
-/// fields that had to be dropped (`path: reason`).
-pub fn convert_config(json: &str, home: &Path) -> Result<(String, Vec<String>), String> {
-    let mut value: Value =
-        serde_json::from_str(json).map_err(|error| format!("not JSON: {error}"))?;
-    let mut dropped = Vec::new();
-    let fake_path = home.join("squidbot.yaml");
-    loop {
-        let yaml = serde_saphyr::to_string(&value).map_err(|error| error.to_string())?;
-        let problems = match crate::config::load_from_str(&yaml, &fake_path, home) {
-            Ok(_) => {
-                let mut text = String::from(
-                    "# Converted from the original squidbot's config.json by `squidbot import`.\n",
-                );
-                for field in &dropped {
-                    text.push_str(&format!("# dropped {field}\n"));
-                }
-                text.push_str(&yaml);
-                return Ok((text, dropped));
-            }
-            Err(crate::config::ConfigError::Invalid { problems, .. }) => problems,
-            Err(other) => return Err(other.to_string()),
-        };
-        let mut removed_any = false;
-        for problem in problems {
-            if dropped.len() >= MAX_DROPPED {
-                break;
-            }
-            if remove_path(&mut value, &problem.field) {
-                dropped.push(format!("{}: {}", problem.field, problem.message));
-                removed_any = true;
-            }
-        }
-        if !removed_any {
-            return Err("the converted configuration does not load and cannot be repaired by dropping fields".to_owned());
-        }
-    }
-}
-
-/// Removes the field at a dotted path (`a.b[2].c`) from `value`; false when it is not there.
-fn remove_path(value: &mut Value, path: &str) -> bool {
-    let mut steps: Vec<Step> = Vec::new();
-    for part in path.split('.') {
-        let (name, rest) = part.split_once('[').unwrap_or((part, ""));
-        if !name.is_empty() {
-            steps.push(Step::Key(name.to_owned()));
-        }
-        for index in rest.split('[') {
-            if let Ok(i) = index.trim_end_matches(']').parse::<usize>() {
-                steps.push(Step::Index(i));
-            }
-        }
-    }
-    let Some((last, parents)) = steps.split_last() else {
-        return false;
-    };
-    let mut node = value;
-    for step in parents {
-        let next = match step {
-            Step::Key(key) => node.get_mut(key.as_str()),
-            Step::Index(i) => node.get_mut(*i),
-        };
-        match next {
-            Some(next) => node = next,
-            None => return false,
-        }
-    }
-    match (last, node) {
-        (Step::Key(key), Value::Object(map)) => map.remove(key).is_some(),
-        (Step::Index(i), Value::Array(items)) if *i < items.len() => {
-            items.remove(*i);
-            true
-        }
-        _ => false,
-    }
-}
-
-enum Step {
-    Key(String),
-    Index(usize),
-}
-
-/// Converts `source_home/config.json` to `target` (our config path), or to
-/// `squidbot.imported.yaml` beside it when a different config already exists.
-pub fn import_config(
-    source_home: &Path,
-    target: &Path,
-    home: &Path,
-) -> Result<(FileOutcome, Vec<String>), ImportError> {
-    let source = source_home.join("config.json");
-    let Some(bytes) = read_optional(&source)? else {
-        return Ok((FileOutcome::Absent, Vec::new()));
-    };
-    let text = String::from_utf8_lossy(&bytes);
-    let (yaml, dropped) = convert_config(&text, home).map_err(|detail| ImportError::Invalid {
-        path: source.clone(),
-        detail,
-    })?;
-    let beside = target.with_file_name("squidbot.imported.yaml");
-    let outcome = place(target, &beside, yaml.as_bytes())?;
-    // The original kept API keys in plain text; keep them readable by the owner only.
-    if let FileOutcome::Written(path) | FileOutcome::WrittenBeside(path) = &outcome {
-        use std::os::unix::fs::PermissionsExt;
-        fs::set_permissions(path, fs::Permissions::from_mode(0o600))
-            .map_err(io("restricting", path))?;
-    }
-    Ok((outcome, dropped))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn fields_our_schema_rejects_are_dropped_and_listed() {
-        let home = Path::new("/tmp/squidbot-import-test");
-        let json = r#"{"llm": {"default_pool": "default", "bogus": 1},
-            "channels": {"matrix": {"enabled": false, "nope": [1]}}}"#;
-        let (yaml, dropped) = convert_config(json, home).unwrap();
-        assert_eq!(dropped.len(), 2, "{dropped:?}");
-        assert!(yaml.contains("# dropped llm.bogus"), "{yaml}");
-        let body: Vec<&str> = yaml.lines().filter(|l| !l.starts_with('#')).collect();
-        assert!(!body.iter().any(|l| l.contains("nope")), "{yaml}");
-        crate::config::load_from_str(&yaml, &home.join("squidbot.yaml"), home).unwrap();
-    }
-
-    #[test]
-    fn removing_paths_handles_keys_and_indices() {
-        let mut value = serde_json::json!({"a": {"b": [1, {"c": 2}]}});
-        assert!(remove_path(&mut value, "a.b[1].c"));
-        assert!(remove_path(&mut value, "a.b[0]"));
-        assert!(!remove_path(&mut value, "a.x"));
-        assert_eq!(value, serde_json::json!({"a": {"b": [{}]}}));
-    }
 
     #[test]
     fn user_records_map_to_sessions() {
