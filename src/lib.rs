@@ -14,9 +14,12 @@
 //!   heartbeat).
 //! - [`gateway`]: the daemon: supervisor, router, live state, metrics, shutdown.
 //! - [`workspace`]: the guard that keeps the agent's file access inside the workspace.
+//! - [`console`]: printing and logging that never panic on a closed pipe; colour only on a
+//!   terminal.
 
 pub mod channels;
 pub mod config;
+pub mod console;
 pub mod core;
 pub mod cron;
 pub mod gateway;

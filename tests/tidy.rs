@@ -9,6 +9,8 @@
 //!   literals are blanked first, so `"http://…"` hides nothing and a comment finds nothing.
 //!   Fuzz targets are exempt: a panic is how they report a finding.
 //! - `anyhow` appears only at the binary's edge (`src/main.rs`, `src/cli/`).
+//! - `src/` prints nothing with `println!`/`eprintln!`/`print!`/`eprint!` outside test code:
+//!   they panic on a closed pipe, so output goes through `squidbot::console`.
 //! - No two files of `src/` import each other, directly or round a loop (a `mod.rs` naming its
 //!   own children aside): a cycle means two modules are one, or a type lives on the wrong side.
 //! - ARCHITECTURE.md names every module and every path it names exists.
@@ -225,10 +227,20 @@ fn check_doc_and_length(rel: &str, text: &str) -> Vec<String> {
 
 /// Problems: `unwrap()` or `expect(` in code that is not test code.
 fn check_unwrap(rel: &str, text: &str) -> Vec<String> {
+    lines_with(rel, text, &[".unwrap()", ".expect("])
+}
+
+/// Problems: the printing macros that panic on a closed pipe, in code that is not test code.
+fn check_printing(rel: &str, text: &str) -> Vec<String> {
+    lines_with(rel, text, &["println!", "print!", "eprintln!", "eprint!"])
+}
+
+/// The lines of code (not comments, strings or test items) containing any of `needles`.
+fn lines_with(rel: &str, text: &str, needles: &[&str]) -> Vec<String> {
     let code = without_test_items(&code_only(text));
     code.lines()
         .enumerate()
-        .filter(|(_, line)| line.contains(".unwrap()") || line.contains(".expect("))
+        .filter(|(_, line)| needles.iter().any(|needle| line.contains(needle)))
         .map(|(n, _)| {
             format!(
                 "{rel}:{}: {}",
@@ -512,6 +524,19 @@ fn no_unwrap_outside_tests() {
 }
 
 #[test]
+fn no_printing_that_panics_on_a_closed_pipe() {
+    let problems = files_under(&["src"])
+        .iter()
+        .filter(|(rel, _)| !is_test_file(rel))
+        .flat_map(|(rel, text)| check_printing(rel, text))
+        .collect();
+    report(
+        "println!/eprintln! panic on a closed pipe; use squidbot::console",
+        problems,
+    );
+}
+
+#[test]
 fn no_import_cycles_between_files() {
     let sources: Vec<(String, String)> = files_under(&["src"])
         .into_iter()
@@ -553,6 +578,10 @@ fn the_checks_catch_planted_violations() {
         "{:?}",
         check_unwrap("f.rs", quiet)
     );
+
+    // Printing macros in code; comments, strings and tests may name them.
+    let printing = "fn f() { println!(\"x\"); }\n// eprintln!(\"y\")\nlet s = \"print!(\";\n#[cfg(test)]\nfn t() { eprintln!(\"z\"); }\n";
+    assert_eq!(check_printing("f.rs", printing).len(), 1);
 
     // Grouped, nested and multi-line imports of adapters, and inline paths.
     for planted in [

@@ -12,6 +12,7 @@ use async_trait::async_trait;
 use rustyline::DefaultEditor;
 use rustyline::error::ReadlineError;
 
+use crate::console;
 use crate::core::agent_loop::{AgentLoop, TurnError, TurnRequest};
 use crate::core::origin::Origin;
 use crate::core::ports::channel::{DeliveryError, ReplySink};
@@ -30,6 +31,9 @@ pub enum TerminalError {
     /// The input thread died.
     #[error("terminal input thread stopped unexpectedly")]
     InputThread,
+    /// Stdout could not be written (other than its reader going away, which is ignored).
+    #[error("terminal output failed: {0}")]
+    Output(#[from] std::io::Error),
 }
 
 /// Prints replies to stdout, as rendered Markdown when stdout is a terminal.
@@ -41,13 +45,13 @@ struct PrintingSink {
 #[async_trait]
 impl ReplySink for PrintingSink {
     async fn deliver(&self, text: &str) -> Result<(), DeliveryError> {
-        if self.markdown {
+        let printed = if self.markdown {
             let skin = termimad::MadSkin::default();
-            println!("\n{}", skin.term_text(text));
+            console::out(format_args!("\n{}\n", skin.term_text(text)))
         } else {
-            println!("{text}");
-        }
-        Ok(())
+            console::out(format_args!("{text}\n"))
+        };
+        printed.map_err(|error| DeliveryError::new("terminal", error))
     }
 }
 
@@ -61,9 +65,9 @@ pub async fn run_interactive(
     banner: &str,
 ) -> Result<(), TerminalError> {
     let tty = std::io::stdout().is_terminal();
-    println!("{banner}");
+    console::out(format_args!("{banner}\n"))?;
     if tty {
-        println!("Type a message; 'exit' or Ctrl-D quits.");
+        console::out(format_args!("Type a message; 'exit' or Ctrl-D quits.\n"))?;
     }
     let editor = Arc::new(Mutex::new(DefaultEditor::new()?));
     let session = SessionId::cli_local();
@@ -99,7 +103,7 @@ pub async fn run_interactive(
         request.extra_tools = extra_tools(&session);
         match agent.run(request, &sink).await {
             Ok(_) | Err(TurnError::Llm(_) | TurnError::TooManyToolRounds(_)) => {}
-            Err(error) => eprintln!("squidbot: {error}"),
+            Err(error) => console::err(format_args!("squidbot: {error}\n")),
         }
     }
 }

@@ -39,13 +39,13 @@ pub async fn run(config: Option<&Path>, args: AgentArgs) -> Result<ExitCode> {
             let result = assembly.agent.run(request, &sink).await;
             match result {
                 Ok(outcome) => {
-                    println!("{}", outcome.reply);
+                    say!("{}", outcome.reply)?;
                     Ok(ExitCode::SUCCESS)
                 }
                 Err(error) => {
                     match sink.delivered().last() {
-                        Some(told) => eprintln!("{told}"),
-                        None => eprintln!("squidbot: {error}"),
+                        Some(told) => tell!("{told}"),
+                        None => tell!("squidbot: {error}"),
                     }
                     Ok(ExitCode::FAILURE)
                 }

@@ -71,7 +71,7 @@ pub async fn run(config_path: Option<&std::path::Path>, args: CronArgs) -> Resul
     let result = match args.command {
         CronCommand::List => {
             let jobs = store.load().await?;
-            println!("{}", format_jobs(&jobs, now));
+            say!("{}", format_jobs(&jobs, now))?;
             return Ok(ExitCode::SUCCESS);
         }
         CronCommand::Add {
@@ -93,16 +93,16 @@ pub async fn run(config_path: Option<&std::path::Path>, args: CronArgs) -> Resul
     };
     match result {
         Ok(text) => {
-            println!("{text}");
+            say!("{text}")?;
             Ok(ExitCode::SUCCESS)
         }
         Err(CronError::Store(error)) => Err(error.into()),
         Err(error @ CronError::UnknownJob { .. }) => {
-            eprintln!("squidbot: {error}");
+            tell!("squidbot: {error}");
             Ok(ExitCode::FAILURE)
         }
         Err(error) => {
-            eprintln!("squidbot: {error}");
+            tell!("squidbot: {error}");
             Ok(ExitCode::from(USAGE))
         }
     }

@@ -61,7 +61,7 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     let mut all_ok = true;
     let mut report = |check: Check| {
         all_ok &= check.fix.is_none();
-        println!("{}", check.line());
+        say!("{}", check.line())
     };
     let loaded = match squidbot::config::load(config_path) {
         Ok(loaded) => loaded,
@@ -69,7 +69,7 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
             report(Check::fail(
                 "config",
                 format!("{error} (fix the file, or run `squidbot onboard`)"),
-            ));
+            ))?;
             return Ok(ExitCode::FAILURE);
         }
     };
@@ -81,13 +81,21 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
             loaded.path.display()
         )
     };
-    report(Check::ok(what));
+    report(Check::ok(what))?;
+    if let Err(error) = loaded.check_gateway() {
+        for line in error.to_string().lines() {
+            report(Check::fail(
+                "config for the gateway",
+                format!("{line} (set the variable, or change the field)"),
+            ))?;
+        }
+    }
     let config = &loaded.config;
     for check in llm_checks(config).await {
-        report(check);
+        report(check)?;
     }
     for check in channel_checks(config).await {
-        report(check);
+        report(check)?;
     }
     let dirs = [
         ("home", loaded.home.clone()),
@@ -96,10 +104,10 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
         ("cron", loaded.home.join("cron")),
     ];
     for (name, dir) in dirs {
-        report(writable(name, &dir));
+        report(writable(name, &dir))?;
     }
     if config.gateway.http.enabled {
-        report(listen_check(config).await);
+        report(listen_check(config).await)?;
     }
     Ok(if all_ok {
         ExitCode::SUCCESS

@@ -37,6 +37,7 @@ const CHANNEL_STOP: Duration = Duration::from_secs(5);
 pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     let started = Instant::now();
     let loaded = squidbot::config::load(config_path)?;
+    loaded.check_gateway()?;
     for warning in &loaded.warnings {
         tracing::warn!("{warning}");
     }

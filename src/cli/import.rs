@@ -25,7 +25,7 @@ pub async fn run(config_path: Option<&Path>, args: ImportArgs) -> Result<ExitCod
     if !source.is_dir() {
         bail!("{}: not a directory", source.display());
     }
-    let location = squidbot::config::resolve_path(config_path);
+    let location = squidbot::config::resolve_path(config_path)?;
     let home = location.home.clone();
     std::fs::create_dir_all(&home).with_context(|| format!("creating {}", home.display()))?;
     let _import = import::lock(&home)?;
@@ -40,33 +40,34 @@ pub async fn run(config_path: Option<&Path>, args: ImportArgs) -> Result<ExitCod
     let jobs = import::import_jobs(&source, &home).await?;
     let memory = import::import_memory(&source, &workspace)?;
 
-    println!("imported from {}", source.display());
+    say!("imported from {}", source.display())?;
     if history.absent {
-        println!("history:  no history.jsonl");
+        say!("history:  no history.jsonl")?;
     } else if history.already_imported {
-        println!("history:  already imported, nothing new");
+        say!("history:  already imported, nothing new")?;
     } else {
-        println!(
+        say!(
             "history:  {} messages into {} sessions, {} malformed lines skipped",
             history.messages(),
             history.sessions.len(),
             history.skipped_lines
-        );
+        )?;
         for (session, count) in &history.sessions {
-            println!("  {session}: {count}");
+            say!("  {session}: {count}")?;
         }
     }
-    println!(
+    say!(
         "jobs:     {} added, {} already present",
-        jobs.added, jobs.kept
-    );
-    println!("memory:   {}", describe(&memory));
-    println!("config:   {}", describe(&config.outcome));
+        jobs.added,
+        jobs.kept
+    )?;
+    say!("memory:   {}", describe(&memory))?;
+    say!("config:   {}", describe(&config.outcome))?;
     for field in config.mapped {
-        println!("  moved {field}");
+        say!("  moved {field}")?;
     }
     for field in config.dropped {
-        println!("  dropped {field}");
+        say!("  dropped {field}")?;
     }
     Ok(ExitCode::SUCCESS)
 }

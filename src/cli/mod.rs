@@ -10,6 +10,21 @@
 //! - `doctor`: `squidbot doctor`, checks config, LLM, channels, paths and the listen address.
 //! - `import`: `squidbot import DIR`, brings an original (Python) squidbot home over.
 
+/// `println!` that never panics (see `squidbot::console::out`): a closed stdout drops the line,
+/// any other write failure is the `io::Result` it evaluates to.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        squidbot::console::out(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `eprintln!` that never panics (see `squidbot::console::err`).
+macro_rules! tell {
+    ($($arg:tt)*) => {
+        squidbot::console::err(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 mod agent;
 mod assemble;
 mod cron;
@@ -86,7 +101,7 @@ pub fn main() -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(error) => {
-            eprintln!("squidbot: cannot start the async runtime: {error}");
+            tell!("squidbot: cannot start the async runtime: {error}");
             return ExitCode::FAILURE;
         }
     };
@@ -105,12 +120,34 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("squidbot: {error:#}");
+            tell!("squidbot: {}", describe(&error));
             ExitCode::FAILURE
         }
     }
 }
 
+/// The error and its causes on one line, each said once. Library errors usually put their
+/// source into their own message already (`cannot read config file: {source}`), so anyhow's
+/// `{:#}` said it twice (`Not a directory (os error 20): Not a directory (os error 20)`); a
+/// cause whose words are already there is left out.
+fn describe(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let cause = cause.to_string();
+        if text.contains(&cause) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&cause);
+    }
+    text
+}
+
+/// Logs go to stderr, coloured only on a terminal. A failed write (a log reader that died) is
+/// dropped: tracing-subscriber's default reports it with `eprintln!`, which panics on the same
+/// broken pipe, in whatever task was logging (once, the one that turns SIGTERM into a shutdown).
 fn init_logging(level: Option<&str>, default_level: &str) {
     use tracing_subscriber::EnvFilter;
     let filter = match level {
@@ -121,5 +158,7 @@ fn init_logging(level: Option<&str>, default_level: &str) {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(squidbot::console::log_colour())
+        .log_internal_errors(false)
         .init();
 }

@@ -7,7 +7,7 @@
 //! replaced only with `--force` or a "y" at the terminal, and the old file is kept as `.bak`.
 //! It exits 0 only when the configuration it leaves behind loads.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{BufRead, IsTerminal};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -39,7 +39,7 @@ pub struct OnboardArgs {
 
 /// Runs the onboard command.
 pub fn run(config_path: Option<&Path>, args: OnboardArgs) -> Result<ExitCode> {
-    let location = resolve_path(config_path);
+    let location = resolve_path(config_path)?;
     let path = location.path.clone();
     let interactive = std::io::stdin().is_terminal();
     let wanted = Wanted::from_flags(&args);
@@ -65,10 +65,7 @@ pub fn run(config_path: Option<&Path>, args: OnboardArgs) -> Result<ExitCode> {
         let model = value(wanted.model, interactive, "Model", "gpt-4o-mini")?;
         let key = match wanted.key {
             Some(key) => key,
-            None if interactive => ask(
-                "Environment variable with the API key (empty for none)",
-                "OPENAI_API_KEY",
-            )?,
+            None if interactive => ask_key_env(&api_base)?,
             None => String::new(),
         };
         let text = Config::starter(&api_base, &key, &model);
@@ -79,28 +76,28 @@ pub fn run(config_path: Option<&Path>, args: OnboardArgs) -> Result<ExitCode> {
             let backup = path.with_extension("yaml.bak");
             std::fs::copy(&path, &backup)
                 .with_context(|| format!("keeping a copy in {}", backup.display()))?;
-            println!("Kept the old configuration as {}", backup.display());
+            say!("Kept the old configuration as {}", backup.display())?;
         }
         atomic::write(&path, text.as_bytes())
             .with_context(|| format!("writing {}", path.display()))?;
-        println!("Wrote {}", path.display());
+        say!("Wrote {}", path.display())?;
     } else {
-        println!("Kept {}", path.display());
+        say!("Kept {}", path.display())?;
     }
     let workspace = location.home.join("workspace");
     let templates = squidbot::skills::templates::write_missing(&workspace)
         .with_context(|| format!("setting up the workspace {}", workspace.display()))?;
-    println!("Workspace: {}", workspace.display());
+    say!("Workspace: {}", workspace.display())?;
     for template in &templates {
-        println!("  created {}", template.display());
+        say!("  created {}", template.display())?;
     }
     match squidbot::config::load(Some(&path)) {
         Ok(_) => {
-            println!("Next: squidbot agent");
+            say!("Next: squidbot agent")?;
             Ok(ExitCode::SUCCESS)
         }
         Err(error) => {
-            println!("The configuration does not load yet:\n{error}");
+            say!("The configuration does not load yet:\n{error}")?;
             Ok(ExitCode::FAILURE)
         }
     }
@@ -168,7 +165,7 @@ fn decide_on_existing(path: &Path, wanted: &Wanted, interactive: bool) -> Result
         return Ok(Existing::Keep);
     }
     if interactive {
-        println!("{} exists; {summary}", path.display());
+        say!("{} exists; {summary}", path.display())?;
         let answer = ask("Replace it (a copy is kept as .bak)? y/N", "N")?;
         if answer.eq_ignore_ascii_case("y") || answer.eq_ignore_ascii_case("yes") {
             return Ok(Existing::Replace);
@@ -190,9 +187,41 @@ fn value(given: Option<String>, interactive: bool, label: &str, default: &str) -
     }
 }
 
+/// Asks for the variable holding the API key, in words that say what Enter does. Where the
+/// endpoint has a usual variable (OpenAI, OpenRouter) Enter takes it and `-` means none;
+/// elsewhere (a local server) nothing is offered and Enter means none. (The prompt used to say
+/// "empty for none" while Enter picked `OPENAI_API_KEY`.)
+fn ask_key_env(api_base: &str) -> Result<String> {
+    let label = "Environment variable with the API key";
+    match usual_key_env(api_base) {
+        Some(usual) => {
+            let answer = ask(&format!("{label} ('-' for none)"), usual)?;
+            Ok(if answer == "-" { String::new() } else { answer })
+        }
+        None => ask(&format!("{label} (empty for none)"), ""),
+    }
+}
+
+/// The variable a hosted endpoint's key usually lives in.
+fn usual_key_env(api_base: &str) -> Option<&'static str> {
+    let host = url::Url::parse(api_base).ok()?.host_str()?.to_owned();
+    let by_host = [
+        ("openai.com", "OPENAI_API_KEY"),
+        ("openrouter.ai", "OPENROUTER_API_KEY"),
+    ];
+    by_host
+        .into_iter()
+        .find(|(domain, _)| host == *domain || host.ends_with(&format!(".{domain}")))
+        .map(|(_, variable)| variable)
+}
+
+/// Asks for one value; Enter takes `default`, which is shown in brackets unless it is empty.
 fn ask(label: &str, default: &str) -> Result<String> {
-    print!("{label} [{default}]: ");
-    std::io::stdout().flush()?;
+    if default.is_empty() {
+        squidbot::console::out(format_args!("{label}: "))?;
+    } else {
+        squidbot::console::out(format_args!("{label} [{default}]: "))?;
+    }
     let mut line = String::new();
     std::io::stdin().lock().read_line(&mut line)?;
     let line = line.trim();

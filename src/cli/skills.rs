@@ -37,7 +37,7 @@ pub fn run(config_path: Option<&Path>, args: SkillsArgs) -> Result<ExitCode> {
     match args.command {
         SkillsCommand::List => {
             let catalog = skill_catalog(&loaded.config, &loaded.home);
-            print!("{}", format_skills(&catalog.skills()));
+            squidbot::console::out(format_args!("{}", format_skills(&catalog.skills())))?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -14,7 +14,7 @@ use squidbot::config::LoadedConfig;
 /// Runs the status command.
 pub fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     let loaded = squidbot::config::load(config_path)?;
-    print!("{}", render(&loaded));
+    squidbot::console::out(format_args!("{}", render(&loaded)))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -33,6 +33,11 @@ pub fn render(loaded: &LoadedConfig) -> String {
     let _ = writeln!(out, "workspace:  {}", config.agents.workspace.display());
     for warning in &loaded.warnings {
         let _ = writeln!(out, "warning:    {warning}");
+    }
+    if let Err(error) = loaded.check_gateway() {
+        for line in error.to_string().lines() {
+            let _ = writeln!(out, "warning:    {line} (the gateway cannot start)");
+        }
     }
     if config.llm_configured() {
         let _ = writeln!(

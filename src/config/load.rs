@@ -6,7 +6,8 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use super::index::{LineIndex, Pos};
+use super::diagnosis;
+use super::index::LineIndex;
 use super::secret::EnvLookup;
 use super::validate::validate;
 use super::{Config, ConfigError, Problem};
@@ -42,40 +43,69 @@ pub struct LoadedConfig {
     /// Things worth telling the user that do not stop startup (e.g. ignored legacy fields), each
     /// as `path:line: field: message`.
     pub warnings: Vec<String>,
+    /// Secrets only the gateway needs (its HTTP token, the channels' credentials) whose
+    /// environment variables are not set: [`LoadedConfig::check_gateway`] fails on them, every
+    /// other command runs without them.
+    pub gateway_problems: Vec<Problem>,
+}
+
+impl LoadedConfig {
+    /// Fails, naming file, line and field, when a secret the gateway needs is missing from the
+    /// environment (see [`LoadedConfig::gateway_problems`]).
+    pub fn check_gateway(&self) -> Result<(), ConfigError> {
+        if self.gateway_problems.is_empty() {
+            return Ok(());
+        }
+        Err(ConfigError::Invalid {
+            path: self.path.clone(),
+            problems: self.gateway_problems.clone(),
+        })
+    }
 }
 
 /// Finds the configuration file: `explicit` (the `--config` flag), else `SQUIDBOT_CONFIG`, else
-/// `$SQUIDBOT_HOME/squidbot.yaml`, where `SQUIDBOT_HOME` defaults to `~/.squidbot`.
-pub fn resolve_path(explicit: Option<&Path>) -> ConfigLocation {
+/// `$SQUIDBOT_HOME/squidbot.yaml`, where `SQUIDBOT_HOME` defaults to `~/.squidbot`. Fails with
+/// [`ConfigError::NoHome`] when a `~` needs `HOME` and it is not set.
+pub fn resolve_path(explicit: Option<&Path>) -> Result<ConfigLocation, ConfigError> {
     resolve_path_with(explicit, &process_env)
 }
 
 /// [`resolve_path`] with the environment read through `env`. Relative paths are made absolute
 /// against the current directory, so later `cd`s (e.g. of child processes) cannot change them.
-pub(crate) fn resolve_path_with(explicit: Option<&Path>, env: EnvLookup<'_>) -> ConfigLocation {
+pub(crate) fn resolve_path_with(
+    explicit: Option<&Path>,
+    env: EnvLookup<'_>,
+) -> Result<ConfigLocation, ConfigError> {
+    let expand = |path: &Path| {
+        expand_tilde(path, env)
+            .map(|path| absolute(&path))
+            .ok_or_else(|| ConfigError::NoHome {
+                path: path.to_owned(),
+            })
+    };
     let home = match env("SQUIDBOT_HOME") {
-        Some(home) => absolute(&expand_tilde(Path::new(&home), env)),
-        None => absolute(&expand_tilde(Path::new("~/.squidbot"), env)),
+        Some(home) => expand(Path::new(&home))?,
+        None => expand(Path::new("~/.squidbot"))?,
     };
     if let Some(path) = explicit {
-        return ConfigLocation {
-            path: absolute(&expand_tilde(path, env)),
+        return Ok(ConfigLocation {
+            path: expand(path)?,
             home,
             explicit: true,
-        };
+        });
     }
     if let Some(path) = env("SQUIDBOT_CONFIG") {
-        return ConfigLocation {
-            path: absolute(&expand_tilde(Path::new(&path), env)),
+        return Ok(ConfigLocation {
+            path: expand(Path::new(&path))?,
             home,
             explicit: true,
-        };
+        });
     }
-    ConfigLocation {
+    Ok(ConfigLocation {
         path: home.join("squidbot.yaml"),
         home,
         explicit: false,
-    }
+    })
 }
 
 /// Finds (see [`resolve_path`]), reads and validates the configuration. A missing default file
@@ -89,7 +119,7 @@ pub(crate) fn load_with(
     explicit: Option<&Path>,
     env: EnvLookup<'_>,
 ) -> Result<LoadedConfig, ConfigError> {
-    let location = resolve_path_with(explicit, env);
+    let location = resolve_path_with(explicit, env)?;
     match std::fs::read_to_string(&location.path) {
         Ok(text) => load_from_str_with(&text, &location.path, &location.home, env),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
@@ -123,23 +153,34 @@ pub(crate) fn load_from_str_with(
     env: EnvLookup<'_>,
 ) -> Result<LoadedConfig, ConfigError> {
     let index = LineIndex::build(text);
-    let options = serde_saphyr::options! { with_snippet: false };
-    let mut config: Config =
-        serde_saphyr::from_str_with_options(text, options).map_err(|error| {
-            ConfigError::Invalid {
-                path: path.to_owned(),
-                problems: vec![deserialize_problem(&error, &index)],
-            }
+    let mut config =
+        diagnosis::deserialize(text, &index).map_err(|problems| ConfigError::Invalid {
+            path: path.to_owned(),
+            problems,
         })?;
-    let (problems, warnings) = validate(&mut config, &index, env);
-    if !problems.is_empty() {
+    let findings = validate(&mut config, &index, env);
+    if !findings.problems.is_empty() {
+        return Err(ConfigError::Invalid {
+            path: path.to_owned(),
+            problems: findings.problems,
+        });
+    }
+    let unresolved = resolve_paths(&mut config, home, env);
+    if !unresolved.is_empty() {
+        let problems = unresolved
+            .into_iter()
+            .map(|field| {
+                let message = "`~` stands for the home directory, but HOME is not set";
+                Problem::new(index.line_of(field), field, message)
+            })
+            .collect();
         return Err(ConfigError::Invalid {
             path: path.to_owned(),
             problems,
         });
     }
-    resolve_paths(&mut config, home, env);
-    let warnings = warnings
+    let warnings = findings
+        .warnings
         .iter()
         .map(|warning| match warning.line {
             Some(line) => format!(
@@ -157,119 +198,42 @@ pub(crate) fn load_from_str_with(
         home: home.to_owned(),
         exists: true,
         warnings,
+        gateway_problems: findings.gateway_only,
     })
 }
 
-/// Turns a deserializer error into a problem at the field it points to.
-fn deserialize_problem(error: &serde_saphyr::Error, index: &LineIndex) -> Problem {
-    let pos = error
-        .location()
-        .map(|location| Pos {
-            line: usize::try_from(location.line()).unwrap_or(usize::MAX),
-            col: usize::try_from(location.column()).unwrap_or(usize::MAX),
-        })
-        .filter(|pos| pos.line > 0);
-    let field = pos
-        .and_then(|pos| index.field_at(pos))
-        .unwrap_or("(document)");
-    Problem::new(
-        pos.map(|pos| pos.line),
-        field,
-        clean_message(&error.to_string()),
-    )
-}
-
-/// Drops the location suffix (the problem carries the line) and phrases serde's messages for a
-/// person editing the file.
-fn clean_message(message: &str) -> String {
-    let message = match message.rfind(" at line ") {
-        Some(cut) if message[cut..].contains(", column ") => &message[..cut],
-        _ => message,
-    };
-    if let Some(rest) = message.strip_prefix("unknown field `")
-        && let Some((name, expected)) = rest.split_once("`, expected ")
-    {
-        let expected = expected
-            .trim_start_matches("one of ")
-            .trim_start_matches("field ")
-            .replace('`', "");
-        let closest = expected
-            .split(", ")
-            .map(|candidate| (edit_distance(name, candidate), candidate))
-            .min()
-            .filter(|(distance, _)| *distance <= 2.max(name.len() / 4));
-        return match closest {
-            Some((_, candidate)) => format!("unknown field, did you mean {candidate}?"),
-            None => format!("unknown field (expected one of: {expected})"),
-        };
-    }
-    let friendlier = [
-        (
-            "expected mapping start",
-            "expected a mapping of fields (write {} for an empty section)",
-        ),
-        ("expected sequence start", "expected a list"),
-        (
-            "cannot deserialize null into string",
-            "expected a string, found nothing (write \"\" for empty)",
-        ),
-        (
-            "expected string scalar",
-            "expected a single value, found a list or mapping",
-        ),
-        ("duplicate mapping key", "duplicate key"),
-    ];
-    for (serde_text, ours) in friendlier {
-        if message.starts_with(serde_text) {
-            return ours.to_owned();
-        }
-    }
-    if let Some(kind) = message.strip_prefix("invalid ")
-        && matches!(kind, "u16" | "u32" | "u64" | "usize" | "i64")
-    {
-        return format!("expected a whole number ({kind})");
-    }
-    message.to_owned()
-}
-
-/// Levenshtein distance of two short strings, to suggest the field a typo meant.
-fn edit_distance(left: &str, right: &str) -> usize {
-    let right: Vec<char> = right.chars().collect();
-    let mut row: Vec<usize> = (0..=right.len()).collect();
-    for (i, left_char) in left.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, right_char) in right.iter().enumerate() {
-            let substitution = diagonal + usize::from(left_char != *right_char);
-            diagonal = row[j + 1];
-            row[j + 1] = substitution.min(row[j] + 1).min(diagonal + 1);
-        }
-    }
-    row[right.len()]
-}
-
 /// Makes the configured paths absolute: `~` is the user's home, relative means under `home`, and
-/// an empty workspace is `home/workspace`.
-fn resolve_paths(config: &mut Config, home: &Path, env: EnvLookup<'_>) {
+/// an empty workspace is `home/workspace`. Returns the fields whose `~` could not be expanded
+/// (left as they were), since `HOME` is not set.
+fn resolve_paths(config: &mut Config, home: &Path, env: EnvLookup<'_>) -> Vec<&'static str> {
+    let mut unresolved = Vec::new();
     let workspace = &config.agents.workspace;
-    config.agents.workspace = if workspace.as_os_str().is_empty() {
-        home.join("workspace")
+    if workspace.as_os_str().is_empty() {
+        config.agents.workspace = home.join("workspace");
     } else {
-        under_home(workspace, home, env)
-    };
-    for dir in &mut config.skills.extra_dirs {
-        *dir = under_home(dir, home, env);
+        match under_home(workspace, home, env) {
+            Some(path) => config.agents.workspace = path,
+            None => unresolved.push("agents.workspace"),
+        }
     }
+    for dir in &mut config.skills.extra_dirs {
+        match under_home(dir, home, env) {
+            Some(path) => *dir = path,
+            None => unresolved.push("skills.extra_dirs"),
+        }
+    }
+    unresolved
 }
 
-/// `path` with `~` expanded, joined onto `home` when relative.
-fn under_home(path: &Path, home: &Path, env: EnvLookup<'_>) -> PathBuf {
-    let path = expand_tilde(path, env);
-    if path.is_relative() {
+/// `path` with `~` expanded, joined onto `home` when relative; `None` when `~` needs `HOME`
+/// and it is not set.
+fn under_home(path: &Path, home: &Path, env: EnvLookup<'_>) -> Option<PathBuf> {
+    let path = expand_tilde(path, env)?;
+    Some(if path.is_relative() {
         home.join(path)
     } else {
         path
-    }
+    })
 }
 
 /// `path` made absolute against the current directory (unchanged if that cannot be read).
@@ -277,18 +241,20 @@ fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
 }
 
-/// Replaces a leading `~` component with `$HOME` (left as is when `HOME` is unset).
-fn expand_tilde(path: &Path, env: EnvLookup<'_>) -> PathBuf {
+/// Replaces a leading `~` component with `$HOME`. `None` when there is one and `HOME` is not
+/// set: taken literally, `~/.squidbot` would become a directory named `~` in the current one.
+fn expand_tilde(path: &Path, env: EnvLookup<'_>) -> Option<PathBuf> {
     let mut components = path.components();
-    match (components.next(), env("HOME")) {
-        (Some(Component::Normal(first)), Some(user_home)) if first == "~" => {
+    match components.next() {
+        Some(Component::Normal(first)) if first == "~" => {
+            let user_home = env("HOME")?;
             let rest = components.as_path();
-            if rest.as_os_str().is_empty() {
+            Some(if rest.as_os_str().is_empty() {
                 PathBuf::from(user_home)
             } else {
                 Path::new(&user_home).join(rest)
-            }
+            })
         }
-        _ => path.to_owned(),
+        _ => Some(path.to_owned()),
     }
 }

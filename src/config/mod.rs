@@ -9,10 +9,13 @@
 //! - `secret.rs`: [`Secret`], a credential that never prints.
 //! - `index.rs`: the field-path → line index used to place errors.
 //! - `load.rs`: finding, reading and deserializing the file.
+//! - `diagnosis.rs`: every deserialization problem of a file at once, and syntax errors at the
+//!   line to fix.
 //! - `validate.rs`: semantic checks and secret resolution.
 //! - `starter.rs`: the commented starter file written by `squidbot onboard`.
 //! - `tests/`: table-driven tests of all of the above.
 
+mod diagnosis;
 mod index;
 mod load;
 mod schema;
@@ -50,6 +53,17 @@ pub enum ConfigError {
     #[error("{}: config file not found", path.display())]
     NotFound {
         /// The path that was named.
+        path: PathBuf,
+    },
+    /// A path starts with `~` (by default `$SQUIDBOT_HOME` is `~/.squidbot`) but `HOME` is
+    /// not set, so there is no home directory to put in its place.
+    #[error(
+        "{}: `~` stands for the home directory, but HOME is not set; set HOME, or set \
+         SQUIDBOT_HOME to the directory squidbot keeps its files in",
+        path.display()
+    )]
+    NoHome {
+        /// The path with the `~`.
         path: PathBuf,
     },
     /// The file exists but could not be read.

@@ -68,6 +68,9 @@ pub(crate) fn is_env_name(name: &str) -> bool {
 pub(crate) struct SecretError {
     /// `true` when the `*_env` sibling is at fault, `false` for the secret field itself.
     pub(crate) in_env_field: bool,
+    /// `true` when the file is fine and only the variable it names is not set (a fact of this
+    /// environment, which only matters to the commands that use the secret).
+    pub(crate) unset: bool,
     pub(crate) message: String,
 }
 
@@ -89,6 +92,7 @@ pub(crate) fn resolve_secret(
             .map(Secret)
             .ok_or_else(|| SecretError {
                 in_env_field,
+                unset: true,
                 message: format!("environment variable {name} is not set"),
             })
     };
@@ -107,6 +111,7 @@ pub(crate) fn resolve_secret(
     if !is_env_name(env_name) {
         return Err(SecretError {
             in_env_field: true,
+            unset: false,
             message: format!("{env_name:?} is not an environment variable name"),
         });
     }
@@ -116,6 +121,7 @@ pub(crate) fn resolve_secret(
 fn both_set() -> SecretError {
     SecretError {
         in_env_field: true,
+        unset: false,
         message: "set either the value or the *_env variable name, not both".to_owned(),
     }
 }

@@ -16,6 +16,19 @@ use super::{Config, LlmConfig, Problem, Secret};
 struct Checker<'a> {
     index: &'a LineIndex,
     problems: Vec<Problem>,
+    /// Secrets only the gateway uses whose variables are not set: they stop the gateway, not
+    /// `squidbot agent` or `cron list`.
+    gateway_only: Vec<Problem>,
+}
+
+/// What validation found.
+pub(crate) struct Findings {
+    /// What stops every command, in file order.
+    pub(crate) problems: Vec<Problem>,
+    /// What is worth saying but stops nothing.
+    pub(crate) warnings: Vec<Problem>,
+    /// What stops only the gateway (see [`super::LoadedConfig::check_gateway`]).
+    pub(crate) gateway_only: Vec<Problem>,
 }
 
 impl Checker<'_> {
@@ -61,6 +74,40 @@ impl Checker<'_> {
             Err(error) => self.report(field, error.message),
         }
     }
+
+    /// [`Self::secret`] for a secret only the gateway uses: an unset variable is kept for
+    /// [`Findings::gateway_only`] and the secret left empty (never the `${VAR}` text itself).
+    fn gateway_secret(
+        &mut self,
+        secret: &mut Secret,
+        env_name: &str,
+        field: &str,
+        env: EnvLookup<'_>,
+    ) {
+        match resolve_secret(secret, env_name, env) {
+            Ok(value) => *secret = value,
+            Err(error) if error.unset => {
+                let field = if error.in_env_field {
+                    format!("{field}_env")
+                } else {
+                    field.to_owned()
+                };
+                let line = self.index.line_of(&field);
+                self.gateway_only
+                    .push(Problem::new(line, field, error.message));
+                *secret = Secret::default();
+            }
+            Err(error) if error.in_env_field => self.report(&format!("{field}_env"), error.message),
+            Err(error) => self.report(field, error.message),
+        }
+    }
+
+    /// Whether `field` (or its `*_env` sibling) names a gateway secret whose variable is unset.
+    fn deferred(&self, field: &str) -> bool {
+        self.gateway_only
+            .iter()
+            .any(|problem| problem.field.strip_suffix("_env").unwrap_or(&problem.field) == field)
+    }
 }
 
 /// `unknown <what> "name" (known: a, b)`.
@@ -74,16 +121,12 @@ fn unknown<V>(what: &str, name: &str, known: &BTreeMap<String, V>) -> String {
     format!("unknown {what} {name:?} (known: {names})")
 }
 
-/// Checks `config` and resolves its secrets in place. Returns the problems (in file order) and
-/// the warnings (legacy or pointless settings that do not stop startup).
-pub(crate) fn validate(
-    config: &mut Config,
-    index: &LineIndex,
-    env: EnvLookup<'_>,
-) -> (Vec<Problem>, Vec<Problem>) {
+/// Checks `config` and resolves its secrets in place.
+pub(crate) fn validate(config: &mut Config, index: &LineIndex, env: EnvLookup<'_>) -> Findings {
     let mut checker = Checker {
         index,
         problems: Vec::new(),
+        gateway_only: Vec::new(),
     };
     resolve_secrets(config, &mut checker, env);
     check_llm(&config.llm, &mut checker);
@@ -130,11 +173,16 @@ pub(crate) fn validate(
     }
     let mut problems = checker.problems;
     problems.sort_by_key(|problem| problem.line.unwrap_or(usize::MAX));
-    (problems, warnings)
+    Findings {
+        problems,
+        warnings,
+        gateway_only: checker.gateway_only,
+    }
 }
 
 /// Resolves every secret that will be used: providers always, the rest when their feature is on
-/// (a disabled channel's missing variable must not block startup).
+/// (a disabled channel's missing variable must not block startup). The channels' and the HTTP
+/// API's secrets are the gateway's alone: their unset variables only stop the gateway.
 fn resolve_secrets(config: &mut Config, checker: &mut Checker<'_>, env: EnvLookup<'_>) {
     for (name, provider) in &mut config.llm.providers {
         let field = format!("llm.providers.{name}.api_key");
@@ -152,32 +200,33 @@ fn resolve_secrets(config: &mut Config, checker: &mut Checker<'_>, env: EnvLooku
     let matrix = &mut config.channels.matrix;
     if matrix.enabled {
         let field = "channels.matrix.access_token";
-        checker.secret(
+        checker.gateway_secret(
             &mut matrix.access_token,
             &matrix.access_token_env,
             field,
             env,
         );
         let field = "channels.matrix.password";
-        checker.secret(&mut matrix.password, &matrix.password_env, field, env);
+        checker.gateway_secret(&mut matrix.password, &matrix.password_env, field, env);
         let field = "channels.matrix.recovery_key";
-        checker.secret(
+        checker.gateway_secret(
             &mut matrix.recovery_key,
             &matrix.recovery_key_env,
             field,
             env,
         );
         let field = "channels.matrix.store_passphrase";
-        checker.secret(&mut matrix.store_passphrase, "", field, env);
+        checker.gateway_secret(&mut matrix.store_passphrase, "", field, env);
     }
     let email = &mut config.channels.email;
     if email.enabled {
         let field = "channels.email.password";
-        checker.secret(&mut email.password, &email.password_env, field, env);
+        checker.gateway_secret(&mut email.password, &email.password_env, field, env);
     }
     let http = &mut config.gateway.http;
     if http.enabled {
-        checker.secret(&mut http.token, &http.token_env, "gateway.http.token", env);
+        let field = "gateway.http.token";
+        checker.gateway_secret(&mut http.token, &http.token_env, field, env);
     }
 }
 
@@ -336,7 +385,10 @@ fn check_channels(config: &Config, checker: &mut Checker<'_>) {
         checker.require(user_ok, "channels.matrix.user_id", message);
         let field = "channels.matrix.sync_timeout_seconds";
         checker.positive(matrix.sync_timeout_seconds, field);
-        let login = !matrix.access_token.is_empty() || !matrix.password.is_empty();
+        let login = !matrix.access_token.is_empty()
+            || !matrix.password.is_empty()
+            || checker.deferred("channels.matrix.access_token")
+            || checker.deferred("channels.matrix.password");
         let message = "set access_token or password (or access_token_env / password_env)";
         checker.require(login, "channels.matrix.access_token", message);
         let message = "must not be empty";
@@ -362,9 +414,10 @@ fn check_channels(config: &Config, checker: &mut Checker<'_>) {
             checker.require(!value.is_empty(), field, "required when email is enabled");
         }
         let message = "set password or password_env";
+        let field = "channels.email.password";
         checker.require(
-            !email.password.is_empty(),
-            "channels.email.password",
+            !email.password.is_empty() || checker.deferred(field),
+            field,
             message,
         );
         let from_ok = email.from_address.contains('@');

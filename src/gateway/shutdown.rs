@@ -25,7 +25,8 @@ pub async fn on_signal(token: CancellationToken) -> std::io::Result<StopReason> 
         _ = interrupt.recv() => StopReason::Interrupt,
         () = token.cancelled() => return Ok(StopReason::Terminate),
     };
-    tracing::info!(signal = ?reason, "Shutting down.");
+    // Cancel before logging: the shutdown must not depend on the log's reader still being there.
     token.cancel();
+    tracing::info!(signal = ?reason, "Shutting down.");
     Ok(reason)
 }

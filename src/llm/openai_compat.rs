@@ -131,6 +131,7 @@ impl OpenAiCompatLlm {
             .unwrap_or_default();
         Err(classify_status(
             self.model_name(),
+            &self.endpoint.shown_url(),
             status.as_u16(),
             retry_after,
             detail,
@@ -148,18 +149,21 @@ impl OpenAiCompatLlm {
         parse_completion(&bytes, self.model_name(), observer)
     }
 
+    /// A request that got no response: named by its URL and innermost cause (reqwest's outer
+    /// layers only repeat the URL), so the message says what to fix.
     fn transport_error(&self, error: &reqwest::Error) -> LlmError {
-        let model = self.model_name().to_owned();
-        if error.is_connect() && error.is_timeout() {
-            LlmError::Timeout {
-                model,
-                phase: "connect",
-            }
+        let detail = if error.is_connect() && error.is_timeout() {
+            format!(
+                "no connection within {} s",
+                self.timeouts.connect.as_secs_f32()
+            )
         } else {
-            LlmError::Unreachable {
-                model,
-                detail: error_chain(error),
-            }
+            root_cause(error)
+        };
+        LlmError::Unreachable {
+            model: self.model_name().to_owned(),
+            url: self.endpoint.shown_url(),
+            detail,
         }
     }
 }
@@ -262,10 +266,21 @@ fn error_chain(error: &dyn std::error::Error) -> String {
     text
 }
 
-/// Maps a failed HTTP status to an error: 401/403 → `Auth`, 429 → `RateLimited`, the rest
-/// `Server` (retryable for 408 and 5xx, see [`LlmError::is_retryable`]).
+/// The innermost cause of an error, which is the part a person can act on.
+fn root_cause(error: &dyn std::error::Error) -> String {
+    let mut cause = error;
+    while let Some(source) = cause.source() {
+        cause = source;
+    }
+    cause.to_string()
+}
+
+/// Maps a failed HTTP status to an error: 401/403 → `Auth`, 404 → `NotFound` (naming `url`),
+/// 429 → `RateLimited`, the rest `Server` (retryable for 408 and 5xx, see
+/// [`LlmError::is_retryable`]).
 pub(crate) fn classify_status(
     model: &str,
+    url: &str,
     status: u16,
     retry_after: Option<Duration>,
     detail: String,
@@ -273,6 +288,11 @@ pub(crate) fn classify_status(
     let model = model.to_owned();
     match status {
         401 | 403 => LlmError::Auth { model, detail },
+        404 => LlmError::NotFound {
+            model,
+            url: url.to_owned(),
+            detail,
+        },
         429 => LlmError::RateLimited { model, retry_after },
         _ => LlmError::Server {
             model,
@@ -326,7 +346,7 @@ mod tests {
     #[test]
     fn statuses_are_classified() {
         let check = |status: u16, retryable: bool| {
-            let error = classify_status("m", status, None, String::new());
+            let error = classify_status("m", "http://h/v1", status, None, String::new());
             assert_eq!(error.is_retryable(), retryable, "{status}");
             error
         };
@@ -337,6 +357,6 @@ mod tests {
         check(500, true);
         check(503, true);
         check(400, false);
-        check(404, false);
+        assert!(matches!(check(404, false), LlmError::NotFound { .. }));
     }
 }

@@ -49,6 +49,21 @@ impl Endpoint {
     pub fn completions_url(&self) -> String {
         format!("{}/chat/completions", self.api_base.trim_end_matches('/'))
     }
+
+    /// [`Self::completions_url`] as errors show it, with any password in it masked, so the URL
+    /// can be named to the person fixing `api_base`.
+    pub fn shown_url(&self) -> String {
+        let full = self.completions_url();
+        match url::Url::parse(&full) {
+            Ok(mut parsed) => {
+                if parsed.password().is_some() {
+                    let _ = parsed.set_password(Some("***"));
+                }
+                parsed.to_string()
+            }
+            Err(_) => full,
+        }
+    }
 }
 
 /// The key is redacted so an endpoint can be logged or debug-printed safely.
@@ -69,10 +84,11 @@ impl fmt::Debug for Endpoint {
     }
 }
 
-/// The explicit time limits of one call; each maps to `LlmError::Timeout { phase }`.
+/// The explicit time limits of one call; each maps to `LlmError::Timeout { phase }`, except
+/// `connect`, which means the server could not be reached (`LlmError::Unreachable`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timeouts {
-    /// Establishing the TCP (and TLS) connection (`phase: "connect"`).
+    /// Establishing the TCP (and TLS) connection (`LlmError::Unreachable` when it runs out).
     pub connect: Duration,
     /// From sending the request to receiving the response headers (`phase: "first byte"`).
     pub first_byte: Duration,
@@ -141,6 +157,19 @@ mod tests {
         assert!(!shown.contains("sk-secret"));
         assert!(shown.contains("<redacted>"));
         assert_eq!(endpoint.completions_url(), "http://x/v1/chat/completions");
+    }
+
+    #[test]
+    fn the_shown_url_hides_passwords() {
+        let check = |api_base: &str, shown: &str| {
+            assert_eq!(Endpoint::new("m", "m", api_base).shown_url(), shown);
+        };
+        check("http://x:8080/v1", "http://x:8080/v1/chat/completions");
+        check(
+            "https://user:pw@x/v1",
+            "https://user:***@x/v1/chat/completions",
+        );
+        check("not a url", "not a url/chat/completions");
     }
 
     #[test]

@@ -9,26 +9,29 @@ use std::process::Output;
 use crate::harness::{default_reply, summarized_lines};
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
-struct Home {
+/// A fresh `$SQUIDBOT_HOME` (also `HOME`) for one test.
+pub struct Home {
     dir: tempfile::TempDir,
 }
 
 impl Home {
-    fn new() -> Self {
+    pub fn new() -> Self {
         Self {
             dir: tempfile::tempdir().unwrap(),
         }
     }
 
-    fn path(&self) -> &Path {
+    pub fn path(&self) -> &Path {
         self.dir.path()
     }
 
-    fn config(&self) -> PathBuf {
+    pub fn config(&self) -> PathBuf {
         self.path().join("squidbot.yaml")
     }
 
-    fn write_config(&self, url: &str, extra: &str) {
+    /// Writes a config with one provider at `url`, one model and the default pool (14 lines),
+    /// then `extra`.
+    pub fn write_config(&self, url: &str, extra: &str) {
         let text = format!(
             "llm:\n  default_pool: default\n  providers:\n    local:\n      api_base: \"{url}\"\n      api_key: test-key\n  models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\n{extra}"
         );
@@ -36,7 +39,7 @@ impl Home {
     }
 
     /// Runs the binary with this home and no inherited squidbot settings.
-    async fn run(&self, args: &[&str]) -> Output {
+    pub async fn run(&self, args: &[&str]) -> Output {
         let mut command = squidbot(self.path());
         command
             .args(args)
@@ -87,11 +90,10 @@ async fn an_unreachable_llm_is_a_clear_error_and_a_failing_exit() {
     home.write_config(&format!("http://127.0.0.1:{port}/v1"), "");
     let output = home.run(&["agent", "-m", "hello"]).await;
     assert_eq!(output.status.code(), Some(1));
-    assert!(
-        stderr(&output).contains("could not reach the LLM"),
-        "{}",
-        stderr(&output)
-    );
+    // The message names the URL it tried, so a wrong api_base shows. See: #15
+    let expected =
+        format!("could not reach the LLM at http://127.0.0.1:{port}/v1/chat/completions");
+    assert!(stderr(&output).contains(&expected), "{}", stderr(&output));
     assert_eq!(stdout(&output), "");
 }
 

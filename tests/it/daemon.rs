@@ -40,6 +40,17 @@ impl Gateway {
         extra: &str,
         env: &[(&str, &str)],
     ) -> Self {
+        Self::start_logging_to(llm_url, token, extra, env, Stdio::piped()).await
+    }
+
+    /// Like [`Gateway::start_with_token`], with the log (stderr) going to `log`.
+    pub async fn start_logging_to(
+        llm_url: &str,
+        token: Option<&str>,
+        extra: &str,
+        env: &[(&str, &str)],
+        log: Stdio,
+    ) -> Self {
         let home = tempfile::tempdir().unwrap();
         let token_line = token
             .map(|t| format!("    token: {t}\n"))
@@ -58,7 +69,7 @@ impl Gateway {
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
+            .stderr(log)
             .kill_on_drop(true);
         for (key, value) in env {
             command.env(key, value);

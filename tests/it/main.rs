@@ -42,3 +42,5 @@ mod email;
 // `search_history` through the binary: ranked recall, the asking turn left out, summaries,
 // unforgeable output, index rebuilds.
 mod search_history;
+// Regressions of reported issues (`issue_N_…`) against the real binary.
+mod regression;

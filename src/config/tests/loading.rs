@@ -234,6 +234,70 @@ fn syntax_type_and_unknown_field_errors() {
     }
 }
 
+/// serde stops at the first problem; the file's other problems come too, each at its line,
+/// whether the bad entry sits alone in its section, in a flow mapping or in a list. See: #15
+#[test]
+fn issue_15_every_deserialization_problem_at_once() {
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "agents:\n  bogus: 1\ngateway:\n  nope: 2\n",
+            &[
+                ":2: agents.bogus: unknown field",
+                ":4: gateway.nope: unknown field",
+            ],
+        ),
+        (
+            "gateway:\n  http: {tokn: x, listen: nowhere, enabled: maybe}\ncron:\n  missed_runs: later\n",
+            &[
+                ":2: gateway.http.tokn: unknown field, did you mean token?",
+                ":2: gateway.http.listen: ",
+                ":2: gateway.http.enabled: ",
+                ":4: cron.missed_runs: unknown variant",
+            ],
+        ),
+        (
+            "owner:\n  aliases:\n    - {who: x}\nagents:\n  keep_recent: many\n",
+            &[
+                ":3: owner.aliases[0]: an address, or a mapping",
+                ":5: agents.keep_recent: expected a whole number",
+            ],
+        ),
+    ];
+    for (yaml, expected) in cases {
+        for line in *expected {
+            check(yaml, line);
+        }
+        let problems = match load_text(yaml) {
+            Err(ConfigError::Invalid { problems, .. }) => problems.len(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(problems, expected.len(), "{yaml}");
+    }
+}
+
+/// A broken line is named by its own line and key, not by the field above it that the
+/// deserializer happened to fail on first. See: #15
+#[test]
+fn issue_15_syntax_errors_name_the_line_to_fix() {
+    let cases: &[(&str, &str)] = &[
+        (
+            "agents:\n  heartbeat:\n    enabled: false\n      interval_minutes: 5\n",
+            ":4: interval_minutes: a `key: value` cannot start here",
+        ),
+        (
+            "agents:\n  keep_recent: 5\n workspace: x\n",
+            ":3: workspace: this line is not indented like the other fields",
+        ),
+        (
+            "agents:\n  keep_recent: 5\n\tworkspace: x\n",
+            ":3: workspace: indented with a tab",
+        ),
+    ];
+    for (yaml, expected) in cases {
+        check(yaml, expected);
+    }
+}
+
 #[test]
 fn error_display_names_file_line_field() {
     let yaml = format!(
@@ -330,16 +394,52 @@ fn path_resolution_order() {
         ),
     ];
     for &(explicit, pairs, path, home, is_explicit) in cases {
-        let location = resolve_path_with(explicit, &env_of(pairs));
+        let location = resolve_path_with(explicit, &env_of(pairs)).ok();
         assert_eq!(
             location,
-            ConfigLocation {
+            Some(ConfigLocation {
                 path: PathBuf::from(path),
                 home: PathBuf::from(home),
                 explicit: is_explicit
-            }
+            })
         );
     }
+}
+
+/// Without HOME, `~` has nothing to stand for: an error, never a directory named `~` in the
+/// current directory. See: #15
+#[test]
+fn issue_15_a_tilde_without_home_is_an_error() {
+    let no_home = |name: &str| (name == "SQUIDBOT_HOME").then(|| "/srv/sq".to_owned());
+    let nothing = |_: &str| None;
+    let error = resolve_path_with(None, &nothing).err();
+    assert!(
+        matches!(&error, Some(ConfigError::NoHome { path }) if path == Path::new("~/.squidbot")),
+        "{error:?}"
+    );
+    let named = resolve_path_with(Some(Path::new("~/c.yaml")), &no_home).err();
+    assert!(
+        matches!(named, Some(ConfigError::NoHome { .. })),
+        "{named:?}"
+    );
+    let home = Path::new(HOME);
+    let error = load_from_str_with(
+        "agents:\n  workspace: ~/notes\n",
+        Path::new(PATH),
+        home,
+        &nothing,
+    )
+    .err()
+    .map(|error| error.to_string());
+    assert_eq!(
+        error.as_deref(),
+        Some(
+            format!(
+                "{PATH}:2: agents.workspace: `~` stands for the home directory, but HOME is not set"
+            )
+            .as_str()
+        )
+    );
 }
 
 #[test]

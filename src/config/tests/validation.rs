@@ -248,10 +248,30 @@ fn secrets_come_from_the_environment() {
     let email = format!(
         "{BASE}channels:\n  email:\n    enabled: true\n    imap_host: i\n    smtp_host: s\n    username: u\n    from_address: b@x.org\n    password_env: SQUIDBOT_TEST_NOPE\n"
     );
-    check(
-        &email,
-        ":18: channels.email.password_env: environment variable SQUIDBOT_TEST_NOPE is not set",
-    );
+    // Only the gateway uses the channels' and the HTTP API's secrets: their unset variables
+    // stop it alone (`check_gateway`), and the secret is left empty. See: #15
+    let http_unset = format!("{BASE}gateway:\n  http:\n    token_env: SQUIDBOT_TEST_NOPE\n");
+    for (yaml, expected) in [
+        (
+            &email,
+            ":18: channels.email.password_env: environment variable SQUIDBOT_TEST_NOPE is not set",
+        ),
+        (
+            &http_unset,
+            ":13: gateway.http.token_env: environment variable SQUIDBOT_TEST_NOPE is not set",
+        ),
+    ] {
+        let loaded = check_ok(yaml);
+        assert!(loaded.config.channels.email.password.is_empty());
+        assert!(loaded.config.gateway.http.token.is_empty());
+        let error = loaded.check_gateway().err().map(|error| error.to_string());
+        assert!(
+            error
+                .as_deref()
+                .is_some_and(|text| text.ends_with(expected)),
+            "{error:?}"
+        );
+    }
 }
 
 #[test]

@@ -90,12 +90,14 @@ pub enum LlmError {
         /// The server's `Retry-After`, if any.
         retry_after: Option<Duration>,
     },
-    /// The server could not be reached (connection refused, DNS, TLS).
-    #[error("could not reach {model}: {detail}")]
+    /// The server could not be reached (connection refused or timed out, DNS, TLS).
+    #[error("could not reach {model} at {url}: {detail}")]
     Unreachable {
         /// Configured model name.
         model: String,
-        /// The transport's words.
+        /// The URL that was tried (without credentials), so the person can check `api_base`.
+        url: String,
+        /// The transport's words: the innermost cause (`Connection refused (os error 111)`).
         detail: String,
     },
     /// The server stopped answering within the configured time.
@@ -105,6 +107,17 @@ pub enum LlmError {
         model: String,
         /// Which limit ran out: connect, first byte, idle or total.
         phase: &'static str,
+    },
+    /// 404: nothing answers at the URL, almost always an `api_base` without its `/v1` (or a
+    /// model id the server does not know). Retrying cannot help; the pool tries the next model.
+    #[error("{model}: {url} answered HTTP 404 Not Found: {detail}")]
+    NotFound {
+        /// Configured model name.
+        model: String,
+        /// The URL that was tried (without credentials).
+        url: String,
+        /// Start of the body.
+        detail: String,
     },
     /// A 5xx or other unexpected status.
     #[error("{model} answered HTTP {status}: {detail}")]
@@ -138,7 +151,7 @@ impl LlmError {
             | Self::Timeout { .. }
             | Self::Protocol { .. } => true,
             Self::Server { status, .. } => *status >= 500 || *status == 408,
-            Self::Auth { .. } | Self::Config(_) => false,
+            Self::Auth { .. } | Self::NotFound { .. } | Self::Config(_) => false,
         }
     }
 
@@ -147,7 +160,12 @@ impl LlmError {
         match self {
             Self::Auth { .. } => "Error: the LLM rejected the API key. Check `llm.providers` in the config (or run `squidbot onboard`).".to_owned(),
             Self::RateLimited { .. } => "Error: the LLM's rate limit was reached. Try again in a moment.".to_owned(),
-            Self::Unreachable { .. } | Self::Timeout { .. } => "Error: could not reach the LLM. Check the network and the provider's api_base.".to_owned(),
+            Self::Unreachable { url, detail, .. } => format!("Error: could not reach the LLM at {url} ({detail}). Check the network and the provider's api_base."),
+            Self::NotFound { url, detail, .. } => {
+                let said = if detail.is_empty() { String::new() } else { format!(" The server said: {detail}") };
+                format!("Error: the LLM endpoint was not found: {url} answered HTTP 404. Check `api_base` in llm.providers (it usually ends in /v1) and the model id.{said}")
+            }
+            Self::Timeout { phase, .. } => format!("Error: the LLM did not answer in time ({phase} timeout). Check the network and the provider's api_base, or raise llm.timeouts."),
             Self::Server { status, .. } => format!("Error: the LLM failed (HTTP {status}). Try again later."),
             Self::Protocol { .. } => "Error: the LLM sent a response squidbot could not read. Try again.".to_owned(),
             Self::Config(detail) => format!("Error: LLM configuration problem: {detail}"),
