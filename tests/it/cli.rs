@@ -9,26 +9,27 @@ use std::process::Output;
 use crate::harness::{default_reply, summarized_lines};
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
-struct Home {
+/// A temporary `SQUIDBOT_HOME` with a config pointing at the scripted LLM.
+pub(crate) struct Home {
     dir: tempfile::TempDir,
 }
 
 impl Home {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             dir: tempfile::tempdir().unwrap(),
         }
     }
 
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.dir.path()
     }
 
-    fn config(&self) -> PathBuf {
+    pub(crate) fn config(&self) -> PathBuf {
         self.path().join("squidbot.yaml")
     }
 
-    fn write_config(&self, url: &str, extra: &str) {
+    pub(crate) fn write_config(&self, url: &str, extra: &str) {
         let text = format!(
             "llm:\n  default_pool: default\n  providers:\n    local:\n      api_base: \"{url}\"\n      api_key: test-key\n  models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\n{extra}"
         );
