@@ -9,6 +9,7 @@
 //! - `skills`: `squidbot skills list`, the skills and whether they are usable.
 //! - `doctor`: `squidbot doctor`, checks config, LLM, channels, paths and the listen address.
 //! - `import`: `squidbot import DIR`, brings an original (Python) squidbot home over.
+//! - `service`: `squidbot service install|uninstall|status`, the gateway as a systemd unit.
 
 /// `println!` that never panics (see `squidbot::console::out`): a closed stdout drops the line,
 /// any other write failure is the `io::Result` it evaluates to.
@@ -32,6 +33,7 @@ mod doctor;
 mod gateway;
 mod import;
 mod onboard;
+mod service;
 mod skills;
 mod status;
 
@@ -75,6 +77,8 @@ enum Command {
     Doctor,
     /// Import an original (Python) squidbot home: history, MEMORY.md, cron jobs, config.
     Import(import::ImportArgs),
+    /// Run the gateway as a systemd service: install, uninstall, status.
+    Service(service::ServiceArgs),
 }
 
 /// The most threads doing blocking file work at once.
@@ -115,6 +119,7 @@ pub fn main() -> ExitCode {
             Command::Skills(args) => skills::run(cli.config.as_deref(), args),
             Command::Doctor => doctor::run(cli.config.as_deref()).await,
             Command::Import(args) => import::run(cli.config.as_deref(), args).await,
+            Command::Service(args) => service::run(cli.config.as_deref(), args),
         }
     });
     match result {

@@ -6,12 +6,18 @@
 //! (streamed) and runs tools for up to `max_tool_rounds` rounds, persisting every tool-call
 //! message and result, persists the final reply, delivers it, and finally consolidates if due,
 //! still under the mutex, so the reply is never delayed by a summary.
+//!
+//! A channel may cancel a turn (the terminal's Ctrl-C) through [`TurnRequest::cancel`]. Only
+//! the waits on the LLM and on tools are cut short, never a write, and the history then gets an
+//! assistant note ([`CANCELLED_NOTE`]) after the user's message, so it stays a well-formed
+//! conversation for the next prompt.
 
 use std::sync::Arc;
 
 use futures_util::future::join_all;
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
 
 use crate::core::memory_manager::{Consolidation, MemoryManager};
 use crate::core::message::{Message, Role};
@@ -31,6 +37,10 @@ pub const DEFAULT_MAX_TOOL_ROUNDS: usize = 20;
 /// Tool results longer than this are cut before they are stored and sent.
 pub const DEFAULT_TOOL_RESULT_CAP: usize = 16 * 1024;
 
+/// The assistant record that stands for the reply of a cancelled turn: the next prompt then
+/// shows the model that its last answer was cut off, instead of two user messages in a row.
+pub const CANCELLED_NOTE: &str = "[The user cancelled this turn before the reply was complete.]";
+
 /// One inbound message to run as a turn.
 pub struct TurnRequest {
     /// The session it belongs to.
@@ -47,6 +57,9 @@ pub struct TurnRequest {
     pub metadata: Map<String, Value>,
     /// Fired once the message is durably persisted: the channel may acknowledge it then.
     pub persisted: Option<oneshot::Sender<()>>,
+    /// Cancelled by the channel to stop the turn while it waits on the LLM or on tools (the
+    /// terminal's Ctrl-C); a token nobody cancels by default.
+    pub cancel: CancellationToken,
 }
 
 impl TurnRequest {
@@ -60,6 +73,7 @@ impl TurnRequest {
             llm: None,
             metadata: Map::new(),
             persisted: None,
+            cancel: CancellationToken::new(),
         }
     }
 
@@ -86,6 +100,7 @@ impl TurnRequest {
             llm,
             metadata,
             persisted,
+            cancel: CancellationToken::new(),
         };
         (request, reply)
     }
@@ -129,6 +144,9 @@ pub enum TurnError {
     /// The model kept calling tools past the round limit.
     #[error("stopped after {0} tool rounds without a final answer")]
     TooManyToolRounds(usize),
+    /// The channel cancelled the turn; the history ends with [`CANCELLED_NOTE`].
+    #[error("the turn was cancelled")]
+    Cancelled,
 }
 
 /// Runs turns. One instance is shared by every channel.
@@ -279,7 +297,14 @@ impl AgentLoop {
         let mut tools_called = Vec::new();
 
         for round in 0..self.max_tool_rounds {
-            let response = match self.call_llm(llm, &prompt, &tools, sink).await {
+            let call = tokio::select! {
+                biased;
+                () = request.cancel.cancelled() => {
+                    return Err(self.cancelled(session, channel, &mut tail).await);
+                }
+                call = self.call_llm(llm, &prompt, &tools, sink) => call,
+            };
+            let response = match call {
                 Ok(response) => response,
                 Err(error) => {
                     tracing::warn!(session = %session, error = %error, "LLM call failed; told the user.");
@@ -296,11 +321,8 @@ impl AgentLoop {
                     self.deliver(sink, &error.user_message()).await;
                     return Err(TurnError::Llm(error));
                 }
-                let mut reply =
-                    Message::new(Role::Assistant, response.text.clone(), self.clock.now());
+                let mut reply = self.assistant(response.text.clone(), channel);
                 reply.reasoning_content = response.reasoning_content;
-                reply.channel = Some(channel.to_owned());
-                reply.sender_id = Some("assistant".to_owned());
                 self.persist(session, &mut tail, vec![reply]).await?;
                 self.deliver(sink, &response.text).await;
                 return Ok(Conversation {
@@ -310,17 +332,23 @@ impl AgentLoop {
                     tail,
                 });
             }
-            let mut assistant = Message::new(Role::Assistant, response.text, self.clock.now());
+            let mut assistant = self.assistant(response.text, channel);
             assistant.reasoning_content = response.reasoning_content;
-            assistant.channel = Some(channel.to_owned());
-            assistant.sender_id = Some("assistant".to_owned());
-            let outputs = join_all(
+            let calls = join_all(
                 response
                     .tool_calls
                     .iter()
                     .map(|call| tools.call(&call.name, call.arguments.clone(), &context)),
-            )
-            .await;
+            );
+            // Dropping the calls stops them (the shell tool kills its process group); the
+            // unanswered tool-call message is then never written.
+            let outputs = tokio::select! {
+                biased;
+                () = request.cancel.cancelled() => {
+                    return Err(self.cancelled(session, channel, &mut tail).await);
+                }
+                outputs = calls => outputs,
+            };
             tools_called.extend(response.tool_calls.iter().map(|call| call.name.clone()));
             let mut batch = Vec::with_capacity(outputs.len() + 1);
             for (call, output) in response.tool_calls.iter().zip(outputs) {
@@ -350,6 +378,24 @@ impl AgentLoop {
         );
         self.deliver(sink, &text).await;
         Err(TurnError::TooManyToolRounds(self.max_tool_rounds))
+    }
+
+    /// An assistant record of this turn's channel.
+    fn assistant(&self, text: impl Into<String>, channel: &str) -> Message {
+        let mut message = Message::new(Role::Assistant, text, self.clock.now());
+        message.channel = Some(channel.to_owned());
+        message.sender_id = Some("assistant".to_owned());
+        message
+    }
+
+    /// Records that the turn was cancelled; the error the turn ends with.
+    async fn cancelled(&self, session: &SessionId, channel: &str, tail: &mut Tail) -> TurnError {
+        tracing::info!(session = %session, "Turn cancelled.");
+        let note = self.assistant(CANCELLED_NOTE, channel);
+        match self.persist(session, tail, vec![note]).await {
+            Ok(()) => TurnError::Cancelled,
+            Err(error) => error,
+        }
     }
 
     /// One streamed LLM call, relaying deltas to a streaming sink.

@@ -1,5 +1,5 @@
 //! The agent loop against the scripted LLM: tool rounds, persistence, errors, extra tools,
-//! streaming without duplication.
+//! streaming without duplication, cancellation.
 
 use crate::support::bin::tool_names;
 use std::sync::Arc;
@@ -7,11 +7,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
-use squidbot::core::agent_loop::TurnError;
+use squidbot::core::agent_loop::{CANCELLED_NOTE, TurnError, TurnRequest};
 use squidbot::core::memory_manager::MemorySettings;
 use squidbot::core::message::Role;
+use squidbot::core::origin::Origin;
+use squidbot::core::ports::channel::CollectingSink;
 use squidbot::core::ports::tool::{Tool, ToolContext, ToolOutput, ToolSpec};
 use squidbot::core::session::SessionId;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 use crate::harness::Harness;
 use crate::support::scripted_llm::Reply;
@@ -24,12 +28,35 @@ struct Probe {
 
 impl Probe {
     fn new(calls: Arc<AtomicUsize>) -> Self {
-        let spec = ToolSpec::new(
-            "probe",
-            "Test probe.",
-            &json!({"type": "object", "properties": {}}),
-        );
-        Self { spec, calls }
+        Self {
+            spec: no_arguments("probe"),
+            calls,
+        }
+    }
+}
+
+fn no_arguments(name: &str) -> ToolSpec {
+    ToolSpec::new(
+        name,
+        "Test tool.",
+        &json!({"type": "object", "properties": {}}),
+    )
+}
+
+/// A tool that says it started and then never finishes.
+struct Stuck {
+    spec: ToolSpec,
+    started: Arc<Notify>,
+}
+
+#[async_trait]
+impl Tool for Stuck {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    async fn call(&self, _arguments: Value, _context: &ToolContext) -> ToolOutput {
+        self.started.notify_one();
+        std::future::pending().await
     }
 }
 
@@ -181,4 +208,53 @@ async fn an_endless_tool_loop_is_stopped() {
     assert_eq!(count.load(Ordering::SeqCst), 20);
     assert!(delivered[0].contains("20 tool rounds"));
     assert_eq!(h.llm.request_count(), 20);
+}
+
+#[tokio::test]
+async fn a_turn_cancelled_while_a_tool_runs_ends_with_the_note_and_without_the_call() {
+    let h = Harness::start(MemorySettings::default()).await;
+    h.llm.enqueue(calls(&[("s1", "stuck", "{}")]));
+    let started = Arc::new(Notify::new());
+    let stuck: Arc<dyn Tool> = Arc::new(Stuck {
+        spec: no_arguments("stuck"),
+        started: started.clone(),
+    });
+    let cancel = CancellationToken::new();
+    let mut request = TurnRequest::new(session(), "go", Origin::owner());
+    request.extra_tools = vec![stuck];
+    request.cancel = cancel.clone();
+    let sink = CollectingSink::new();
+    let cancel_once_started = async {
+        started.notified().await;
+        cancel.cancel();
+    };
+    let (result, ()) = tokio::join!(h.agent.run(request, &sink), cancel_once_started);
+    assert!(matches!(result, Err(TurnError::Cancelled)), "{result:?}");
+    assert!(sink.delivered().is_empty(), "nothing is delivered");
+    let history: Vec<(Role, String)> = h
+        .history(&session())
+        .into_iter()
+        .map(|m| (m.role, m.content))
+        .collect();
+    assert_eq!(
+        history,
+        [
+            (Role::User, "go".to_owned()),
+            (Role::Assistant, CANCELLED_NOTE.to_owned())
+        ],
+        "the unanswered tool call is not written"
+    );
+
+    // The session goes on, and its next prompt has the note, not the unanswered call.
+    let (result, delivered) = h.say(&session(), "again").await;
+    result.unwrap();
+    assert_eq!(delivered, ["re: again"]);
+    let requests = h.chat_requests();
+    let messages = requests.last().unwrap()["messages"].as_array().unwrap();
+    assert!(
+        messages
+            .iter()
+            .all(|m| m["role"] != "tool" && m["tool_calls"].is_null())
+    );
+    assert!(messages.iter().any(|m| m["content"] == CANCELLED_NOTE));
 }

@@ -154,12 +154,7 @@ impl Gateway {
 
     /// Sends SIGTERM and waits (at most 15 s) for the process to exit; returns its exit code.
     pub async fn terminate(&mut self) -> Option<i32> {
-        let pid = self.child.id().unwrap();
-        let status = std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
+        crate::support::bin::send_signal(&self.child, "TERM");
         tokio::time::timeout(Duration::from_secs(15), self.child.wait())
             .await
             .expect("the gateway exits within 15 s of SIGTERM")

@@ -19,6 +19,10 @@ mod agent;
 mod router;
 // The `squidbot` binary: one-shot agent, config errors, status, onboard.
 mod cli;
+// The interactive `squidbot agent` through pipes: streaming, Ctrl-C cancels a turn, leaving.
+mod terminal;
+// `squidbot service install|uninstall|status` with a stand-in systemctl.
+mod service_cli;
 // A real `squidbot gateway` process per test (start, requests, signals).
 mod daemon;
 // The gateway end to end: HTTP API, auth, ordering, status, metrics, restarts, SIGTERM.

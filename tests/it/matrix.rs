@@ -99,11 +99,7 @@ impl BotGateway {
 
     /// SIGTERM, then waits for a clean exit.
     async fn stop(mut self) {
-        let pid = self.child.id().unwrap();
-        std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status()
-            .unwrap();
+        crate::support::bin::send_signal(&self.child, "TERM");
         let status = tokio::time::timeout(Duration::from_secs(15), self.child.wait())
             .await
             .expect("gateway exits within 15 s")

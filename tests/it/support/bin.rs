@@ -19,6 +19,16 @@ pub fn squidbot(home: &Path) -> tokio::process::Command {
     command
 }
 
+/// Sends `signal` (`TERM`, `INT`, …) to a running child with the `kill` command.
+pub fn send_signal(child: &tokio::process::Child, signal: &str) {
+    let pid = child.id().expect("the child is still running");
+    let status = std::process::Command::new("kill")
+        .args([format!("-{signal}"), pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{signal} {pid}");
+}
+
 /// Standard output as text.
 pub fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()

@@ -192,12 +192,7 @@ impl MailGateway {
 
     /// SIGTERM, then waits for the exit (panics after 15 s).
     pub async fn stop(mut self) {
-        let pid = self.child.id().unwrap();
-        let killed = std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status()
-            .unwrap();
-        assert!(killed.success());
+        crate::support::bin::send_signal(&self.child, "TERM");
         let status = tokio::time::timeout(Duration::from_secs(15), self.child.wait())
             .await
             .expect("gateway did not stop within 15 s")

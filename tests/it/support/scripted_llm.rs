@@ -21,6 +21,7 @@ use axum::routing::post;
 use axum::serve::ListenerExt;
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 /// What the server answers to one request.
@@ -61,6 +62,13 @@ pub enum Reply {
     Gated {
         gate: Arc<tokio::sync::Barrier>,
         then: Box<Reply>,
+    },
+    /// Streams `text`, waits until the test opens `gate` (`Notify::notify_one`), then streams
+    /// `rest` and finishes: a test can see what a client shows while the stream is still open.
+    Hold {
+        text: String,
+        gate: Arc<Notify>,
+        rest: String,
     },
 }
 
@@ -200,6 +208,7 @@ async fn complete(State(script): State<Arc<Mutex<Script>>>, body: Bytes) -> Resp
 enum Step {
     Send(String),
     Sleep(u64),
+    Wait(Arc<Notify>),
     Fail,
 }
 
@@ -261,6 +270,22 @@ fn render(reply: Reply, model: String, stream: bool) -> BoxFuture<'static, Respo
                 tokio::time::sleep(Duration::from_millis(for_ms)).await;
                 plain("application/json", completion(&model, &text, None, &[]))
             }
+            Reply::Hold { text, gate, rest } if stream => {
+                let mut steps = text_events(&model, &text);
+                steps.push(Step::Wait(gate));
+                steps.extend(
+                    split3(&rest)
+                        .into_iter()
+                        .map(|piece| event(&model, json!({"content": piece}), None)),
+                );
+                steps.extend(finish_events(&model, "stop"));
+                streamed(true, steps)
+            }
+            Reply::Hold { text, gate, rest } => {
+                gate.notified().await;
+                let whole = format!("{text}{rest}");
+                plain("application/json", completion(&model, &whole, None, &[]))
+            }
             Reply::Text(text) => answer(&model, stream, &text, None, &[]),
             Reply::TextWithReasoning { text, reasoning } => {
                 answer(&model, stream, &text, Some(&reasoning), &[])
@@ -285,6 +310,7 @@ fn streamed(sse: bool, steps: Vec<Step>) -> Response {
             match steps.pop_front()? {
                 Step::Send(data) => return Some((Ok(Bytes::from(data)), steps)),
                 Step::Sleep(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+                Step::Wait(gate) => gate.notified().await,
                 Step::Fail => {
                     let error = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
                     return Some((Err(error), steps));

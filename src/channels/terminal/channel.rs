@@ -1,0 +1,91 @@
+//! The interactive REPL of `squidbot agent`.
+//!
+//! SIGINT is caught for the whole session, because the default action (death, exit 130) would
+//! leave the question of the running turn unanswered in the history. During a turn Ctrl-C
+//! cancels it: the agent loop records the cancellation in the history and the REPL asks for the
+//! next message. At the prompt Ctrl-C leaves, like Ctrl-D: on a terminal rustyline reads it as
+//! a key, and through a pipe it arrives as SIGINT. A SIGINT that lands after a turn has ended
+//! stays queued in the signal stream, so the prompt sees it and leaves.
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+
+use rustyline::error::ReadlineError;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio_util::sync::CancellationToken;
+
+use super::input::LineReader;
+use super::sink::TerminalSink;
+use super::{EXIT_WORDS, TerminalError};
+use crate::console;
+use crate::core::agent_loop::{AgentLoop, TurnError, TurnRequest};
+use crate::core::origin::Origin;
+use crate::core::ports::tool::Tool;
+use crate::core::session::SessionId;
+
+/// Builds the per-turn tools (e.g. `memory_write`) for a session.
+pub type ExtraTools = dyn Fn(&SessionId) -> Vec<Arc<dyn Tool>> + Send + Sync;
+
+/// Runs the interactive REPL until an exit word, or Ctrl-D or Ctrl-C at the prompt.
+pub async fn run_interactive(
+    agent: Arc<AgentLoop>,
+    extra_tools: &ExtraTools,
+    banner: &str,
+) -> Result<(), TerminalError> {
+    let tty = std::io::stdout().is_terminal();
+    console::out(format_args!("{banner}\n")).map_err(TerminalError::Output)?;
+    if tty {
+        console::out(format_args!(
+            "Type a message; 'exit', Ctrl-D or Ctrl-C quits; Ctrl-C during a reply cancels it.\n"
+        ))
+        .map_err(TerminalError::Output)?;
+    }
+    let mut interrupts = signal(SignalKind::interrupt()).map_err(TerminalError::Signal)?;
+    let mut input = LineReader::start("You: ")?;
+    let session = SessionId::cli_local();
+    let sink = TerminalSink::new(tty);
+    loop {
+        let line = tokio::select! {
+            line = input.read_line() => line?,
+            _ = interrupts.recv() => return Ok(()),
+        };
+        let text = match line {
+            Ok(text) => text,
+            Err(ReadlineError::Eof | ReadlineError::Interrupted) => return Ok(()),
+            Err(error) => return Err(error.into()),
+        };
+        let text = text.trim();
+        if text.is_empty() {
+            continue;
+        }
+        if EXIT_WORDS
+            .iter()
+            .any(|word| word.eq_ignore_ascii_case(text))
+        {
+            return Ok(());
+        }
+        let cancel = CancellationToken::new();
+        let mut request = TurnRequest::new(session.clone(), text, Origin::owner());
+        request.extra_tools = extra_tools(&session);
+        request.cancel = cancel.clone();
+        let turn = agent.run(request, &sink);
+        tokio::pin!(turn);
+        let result = loop {
+            tokio::select! {
+                result = &mut turn => break result,
+                // Once cancelled the turn ends by itself; a second Ctrl-C waits for the prompt.
+                _ = interrupts.recv(), if !cancel.is_cancelled() => cancel.cancel(),
+            }
+        };
+        match result {
+            Ok(_) | Err(TurnError::Llm(_) | TurnError::TooManyToolRounds(_)) => {
+                sink.end_turn(false);
+            }
+            Err(TurnError::Cancelled) => sink.end_turn(true),
+            Err(error) => {
+                sink.end_turn(false);
+                console::err(format_args!("squidbot: {error}\n"));
+            }
+        }
+    }
+}

@@ -1,0 +1,364 @@
+//! `squidbot service install|uninstall|status`: the gateway as a systemd service.
+//!
+//! As root the unit is system-wide (`/etc/systemd/system`, started at boot); otherwise it is a
+//! user unit (`~/.config/systemd/user`, `systemctl --user`), which runs while the user is logged
+//! in unless lingering is on (`loginctl enable-linger`). `--system` or `--user` choose
+//! explicitly. The unit runs this very executable, by its absolute path, with the configuration
+//! file and `SQUIDBOT_HOME` this command resolved, so the service sees what `squidbot status`
+//! shows; the variables the configuration reads (API keys) come from `$SQUIDBOT_HOME/service.env`,
+//! because a service does not inherit the installing shell's environment.
+//!
+//! `--unit-dir` (`SQUIDBOT_UNIT_DIR`) and `--systemctl` (`SQUIDBOT_SYSTEMCTL`) replace the unit
+//! directory and the systemctl program: the integration tests use them to check the unit and
+//! the calls without a running systemd.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+
+use squidbot::config::LoadedConfig;
+use squidbot::storage::atomic;
+
+/// The unit's file name, and its name for systemctl.
+const UNIT: &str = "squidbot.service";
+
+/// Arguments of `squidbot service`.
+#[derive(Debug, Args)]
+pub struct ServiceArgs {
+    #[command(subcommand)]
+    action: Action,
+    /// A user unit (`systemctl --user`), even as root.
+    #[arg(long, global = true, conflicts_with = "system")]
+    user: bool,
+    /// A system-wide unit (needs root); the default as root.
+    #[arg(long, global = true)]
+    system: bool,
+    /// Where the unit file goes (default: /etc/systemd/system for a system unit,
+    /// $XDG_CONFIG_HOME/systemd/user or ~/.config/systemd/user for a user unit).
+    #[arg(long, global = true, env = "SQUIDBOT_UNIT_DIR", value_name = "DIR")]
+    unit_dir: Option<PathBuf>,
+    /// The systemctl program to run.
+    #[arg(
+        long,
+        global = true,
+        env = "SQUIDBOT_SYSTEMCTL",
+        value_name = "PROGRAM",
+        default_value = "systemctl"
+    )]
+    systemctl: OsString,
+}
+
+#[derive(Debug, Subcommand)]
+enum Action {
+    /// Write the unit, then reload systemd, enable the unit and (re)start it.
+    Install,
+    /// Stop and disable the unit, remove it, reload systemd.
+    Uninstall,
+    /// Show where the unit is and what systemctl says about it (its exit code too).
+    Status,
+}
+
+/// Which systemd instance manages the unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    System,
+    User,
+}
+
+impl Scope {
+    fn of(args: &ServiceArgs) -> Self {
+        if args.user {
+            Self::User
+        } else if args.system || is_root() {
+            Self::System
+        } else {
+            Self::User
+        }
+    }
+
+    fn unit_dir(self) -> Result<PathBuf> {
+        let env = |name: &str| std::env::var_os(name).filter(|value| !value.is_empty());
+        match self {
+            Self::System => Ok(PathBuf::from("/etc/systemd/system")),
+            Self::User => match (env("XDG_CONFIG_HOME"), env("HOME")) {
+                (Some(config), _) => Ok(PathBuf::from(config).join("systemd/user")),
+                (None, Some(home)) => Ok(PathBuf::from(home).join(".config/systemd/user")),
+                (None, None) => bail!("neither XDG_CONFIG_HOME nor HOME is set; pass --unit-dir"),
+            },
+        }
+    }
+
+    fn wanted_by(self) -> &'static str {
+        match self {
+            Self::System => "multi-user.target",
+            Self::User => "default.target",
+        }
+    }
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and touches no memory of ours.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Runs systemctl for one scope.
+struct Systemctl {
+    program: OsString,
+    scope: Scope,
+}
+
+impl Systemctl {
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(&self.program);
+        if self.scope == Scope::User {
+            command.arg("--user");
+        }
+        command.args(args);
+        command
+    }
+
+    fn shown(&self, args: &[&str]) -> String {
+        let scope = if self.scope == Scope::User {
+            " --user"
+        } else {
+            ""
+        };
+        format!(
+            "{}{scope} {}",
+            Path::new(&self.program).display(),
+            args.join(" ")
+        )
+    }
+
+    /// Fails clearly, before anything is written, when systemctl cannot be run at all.
+    fn check(&self) -> Result<()> {
+        let probe = Command::new(&self.program)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .status();
+        match probe {
+            Ok(_) => Ok(()),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => bail!(
+                "{} not found: `squidbot service` needs systemd; without it, run `squidbot gateway` under another supervisor",
+                Path::new(&self.program).display()
+            ),
+            Err(error) => Err(error)
+                .with_context(|| format!("cannot run {}", Path::new(&self.program).display())),
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> Result<()> {
+        let status = self
+            .command(args)
+            .status()
+            .with_context(|| format!("cannot run `{}`", self.shown(args)))?;
+        if !status.success() {
+            bail!("`{}` failed ({status})", self.shown(args));
+        }
+        Ok(())
+    }
+}
+
+/// Runs the service command.
+pub fn run(config_path: Option<&Path>, args: ServiceArgs) -> Result<ExitCode> {
+    let scope = Scope::of(&args);
+    let dir = match &args.unit_dir {
+        Some(dir) => dir.clone(),
+        None => scope.unit_dir()?,
+    };
+    let unit_path = dir.join(UNIT);
+    let systemctl = Systemctl {
+        program: args.systemctl,
+        scope,
+    };
+    match args.action {
+        Action::Install => install(config_path, scope, &unit_path, &systemctl),
+        Action::Uninstall => uninstall(&unit_path, &systemctl),
+        Action::Status => {
+            systemctl.check()?;
+            let state = if unit_path.exists() {
+                "installed"
+            } else {
+                "not installed"
+            };
+            say!("unit: {} ({state})", unit_path.display())?;
+            let status = systemctl
+                .command(&["status", "--no-pager", UNIT])
+                .status()
+                .with_context(|| format!("cannot run `{}`", systemctl.shown(&["status"])))?;
+            // systemctl's own code says it: 0 running, 3 stopped, 4 unknown.
+            let code = status.code().unwrap_or(1).clamp(0, 255);
+            Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
+        }
+    }
+}
+
+fn install(
+    config_path: Option<&Path>,
+    scope: Scope,
+    unit_path: &Path,
+    systemctl: &Systemctl,
+) -> Result<ExitCode> {
+    let loaded = squidbot::config::load(config_path)?;
+    if !loaded.exists {
+        bail!(
+            "no configuration at {}: run `squidbot onboard` first (the gateway cannot start without one)",
+            loaded.path.display()
+        );
+    }
+    let exe = std::env::current_exe().context("cannot find the path of this executable")?;
+    systemctl.check()?;
+    let path_env = std::env::var("PATH").ok();
+    let unit = render_unit(&loaded, &exe, path_env.as_deref(), scope)?;
+    if let Some(dir) = unit_path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    atomic::write(unit_path, unit.as_bytes())
+        .with_context(|| format!("cannot write {}", unit_path.display()))?;
+    systemctl.run(&["daemon-reload"])?;
+    systemctl.run(&["enable", UNIT])?;
+    systemctl.run(&["restart", UNIT])?;
+    say!("Installed {} and started it.", unit_path.display())?;
+    say!(
+        "Variables the configuration reads (API keys) go in {} as NAME=value lines.",
+        loaded.home.join("service.env").display()
+    )?;
+    say!(
+        "Status: squidbot service status; logs: journalctl{} -u squidbot",
+        scope_flag(scope)
+    )?;
+    if scope == Scope::User {
+        say!(
+            "A user service stops when you log out, unless lingering is on: loginctl enable-linger"
+        )?;
+    }
+    if exe
+        .parent()
+        .is_some_and(|dir| dir.join(".fingerprint").is_dir())
+    {
+        tell!(
+            "warning: the unit runs {}, a cargo build directory; `cargo install --locked --path .` puts squidbot where a rebuild cannot change it",
+            exe.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn uninstall(unit_path: &Path, systemctl: &Systemctl) -> Result<ExitCode> {
+    systemctl.check()?;
+    if !unit_path.exists() {
+        say!("{UNIT} is not installed (no {}).", unit_path.display())?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    systemctl.run(&["disable", "--now", UNIT])?;
+    std::fs::remove_file(unit_path)
+        .with_context(|| format!("cannot remove {}", unit_path.display()))?;
+    systemctl.run(&["daemon-reload"])?;
+    say!("Stopped, disabled and removed {}.", unit_path.display())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn scope_flag(scope: Scope) -> &'static str {
+    match scope {
+        Scope::System => "",
+        Scope::User => " --user",
+    }
+}
+
+/// The unit file. Stopping waits for the gateway's own grace period plus a margin, so running
+/// turns finish before systemd kills anything.
+fn render_unit(
+    loaded: &LoadedConfig,
+    exe: &Path,
+    path_env: Option<&str>,
+    scope: Scope,
+) -> Result<String> {
+    let home = text(&loaded.home)?;
+    let mut unit = format!(
+        "# Written by `squidbot service install`; `squidbot service uninstall` removes it.\n\
+         [Unit]\n\
+         Description=squidbot personal AI assistant (gateway)\n\
+         After=network-online.target\n\
+         Wants=network-online.target\n\
+         \n\
+         [Service]\n\
+         Type=exec\n\
+         ExecStart={} gateway --config {}\n\
+         Environment={}\n",
+        quote(text(exe)?, true)?,
+        quote(text(&loaded.path)?, true)?,
+        quote(&format!("SQUIDBOT_HOME={home}"), false)?,
+    );
+    // The shell tool and skill checks then find the programs the installing shell finds.
+    if let Some(path) = path_env {
+        unit.push_str(&format!(
+            "Environment={}\n",
+            quote(&format!("PATH={path}"), false)?
+        ));
+    }
+    let env_file = loaded.home.join("service.env");
+    unit.push_str(&format!(
+        "EnvironmentFile=-{}\n\
+         Restart=on-failure\n\
+         RestartSec=5\n\
+         TimeoutStopSec={}\n\
+         \n\
+         [Install]\n\
+         WantedBy={}\n",
+        escape_specifiers(text(&env_file)?)?,
+        loaded.config.gateway.shutdown_grace_seconds + 20,
+        scope.wanted_by(),
+    ));
+    Ok(unit)
+}
+
+fn text(path: &Path) -> Result<&str> {
+    path.to_str()
+        .with_context(|| format!("{} is not valid UTF-8", path.display()))
+}
+
+/// `value` as one double-quoted word of a unit file: backslashes and quotes escaped, `%`
+/// (specifiers) doubled, and in a command line `$` (variable expansion) doubled too.
+fn quote(value: &str, command_line: bool) -> Result<String> {
+    let mut out = String::from("\"");
+    for c in escape_specifiers(value)?.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '$' if command_line => out.push_str("$$"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    Ok(out)
+}
+
+/// `%` doubled; a control character (a newline would end the setting) is refused.
+fn escape_specifiers(value: &str) -> Result<String> {
+    if value.chars().any(char::is_control) {
+        bail!("{value:?} contains a control character and cannot go in a unit file");
+    }
+    Ok(value.replace('%', "%%"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_escapes_what_systemd_would_interpret() {
+        assert_eq!(
+            quote("/usr/bin/squidbot", true).unwrap(),
+            "\"/usr/bin/squidbot\""
+        );
+        assert_eq!(
+            quote(r#"/a b/"c"\d%e$f"#, true).unwrap(),
+            r#""/a b/\"c\"\\d%%e$$f""#
+        );
+        assert_eq!(quote("PATH=$x", false).unwrap(), "\"PATH=$x\"");
+        assert!(quote("a\nb", false).is_err());
+    }
+}

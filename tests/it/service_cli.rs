@@ -1,0 +1,229 @@
+//! `squidbot service install|uninstall|status` through the real binary. There is no running
+//! systemd here, so the unit directory is a temporary one (`SQUIDBOT_UNIT_DIR`) and systemctl
+//! is a script (`SQUIDBOT_SYSTEMCTL`) that records its arguments; the unit written is checked
+//! line by line, and the calls in order.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use crate::support::bin::{squidbot, stderr, stdout};
+
+/// A home with a configuration, a unit directory and a recording systemctl.
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("my home");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(
+            home.join("squidbot.yaml"),
+            "gateway:\n  shutdown_grace_seconds: 7\n",
+        )
+        .unwrap();
+        let log = dir.path().join("systemctl.log");
+        // `status` answers 3 (inactive), as systemctl does for a stopped unit.
+        let script = format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\ncase \"$*\" in *status*) exit 3;; esac\nexit 0\n",
+            log.display()
+        );
+        let systemctl = dir.path().join("systemctl");
+        std::fs::write(&systemctl, script).unwrap();
+        std::fs::set_permissions(&systemctl, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Self { dir }
+    }
+
+    fn home(&self) -> PathBuf {
+        self.dir.path().join("my home")
+    }
+
+    fn unit(&self) -> PathBuf {
+        self.dir.path().join("units/squidbot.service")
+    }
+
+    async fn run(&self, args: &[&str], systemctl: &Path) -> Output {
+        squidbot(&self.home())
+            .arg("service")
+            .args(args)
+            .env("SQUIDBOT_UNIT_DIR", self.dir.path().join("units"))
+            .env("SQUIDBOT_SYSTEMCTL", systemctl)
+            .output()
+            .await
+            .unwrap()
+    }
+
+    async fn service(&self, args: &[&str]) -> Output {
+        self.run(args, &self.dir.path().join("systemctl")).await
+    }
+
+    /// The systemctl calls since the last look, one line of arguments each.
+    fn calls(&self) -> Vec<String> {
+        let log = self.dir.path().join("systemctl.log");
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let _ = std::fs::remove_file(&log);
+        text.lines().map(str::to_owned).collect()
+    }
+}
+
+fn is_root() -> bool {
+    let output = std::process::Command::new("id").arg("-u").output().unwrap();
+    String::from_utf8_lossy(&output.stdout).trim() == "0"
+}
+
+// See: #15
+#[tokio::test]
+async fn issue_15_service_install_writes_the_unit_enables_it_and_uninstall_removes_it() {
+    let fixture = Fixture::new();
+    let output = fixture.service(&["install", "--user"]).await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    let exe = std::fs::canonicalize(env!("CARGO_BIN_EXE_squidbot")).unwrap();
+    let home = fixture.home();
+    let unit = std::fs::read_to_string(fixture.unit()).unwrap();
+    let lines: Vec<&str> = unit.lines().collect();
+    for expected in [
+        "[Service]".to_owned(),
+        format!(
+            "ExecStart=\"{}\" gateway --config \"{}\"",
+            exe.display(),
+            home.join("squidbot.yaml").display()
+        ),
+        format!("Environment=\"SQUIDBOT_HOME={}\"", home.display()),
+        format!("EnvironmentFile=-{}", home.join("service.env").display()),
+        "Restart=on-failure".to_owned(),
+        // The gateway's 7 s of grace, plus a margin.
+        "TimeoutStopSec=27".to_owned(),
+        "[Install]".to_owned(),
+        "WantedBy=default.target".to_owned(),
+    ] {
+        assert!(
+            lines.contains(&expected.as_str()),
+            "{expected} missing:\n{unit}"
+        );
+    }
+    assert!(
+        lines
+            .iter()
+            .any(|line| line.starts_with("Environment=\"PATH=")),
+        "{unit}"
+    );
+    // systemd's own parser accepts every line (it also checks that ExecStart is executable).
+    let verify = std::process::Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(fixture.unit())
+        .output()
+        .expect("systemd-analyze (Debian package systemd) runs");
+    assert!(
+        verify.status.success() && verify.stderr.is_empty(),
+        "{}\n{unit}",
+        String::from_utf8_lossy(&verify.stderr)
+    );
+    assert_eq!(
+        fixture.calls(),
+        [
+            "--version",
+            "--user daemon-reload",
+            "--user enable squidbot.service",
+            "--user restart squidbot.service"
+        ]
+    );
+    // Run from a cargo build directory, it says how to install for real.
+    assert!(
+        stderr(&output).contains("cargo install"),
+        "{}",
+        stderr(&output)
+    );
+
+    // status: where the unit is, and systemctl's answer and exit code.
+    let output = fixture.service(&["status", "--user"]).await;
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("(installed)"),
+        "{}",
+        stdout(&output)
+    );
+    assert_eq!(
+        fixture.calls(),
+        ["--version", "--user status --no-pager squidbot.service"]
+    );
+
+    let output = fixture.service(&["uninstall", "--user"]).await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(!fixture.unit().exists());
+    assert_eq!(
+        fixture.calls(),
+        [
+            "--version",
+            "--user disable --now squidbot.service",
+            "--user daemon-reload"
+        ]
+    );
+}
+
+// See: #15
+#[tokio::test]
+async fn issue_15_service_scope_is_system_as_root_else_user_unless_chosen() {
+    let default_is_user = !is_root();
+    for (flag, user) in [
+        (Some("--system"), false),
+        (Some("--user"), true),
+        (None, default_is_user),
+    ] {
+        let fixture = Fixture::new();
+        let args: Vec<&str> = ["install"].into_iter().chain(flag).collect();
+        let output = fixture.service(&args).await;
+        assert!(output.status.success(), "{flag:?}: {}", stderr(&output));
+        let prefix = if user { "--user " } else { "" };
+        assert_eq!(
+            fixture.calls()[1..],
+            [
+                format!("{prefix}daemon-reload"),
+                format!("{prefix}enable squidbot.service"),
+                format!("{prefix}restart squidbot.service")
+            ],
+            "{flag:?}"
+        );
+        let target = if user {
+            "WantedBy=default.target"
+        } else {
+            "WantedBy=multi-user.target"
+        };
+        let unit = std::fs::read_to_string(fixture.unit()).unwrap();
+        assert!(unit.lines().any(|line| line == target), "{flag:?}: {unit}");
+    }
+}
+
+// See: #15
+#[tokio::test]
+async fn issue_15_a_missing_systemctl_is_a_clear_error_and_nothing_is_written() {
+    let fixture = Fixture::new();
+    let missing = fixture.dir.path().join("no-such-systemctl");
+    for action in ["install", "uninstall", "status"] {
+        let output = fixture.run(&[action], &missing).await;
+        assert_eq!(output.status.code(), Some(1), "{action}");
+        let text = stderr(&output);
+        assert!(
+            text.contains("no-such-systemctl not found") && text.contains("needs systemd"),
+            "{action}: {text}"
+        );
+    }
+    assert!(!fixture.unit().exists());
+}
+
+// See: #15
+#[tokio::test]
+async fn issue_15_service_install_without_a_configuration_says_to_onboard_first() {
+    let fixture = Fixture::new();
+    std::fs::remove_file(fixture.home().join("squidbot.yaml")).unwrap();
+    let output = fixture.service(&["install"]).await;
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("squidbot onboard"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!fixture.unit().exists());
+    assert!(fixture.calls().is_empty());
+}

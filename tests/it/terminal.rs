@@ -1,0 +1,225 @@
+//! The interactive `squidbot agent` through pipes, as a user or a script drives it: the reply
+//! streams while the model is still writing it, Ctrl-C (SIGINT) during a turn cancels the turn
+//! and the REPL goes on with a well-formed history, and Ctrl-D or Ctrl-C at the prompt leave
+//! with exit 0. The REPL writes its prompt to stderr when stdin is not a terminal, which tells
+//! the test when it is waiting for input.
+
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use squidbot::core::agent_loop::CANCELLED_NOTE;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, ChildStdin};
+use tokio::sync::{Notify, watch};
+
+use crate::cli::Home;
+use crate::support::bin::{send_signal, squidbot};
+use crate::support::scripted_llm::{Reply, ScriptedLlm};
+
+/// How long any one expected output may take; a bound, never what a test measures.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// A running `squidbot agent` with its stdout and stderr collected as they arrive.
+struct Repl {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: watch::Receiver<String>,
+    stderr: watch::Receiver<String>,
+}
+
+impl Repl {
+    fn start(home: &Home) -> Self {
+        let mut child = squidbot(home.path())
+            .arg("agent")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let stdout = collect(child.stdout.take().unwrap());
+        let stderr = collect(child.stderr.take().unwrap());
+        Self {
+            child,
+            stdin,
+            stdout,
+            stderr,
+        }
+    }
+
+    async fn type_line(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+        stdin.flush().await.unwrap();
+    }
+
+    /// Waits until stdout contains `needle`; fails with what was seen when it does not.
+    async fn stdout_shows(&mut self, needle: &str) {
+        let seen = wait_for(&mut self.stdout, |text| text.contains(needle)).await;
+        assert!(
+            seen,
+            "stdout never showed {needle:?}:\n{}\nstderr:\n{}",
+            *self.stdout.borrow(),
+            *self.stderr.borrow()
+        );
+    }
+
+    /// Waits until the REPL has shown its prompt `n` times in all.
+    async fn prompted(&mut self, n: usize) {
+        let seen = wait_for(&mut self.stderr, |text| text.matches("You: ").count() >= n).await;
+        assert!(
+            seen,
+            "no prompt #{n}; stdout:\n{}\nstderr:\n{}",
+            *self.stdout.borrow(),
+            *self.stderr.borrow()
+        );
+    }
+
+    /// Sends SIGINT, as Ctrl-C in a terminal does.
+    fn interrupt(&self) {
+        send_signal(&self.child, "INT");
+    }
+
+    async fn exit_status(&mut self) -> ExitStatus {
+        tokio::time::timeout(PATIENCE, self.child.wait())
+            .await
+            .expect("the REPL exits")
+            .unwrap()
+    }
+}
+
+/// A REPL on a fresh home talking to `llm`, asked `question` at its first prompt.
+async fn asked(llm: &ScriptedLlm, question: &str) -> (Home, Repl) {
+    let home = Home::new();
+    home.write_config(&llm.url(), "");
+    let mut repl = Repl::start(&home);
+    repl.prompted(1).await;
+    repl.type_line(question).await;
+    (home, repl)
+}
+
+/// Collects a pipe's text into a watch channel, which closes when the pipe does.
+fn collect(mut pipe: impl AsyncRead + Unpin + Send + 'static) -> watch::Receiver<String> {
+    let (text, receiver) = watch::channel(String::new());
+    tokio::spawn(async move {
+        let mut buffer = [0u8; 4096];
+        while let Ok(n @ 1..) = pipe.read(&mut buffer).await {
+            text.send_modify(|text| text.push_str(&String::from_utf8_lossy(&buffer[..n])));
+        }
+    });
+    receiver
+}
+
+/// Whether `text` came to satisfy `done` before the pipe closed and within [`PATIENCE`].
+async fn wait_for(text: &mut watch::Receiver<String>, done: impl FnMut(&String) -> bool) -> bool {
+    matches!(
+        tokio::time::timeout(PATIENCE, text.wait_for(done)).await,
+        Ok(Ok(_))
+    )
+}
+
+/// The session's history as (role, content) pairs.
+fn history(home: &Home) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(home.path().join("sessions/cli_3Alocal.jsonl")).unwrap();
+    text.lines()
+        .map(|line| role_and_content(&serde_json::from_str(line).unwrap()))
+        .collect()
+}
+
+/// A history record's or a request message's role and text.
+fn role_and_content(message: &Value) -> (String, String) {
+    let field = |name: &str| message[name].as_str().unwrap_or_default().to_owned();
+    (field("role"), field("content"))
+}
+
+fn pair(role: &str, content: &str) -> (String, String) {
+    (role.to_owned(), content.to_owned())
+}
+
+// See: #15
+#[tokio::test]
+async fn issue_15_the_reply_streams_before_the_model_finished_it_and_ctrl_d_leaves() {
+    let llm = ScriptedLlm::start().await;
+    let gate = Arc::new(Notify::new());
+    llm.enqueue(Reply::Hold {
+        text: "Hello, ".into(),
+        gate: gate.clone(),
+        rest: "world.".into(),
+    });
+    let (home, mut repl) = asked(&llm, "hello").await;
+
+    // The model's stream stays open until the test saw its first part on stdout.
+    repl.stdout_shows("Hello, ").await;
+    assert!(!repl.stdout.borrow().contains("world"));
+    gate.notify_one();
+    repl.stdout_shows("Hello, world.\n").await;
+    repl.prompted(2).await;
+
+    // Ctrl-D: end of input.
+    drop(repl.stdin.take());
+    let status = repl.exit_status().await;
+    assert_eq!(status.code(), Some(0), "{:?}", *repl.stderr.borrow());
+    assert_eq!(
+        history(&home),
+        [pair("user", "hello"), pair("assistant", "Hello, world.")]
+    );
+}
+
+// See: #15
+#[tokio::test]
+async fn issue_15_ctrl_c_cancels_the_turn_the_repl_goes_on_and_ctrl_c_at_the_prompt_leaves() {
+    let llm = ScriptedLlm::start().await;
+    // A model that starts answering and then never finishes.
+    llm.enqueue(Reply::Hold {
+        text: "Let me think".into(),
+        gate: Arc::new(Notify::new()),
+        rest: String::new(),
+    });
+    llm.enqueue(Reply::Text("Second answer.".into()));
+    let (home, mut repl) = asked(&llm, "first question").await;
+    repl.stdout_shows("Let me think").await;
+
+    repl.interrupt();
+    repl.stdout_shows("[cancelled]").await;
+    repl.prompted(2).await;
+    assert_eq!(
+        history(&home),
+        [
+            pair("user", "first question"),
+            pair("assistant", CANCELLED_NOTE)
+        ],
+        "the cancellation is recorded as the turn's answer"
+    );
+
+    repl.type_line("second question").await;
+    repl.stdout_shows("Second answer.\n").await;
+    repl.prompted(3).await;
+    // The next prompt alternates user and assistant: the cancelled question is answered by
+    // the note.
+    let requests = llm.requests();
+    let messages = requests[1]["messages"].as_array().unwrap();
+    let tail: Vec<(String, String)> = messages[messages.len() - 3..]
+        .iter()
+        .map(role_and_content)
+        .collect();
+    assert_eq!(
+        tail,
+        [
+            pair("user", "first question"),
+            pair("assistant", CANCELLED_NOTE),
+            pair("user", "second question")
+        ]
+    );
+
+    // Ctrl-C at the prompt leaves, with success.
+    repl.interrupt();
+    let status = repl.exit_status().await;
+    assert_eq!(status.code(), Some(0), "{:?}", *repl.stderr.borrow());
+    assert_eq!(history(&home).len(), 4);
+}
