@@ -19,6 +19,7 @@ use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::core::command;
 use crate::core::memory_manager::{Consolidation, MemoryManager};
 use crate::core::message::{Message, Role};
 use crate::core::origin::Origin;
@@ -204,6 +205,17 @@ impl AgentLoop {
     /// The default LLM client.
     pub fn llm(&self) -> &Arc<dyn LlmClient> {
         &self.llm
+    }
+
+    /// The `/status` line of `session` (see [`command::status_line`]). Reads only, so it
+    /// does not wait for the session's running turn.
+    pub async fn status_line(&self, session: &SessionId) -> Result<String, StoreError> {
+        let tail = self.memory.load_tail(session).await?;
+        Ok(command::status_line(
+            &self.llm.describe(),
+            &tail,
+            self.clock.now().to_utc(),
+        ))
     }
 
     /// Runs one turn and delivers its reply (or a short error) through `sink`.

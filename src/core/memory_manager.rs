@@ -293,6 +293,7 @@ impl MemoryManager {
         tail.messages.drain(..cut);
         tail.cursor = cursor;
         tail.summary = summary;
+        tail.consolidated_at = Some(chrono::Utc::now());
         Ok(Consolidation::Done {
             messages: cut,
             cursor: cursor.messages,

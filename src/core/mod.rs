@@ -6,6 +6,7 @@
 
 pub mod agent_loop;
 pub mod backoff;
+pub mod command;
 pub mod consolidation;
 pub mod liveness;
 pub mod memory_manager;

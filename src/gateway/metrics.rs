@@ -80,7 +80,7 @@ impl Metrics {
         let turns = Family::<Outcome, Counter>::default();
         registry.register(
             "turns",
-            "Turns finished, by outcome (replied, failed, dropped)",
+            "Turns finished, by outcome (replied, failed, cancelled, dropped)",
             turns.clone(),
         );
         let buckets = [
@@ -132,7 +132,7 @@ impl Metrics {
             "1 when no round of the channel succeeded within its limit (then /readyz fails)",
             channel_stalled.clone(),
         );
-        for outcome in ["replied", "failed", "dropped"] {
+        for outcome in ["replied", "failed", "cancelled", "dropped"] {
             let _ = turns.get_or_create(&Outcome::of(outcome));
         }
         for result in ["done", "failed"] {
@@ -266,6 +266,10 @@ impl LlmClient for MeteredLlm {
 
     fn name(&self) -> &str {
         self.inner.name()
+    }
+
+    fn describe(&self) -> String {
+        self.inner.describe()
     }
 }
 

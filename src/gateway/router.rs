@@ -7,6 +7,10 @@
 //! bounds how many turns run at once. The queue map's lock is held both for enqueueing and for
 //! a worker's decision to exit, so no message can slip into a queue whose worker just left.
 //!
+//! A person's `/help`, `/stop` or `/status` ([`ChatCommand`]) is answered here, beside the
+//! queue rather than in it: `/stop` must reach the turn it cancels while that turn runs, and
+//! neither of the others should wait behind it. Commands are not written to the history.
+//!
 //! On shutdown the router stops accepting, answers queued-but-unstarted messages with
 //! [`TurnResult::Dropped`] (they were not persisted, so their channels do not acknowledge them
 //! and will deliver them again), and waits for running turns up to a grace period.
@@ -17,10 +21,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::state::GatewayState;
 use crate::core::agent_loop::{AgentLoop, TurnError, TurnRequest};
+use crate::core::command::{ChatCommand, HELP};
 use crate::core::memory_manager::Consolidation;
 use crate::core::ports::channel::{
     ActivityLog, Dispatch, DispatchClosed, Inbound, TurnResult, TurnTools,
@@ -50,6 +56,9 @@ struct Inner {
     permits: Semaphore,
     closed: AtomicBool,
     tracker: TaskTracker,
+    /// The cancel token of each session's running turn, for `/stop`. A std mutex: held only
+    /// to insert, remove or cancel, never across an await.
+    running: Mutex<HashMap<SessionId, CancellationToken>>,
 }
 
 impl Router {
@@ -70,6 +79,7 @@ impl Router {
             permits: Semaphore::new(max_parallel.max(1)),
             closed: AtomicBool::new(false),
             tracker: TaskTracker::new(),
+            running: Mutex::default(),
         };
         Self {
             inner: Arc::new(inner),
@@ -99,6 +109,11 @@ impl Dispatch for Router {
         if self.inner.closed.load(Ordering::SeqCst) {
             return Err(DispatchClosed);
         }
+        if inbound.origin.is_person()
+            && let Some(command) = ChatCommand::parse(&inbound.text)
+        {
+            return Ok(self.inner.command(command, inbound));
+        }
         let (done, receiver) = oneshot::channel();
         let session = inbound.session.clone();
         let mut job = Job { inbound, done };
@@ -122,6 +137,58 @@ impl Dispatch for Router {
 }
 
 impl Inner {
+    /// Answers a chat command on the tracker; the receiver yields the answer as the reply.
+    fn command(
+        self: &Arc<Self>,
+        command: ChatCommand,
+        inbound: Inbound,
+    ) -> oneshot::Receiver<TurnResult> {
+        let (done, receiver) = oneshot::channel();
+        let inner = self.clone();
+        self.tracker.spawn(async move {
+            let Inbound {
+                session,
+                reply,
+                persisted,
+                ..
+            } = inbound;
+            let text = match command {
+                ChatCommand::Help => HELP.to_owned(),
+                ChatCommand::Stop if inner.stop(&session) => {
+                    "Stopped: the reply I was working on is cancelled.".to_owned()
+                }
+                ChatCommand::Stop => "Nothing to stop: no reply is being worked on.".to_owned(),
+                ChatCommand::Status => match inner.agent.status_line(&session).await {
+                    Ok(line) => line,
+                    Err(error) => format!("Error: {error}"),
+                },
+            };
+            tracing::info!(session = %session, command = ?command, "Chat command answered.");
+            // Handled in full: the channel may acknowledge it (nothing is left to persist).
+            if let Some(persisted) = persisted {
+                let _ = persisted.send(());
+            }
+            let result = match reply.deliver(&text).await {
+                Ok(()) => TurnResult::Replied(text),
+                Err(error) => TurnResult::Failed(error.to_string()),
+            };
+            let _ = done.send(result);
+        });
+        receiver
+    }
+
+    /// Cancels `session`'s running turn; whether there was one.
+    fn stop(&self, session: &SessionId) -> bool {
+        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        match running.get(session) {
+            Some(cancel) => {
+                cancel.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Runs one session's queue until it is empty.
     async fn work(self: Arc<Self>, session: SessionId, mut jobs: mpsc::UnboundedReceiver<Job>) {
         loop {
@@ -159,8 +226,16 @@ impl Inner {
             .tools
             .for_turn(&session, &inbound.metadata, &inbound.origin);
         let (request, reply) = TurnRequest::from_inbound(inbound, tools);
+        self.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(session.clone(), request.cancel.clone());
         let metrics = self.state.metrics();
         let result = self.agent.run(request, reply.as_ref()).await;
+        self.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&session);
         match result {
             Ok(outcome) => {
                 for tool in &outcome.tools_called {
@@ -174,6 +249,10 @@ impl Inner {
                 self.state.turn_finished(&session, outcome.history_len);
                 metrics.turn("replied", started.elapsed());
                 TurnResult::Replied(outcome.reply)
+            }
+            Err(TurnError::Cancelled) => {
+                metrics.turn("cancelled", started.elapsed());
+                TurnResult::Failed("The turn was cancelled with /stop.".to_owned())
             }
             Err(TurnError::Persist(error)) => {
                 tracing::error!(session = %session, error = %error, "Inbound message could not be persisted; not acknowledged.");

@@ -196,6 +196,10 @@ impl LlmClient for OpenAiCompatLlm {
     fn name(&self) -> &str {
         &self.name
     }
+
+    fn describe(&self) -> String {
+        format!("{} ({})", self.endpoint.model_name, self.endpoint.model)
+    }
 }
 
 /// Why reading a whole body failed.

@@ -115,6 +115,12 @@ impl LlmClient for LlmPool {
     fn name(&self) -> &str {
         &self.name
     }
+
+    fn describe(&self) -> String {
+        let members: Vec<String> = self.members.iter().map(|m| m.describe()).collect();
+        let pool = self.name.strip_prefix("pool:").unwrap_or(&self.name);
+        format!("{pool}: {}", members.join(" → "))
+    }
 }
 
 #[cfg(test)]

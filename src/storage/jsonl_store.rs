@@ -286,6 +286,12 @@ fn load_tail(session: &SessionId, paths: &SessionPaths) -> Result<Tail, StoreErr
     file.seek(SeekFrom::Start(offset))
         .map_err(|e| io_error("seek", &paths.history, e))?;
     let (messages, skipped_lines) = read_messages(file, offset, &paths.history)?;
+    // The cursor file is written when a consolidation commits (and, rarely, when a stale
+    // cursor is repaired), so its time is the last consolidation's.
+    let consolidated_at = (cursor_file.last_consolidated > 0)
+        .then(|| fs::metadata(&paths.cursor).and_then(|m| m.modified()).ok())
+        .flatten()
+        .map(chrono::DateTime::<chrono::Utc>::from);
     Ok(Tail {
         cursor: Cursor {
             messages: cursor_file.last_consolidated,
@@ -294,6 +300,7 @@ fn load_tail(session: &SessionId, paths: &SessionPaths) -> Result<Tail, StoreErr
         messages,
         summary,
         skipped_lines,
+        consolidated_at,
     })
 }
 

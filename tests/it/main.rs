@@ -27,6 +27,8 @@ mod service_cli;
 mod daemon;
 // The gateway end to end: HTTP API, auth, ordering, status, metrics, restarts, SIGTERM.
 mod gateway;
+// Chat commands (/help, /status, /stop) through a real gateway.
+mod commands;
 // The Matrix channel against real Synapse with a real matrix-sdk client as the human.
 mod matrix;
 // `squidbot cron`: add, list, enable, disable, remove through the binary.

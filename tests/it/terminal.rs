@@ -15,6 +15,7 @@ use tokio::process::{Child, ChildStdin};
 use tokio::sync::{Notify, watch};
 
 use crate::cli::Home;
+use crate::harness::default_reply;
 use crate::support::bin::{send_signal, squidbot};
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
@@ -222,4 +223,25 @@ async fn issue_15_ctrl_c_cancels_the_turn_the_repl_goes_on_and_ctrl_c_at_the_pro
     let status = repl.exit_status().await;
     assert_eq!(status.code(), Some(0), "{:?}", *repl.stderr.borrow());
     assert_eq!(history(&home).len(), 4);
+}
+
+// See: #15 (item 10: chat commands on every channel)
+#[tokio::test]
+async fn chat_commands_are_answered_at_the_terminal_without_the_llm() {
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(default_reply);
+    let (home, mut repl) = asked(&llm, "/help").await;
+    repl.stdout_shows("/status (model").await;
+    repl.prompted(2).await;
+    repl.type_line("/status").await;
+    repl.stdout_shows("model: default: small (scripted-model) · conversation: 0 messages")
+        .await;
+    repl.prompted(3).await;
+    repl.type_line("/stop").await;
+    repl.stdout_shows("Nothing to stop").await;
+    repl.prompted(4).await;
+    drop(repl.stdin.take());
+    assert_eq!(repl.exit_status().await.code(), Some(0));
+    assert_eq!(llm.request_count(), 0, "commands never reach the LLM");
+    assert!(!home.path().join("sessions/cli_3Alocal.jsonl").exists());
 }

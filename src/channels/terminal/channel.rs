@@ -19,6 +19,7 @@ use super::sink::TerminalSink;
 use super::{EXIT_WORDS, TerminalError};
 use crate::console;
 use crate::core::agent_loop::{AgentLoop, TurnError, TurnRequest};
+use crate::core::command::{ChatCommand, HELP};
 use crate::core::origin::Origin;
 use crate::core::ports::tool::Tool;
 use crate::core::session::SessionId;
@@ -63,6 +64,21 @@ pub async fn run_interactive(
             .any(|word| word.eq_ignore_ascii_case(text))
         {
             return Ok(());
+        }
+        if let Some(command) = ChatCommand::parse(text) {
+            let answer = match command {
+                ChatCommand::Help => HELP.to_owned(),
+                // A turn holds the prompt until it ends; Ctrl-C is this channel's /stop.
+                ChatCommand::Stop => {
+                    "Nothing to stop: no reply is being worked on (Ctrl-C cancels one).".to_owned()
+                }
+                ChatCommand::Status => match agent.status_line(&session).await {
+                    Ok(line) => line,
+                    Err(error) => format!("Error: {error}"),
+                },
+            };
+            console::out(format_args!("{answer}\n")).map_err(TerminalError::Output)?;
+            continue;
         }
         let cancel = CancellationToken::new();
         let mut request = TurnRequest::new(session.clone(), text, Origin::owner());

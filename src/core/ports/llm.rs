@@ -188,4 +188,10 @@ pub trait LlmClient: Send + Sync {
 
     /// A short name for logs and status (`pool:default`, `model:gpt`).
     fn name(&self) -> &str;
+
+    /// What a person asking `/status` should read: the models behind this client, in the
+    /// order they are tried (`default: small (gpt-4o-mini) → big (gpt-4o)`).
+    fn describe(&self) -> String {
+        self.name().to_owned()
+    }
 }

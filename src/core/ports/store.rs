@@ -44,6 +44,9 @@ pub struct Tail {
     /// Lines after the cursor that could not be read (a torn write after a crash) and were
     /// skipped.
     pub skipped_lines: usize,
+    /// When the session was last consolidated (its cursor last moved), if ever: `/status`
+    /// shows it.
+    pub consolidated_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl Tail {
