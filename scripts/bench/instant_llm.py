@@ -3,7 +3,7 @@
 # connection does not stall on delayed ACKs). `start()` runs it on a daemon thread and returns
 # its base URL for `api_base`; `start(reply)` answers with `reply(request)`, a streamed
 # `(delta, finish_reason)` pair, instead.
-import http.server, json, os, socket, threading
+import http.server, json, os, socket, sys, threading, time, urllib.request
 
 # The `llm:` section of a squidbot.yaml whose only pool calls this server at `{url}`.
 LLM_YAML = """llm:
@@ -62,3 +62,17 @@ def start(reply=None):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return f"http://127.0.0.1:{server.server_address[1]}/v1"
+
+
+def wait_ready(port, process, seconds=180):
+    """Waits for the gateway `process` listening on `port` to answer `/readyz`; exits the bench
+    if it dies or takes longer than `seconds` (valgrind makes start-up slow)."""
+    deadline = time.time() + seconds
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5)
+            return
+        except OSError:
+            if time.time() > deadline or process.poll() is not None:
+                sys.exit(f"the gateway on port {port} never became ready")
+            time.sleep(0.5)

@@ -11,7 +11,7 @@
 # tail is as long as the defaults let it grow), the counters are zeroed, TURNS more turns are
 # sent one after another, and the counters dumped: start-up and shutdown are not counted. Prints
 # instructions per turn and the inclusive share of the functions named in WATCH.
-import json, os, re, shutil, signal, subprocess, sys, tempfile, time, urllib.request
+import json, os, re, shutil, signal, subprocess, sys, tempfile, urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import instant_llm
@@ -54,15 +54,7 @@ def turn(i):
     urllib.request.urlopen(request, timeout=120).read()
 
 
-deadline = time.time() + 180
-while True:
-    try:
-        urllib.request.urlopen(f"http://127.0.0.1:{PORT}/readyz", timeout=5)
-        break
-    except OSError:
-        if time.time() > deadline or gateway.poll() is not None:
-            sys.exit("the gateway under valgrind never became ready")
-        time.sleep(0.5)
+instant_llm.wait_ready(PORT, gateway)
 for i in range(WARMUP):
     turn(i)
 subprocess.run(["callgrind_control", "-z", str(gateway.pid)], check=True,

@@ -58,15 +58,7 @@ def gateway():
     env = dict(os.environ, SQUIDBOT_HOME=h, HOME=h)
     gw = subprocess.Popen(callgrind("gateway") + [BIN, "gateway"], env=env,
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{PORT}/readyz", timeout=5)
-            break
-        except OSError:
-            if time.time() > deadline or gw.poll() is not None:
-                sys.exit("the gateway under valgrind never became ready")
-            time.sleep(0.5)
+    instant_llm.wait_ready(PORT, gw, 120)
     time.sleep(3)  # idle: the heartbeat and cron tasks tick, the index warms up
     for i in range(3):
         req = urllib.request.Request(
