@@ -31,6 +31,8 @@ mod gateway;
 mod commands;
 // The Matrix channel against real Synapse with a real matrix-sdk client as the human.
 mod matrix;
+// Room keys when the bot and a member's device meet: rotated, never re-sent at a later index.
+mod matrix_keys;
 // `squidbot cron`: add, list, enable, disable, remove through the binary.
 mod cron_cli;
 // spawn with profiles: sub-agent sessions, tools, prompts, pools, concurrency, pruning.

@@ -28,7 +28,7 @@ use crate::support::scripted_llm::{Reply, ScriptedLlm};
 use crate::support::testenv;
 
 /// A gateway with the Matrix channel, on a home the test owns (so it can be restarted).
-struct BotGateway {
+pub(crate) struct BotGateway {
     child: Child,
     base: String,
     http: reqwest::Client,
@@ -294,17 +294,17 @@ async fn a_dm_round_trip_with_html_typing_receipts_threads_splitting_and_files()
 }
 
 /// A direct room of alice and the bot (allowlisted, echoing), the bot joined.
-struct Dm {
-    alice: Human,
-    bot: Account,
-    room_id: matrix_sdk::ruma::OwnedRoomId,
-    llm: ScriptedLlm,
-    home: tempfile::TempDir,
-    gateway: BotGateway,
+pub(crate) struct Dm {
+    pub(crate) alice: Human,
+    pub(crate) bot: Account,
+    pub(crate) room_id: matrix_sdk::ruma::OwnedRoomId,
+    pub(crate) llm: ScriptedLlm,
+    pub(crate) home: tempfile::TempDir,
+    pub(crate) gateway: BotGateway,
 }
 
 impl Dm {
-    async fn open(encrypted: bool) -> Self {
+    pub(crate) async fn open(encrypted: bool) -> Self {
         let hs = Homeserver::shared();
         let (bot, alice_account) = (hs.register("bot"), hs.register("alice"));
         let llm = ScriptedLlm::start().await;
@@ -392,8 +392,9 @@ async fn an_undecryptable_message_gets_one_notice_per_room_and_session() {
 
 /// Right after joining, a message the bot cannot decrypt and one it can: the notice goes out
 /// while alice's Olm session with the bot is still being set up, and the reply follows at once.
-/// Both must stay readable for alice (before the fix the SDK re-sent the notice's room key at a
-/// later index with the reply, and alice's client kept only that copy: the notice was lost).
+/// Both must stay readable for alice (without `RoomKeys` the SDK re-sent the notice's room key
+/// at a later index with the reply, and alice's client kept only that copy: the notice was
+/// lost; `matrix_keys` has the general case).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_notice_and_a_reply_right_after_joining_an_encrypted_room_both_decrypt() {
     let dm = Dm::open(true).await;
@@ -424,7 +425,7 @@ async fn a_notice_and_a_reply_right_after_joining_an_encrypted_room_both_decrypt
 /// The bot's messages in `room_id` as `type msgtype body`, oldest first, read back through
 /// `/messages` and decrypted by the human's client (an undecryptable one shows as
 /// `m.room.encrypted`).
-async fn bot_history(human: &Human, room_id: &RoomId, bot: &str) -> Vec<String> {
+pub(crate) async fn bot_history(human: &Human, room_id: &RoomId, bot: &str) -> Vec<String> {
     let mut options = matrix_sdk::room::MessagesOptions::backward();
     options.limit = 50u32.into();
     let history = human.room(room_id).messages(options).await.unwrap();

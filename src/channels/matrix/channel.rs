@@ -34,6 +34,7 @@ use tokio_util::task::TaskTracker;
 use super::MatrixError;
 use super::media::{self, ClientSlot};
 use super::policy::{MessageFacts, RoomPolicy, Verdict, mentions_bot};
+use super::room_keys::{Connected, RoomKeys};
 use super::sink::{MatrixReplySink, ThreadRef};
 use super::sync_state::SyncState;
 use crate::channels::attachments::AttachmentStore;
@@ -222,6 +223,8 @@ struct Loop {
     own: String,
     display_name: String,
     state: Arc<Mutex<SyncState>>,
+    /// Rotates room keys when a member's device starts a new Olm session.
+    keys: Arc<RoomKeys>,
     waiters: TaskTracker,
     /// (room, megolm session) pairs already told that a message could not be decrypted: one
     /// notice per sender key session, so a run of undecryptable messages is not a run of
@@ -242,8 +245,14 @@ impl Channel for MatrixChannel {
             _ = context.shutdown.cancelled() => return Ok(()),
             connected = self.connect() => connected,
         };
-        let client = match connected {
-            Ok(client) => client,
+        // The device updates are watched from before the first sync, so no new Olm session
+        // goes unnoticed (see `RoomKeys`).
+        let connected = match connected {
+            Ok(client) => RoomKeys::watch(&client).await.map(|keys| (client, keys)),
+            Err(error) => Err(error),
+        };
+        let (client, keys) = match connected {
+            Ok((client, keys)) => (client, Arc::new(keys)),
             Err(error) => {
                 self.update(|s| {
                     s.state = "stopped";
@@ -253,7 +262,10 @@ impl Channel for MatrixChannel {
             }
         };
         if let Ok(mut slot) = self.client.write() {
-            *slot = Some(client.clone());
+            *slot = Some(Connected {
+                client: client.clone(),
+                keys: keys.clone(),
+            });
         }
         let own = self.config.user_id.clone();
         let localpart = own
@@ -280,6 +292,7 @@ impl Channel for MatrixChannel {
             own,
             display_name,
             state: Arc::new(Mutex::new(state)),
+            keys,
             waiters: TaskTracker::new(),
             utd_notified: HashSet::new(),
         };
@@ -356,7 +369,7 @@ impl Channel for MatrixChannel {
         session: &SessionId,
         metadata: &Map<String, Value>,
     ) -> Option<Arc<dyn ReplySink>> {
-        let client = self.client.read().ok()?.clone()?;
+        let Connected { client, keys } = self.client.read().ok()?.clone()?;
         let room_id = RoomId::parse(session.key()).ok()?;
         let room = client.get_room(&room_id)?;
         let thread = metadata
@@ -367,7 +380,7 @@ impl Channel for MatrixChannel {
                 latest: root.clone(),
                 root,
             });
-        Some(Arc::new(MatrixReplySink::new(room, thread)))
+        Some(Arc::new(MatrixReplySink::new(room, thread, keys)))
     }
 }
 
@@ -381,6 +394,9 @@ impl MatrixChannel {
         response: SyncResponse,
         fresh: bool,
     ) -> u64 {
+        // The sync has handled the batch's to-device messages: a new Olm session among them
+        // rotates the room keys before anything in this batch is answered.
+        this.keys.settle().await;
         for room_id in response.rooms.invited.keys() {
             self.invited(this, room_id).await;
         }
@@ -490,6 +506,7 @@ impl MatrixChannel {
             "I could not decrypt a message in this room: my device did not receive its key. \
              Please allow sending keys to unverified devices (or verify mine) and send it again.",
         );
+        this.keys.settle().await;
         match room.send(notice).await {
             Ok(sent) => {
                 tracing::debug!(room = %room.room_id(), event = %sent.response.event_id, "Sent the undecryptable-message notice.")
@@ -497,15 +514,6 @@ impl MatrixChannel {
             Err(error) => {
                 tracing::warn!(room = %room.room_id(), error = %error, "Could not send the undecryptable-message notice.")
             }
-        }
-        // A message we cannot decrypt usually means the sender's Olm session with us is being
-        // set up right now, while the notice made us set up ours with them. Their new session
-        // makes the SDK re-send this room key at a later index with our next message, and a
-        // client that gets both copies in one sync keeps only the later one (matrix-sdk-crypto
-        // merges against its store, not the batch), losing the notice. A fresh room key for
-        // the next message cannot collide with this one.
-        if let Err(error) = room.discard_room_key().await {
-            tracing::debug!(room = %room.room_id(), error = %error, "Could not rotate the room key after a notice.");
         }
     }
 
@@ -591,7 +599,11 @@ impl MatrixChannel {
                 thread.root.as_str().into(),
             );
         }
-        let sink = Arc::new(MatrixReplySink::new(room.clone(), thread));
+        let sink = Arc::new(MatrixReplySink::new(
+            room.clone(),
+            thread,
+            this.keys.clone(),
+        ));
         let mut inbound = Inbound::new(session, text, Origin::person(sender), sink);
         inbound.metadata = metadata;
         let (persisted_tx, persisted_rx) = tokio::sync::oneshot::channel();

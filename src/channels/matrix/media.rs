@@ -20,6 +20,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use super::room_keys::Connected;
 use crate::channels::attachments::AttachmentStore;
 use crate::core::origin::Origin;
 use crate::core::ports::channel::{TurnTools, routing};
@@ -27,9 +28,9 @@ use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, TypedSpec, TypedTo
 use crate::core::session::SessionId;
 use crate::workspace::WorkspaceGuard;
 
-/// The running channel's client, shared with the tool; `None` while logged out. A std lock:
-/// held only to clone the client out.
-pub type ClientSlot = Arc<RwLock<Option<Client>>>;
+/// The running channel's client and room-key guard, shared with the tool; `None` while
+/// logged out. A std lock: held only to clone them out.
+pub type ClientSlot = Arc<RwLock<Option<Connected>>>;
 
 /// The largest file sent or received (bytes); bigger ones are refused with a message.
 pub const MAX_FILE: u64 = 50 * 1024 * 1024;
@@ -215,8 +216,8 @@ impl TypedTool for SendFileTool {
         else {
             return ToolOutput::error("this turn did not come from a Matrix room");
         };
-        let client = self.client.read().ok().and_then(|slot| slot.clone());
-        let Some(client) = client else {
+        let connected = self.client.read().ok().and_then(|slot| slot.clone());
+        let Some(Connected { client, keys }) = connected else {
             return ToolOutput::error("the Matrix channel is not connected");
         };
         let room = RoomId::parse(room_id)
@@ -253,6 +254,7 @@ impl TypedTool for SendFileTool {
             .parse()
             .unwrap_or(mime::APPLICATION_OCTET_STREAM);
         let size = bytes.len();
+        keys.settle().await;
         match room
             .send_attachment(name.clone(), &mime, bytes, AttachmentConfig::new())
             .await

@@ -10,11 +10,14 @@
 //! - [`sync_state`]: the persisted sync token and the ids of events already handed over.
 //! - [`sink`]: [`MatrixReplySink`], replies as HTML, in the thread, split, with typing.
 //! - [`media`]: received files saved in the workspace, and the `matrix_send_file` tool.
+//! - [`room_keys`]: room keys rotated, never re-sent at a later index, when a member's device
+//!   starts a new Olm session (what kept the bot's first messages unreadable on some devices).
 //! - [`channel`]: [`MatrixChannel`], login, the sync loop with backoff, and its status.
 
 pub mod channel;
 pub mod media;
 pub mod policy;
+pub mod room_keys;
 pub mod sink;
 pub mod sync_state;
 
@@ -60,6 +63,15 @@ pub enum MatrixError {
     /// The homeserver refused the sync because the session is no longer valid.
     #[error("the homeserver refused the session: {source}")]
     SessionRefused {
+        /// The SDK's error.
+        source: Box<matrix_sdk::Error>,
+    },
+    /// The client has no logged-in user or device (it always has after login).
+    #[error("the Matrix client is not logged in")]
+    NotLoggedIn,
+    /// The crypto store's device updates could not be watched.
+    #[error("watching the Matrix device list: {source}")]
+    DeviceUpdates {
         /// The SDK's error.
         source: Box<matrix_sdk::Error>,
     },

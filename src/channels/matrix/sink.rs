@@ -4,9 +4,11 @@
 //! `formatted_body` (the original sent no HTML through this path), in the thread the message
 //! came from, split into pieces of at most [`MAX_PIECE`] bytes so no event nears the 64 KiB
 //! limit, with an empty `m.mentions` so a reply never pings anyone. While the turn runs a
-//! typing notice is kept alive (the original had the code but never called it).
+//! typing notice is kept alive (the original had the code but never called it). Each piece is
+//! sent after [`RoomKeys::settle`], so a room key is rotated rather than re-sent at a later
+//! index to a device that just started a new Olm session with the bot.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -17,6 +19,7 @@ use matrix_sdk::ruma::events::relation::Thread;
 use matrix_sdk::ruma::events::room::message::{Relation, RoomMessageEventContent};
 use tokio::task::AbortHandle;
 
+use super::room_keys::RoomKeys;
 use crate::channels::format::{markdown_to_html, split_message};
 use crate::core::ports::channel::{DeliveryError, ReplySink};
 
@@ -31,6 +34,7 @@ const TYPING_RENEW: Duration = Duration::from_secs(20);
 pub struct MatrixReplySink {
     room: Room,
     thread: Option<ThreadRef>,
+    keys: Arc<RoomKeys>,
     /// The keep-alive task of the typing notice. A std mutex: held only to swap the handle.
     typing: Mutex<Option<AbortHandle>>,
 }
@@ -53,11 +57,13 @@ pub struct ThreadRef {
 }
 
 impl MatrixReplySink {
-    /// A sink for `room`, replying in `thread` when the message came from one.
-    pub fn new(room: Room, thread: Option<ThreadRef>) -> Self {
+    /// A sink for `room`, replying in `thread` when the message came from one; `keys` is the
+    /// channel's room-key guard.
+    pub fn new(room: Room, thread: Option<ThreadRef>, keys: Arc<RoomKeys>) -> Self {
         Self {
             room,
             thread,
+            keys,
             typing: Mutex::new(None),
         }
     }
@@ -114,6 +120,7 @@ impl ReplySink for MatrixReplySink {
 
     async fn deliver(&self, text: &str) -> Result<(), DeliveryError> {
         for piece in split_message(text, MAX_PIECE) {
+            self.keys.settle().await;
             self.room
                 .send(self.content(&piece))
                 .await

@@ -94,18 +94,30 @@ pub struct Human {
     lost_sessions: Mutex<
         std::collections::HashMap<String, matrix_sdk::encryption::vodozemac::megolm::GroupSession>,
     >,
-    sync: JoinHandle<()>,
+    /// The background sync, while the client syncs.
+    sync: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Drop for Human {
     fn drop(&mut self) {
-        self.sync.abort();
+        if let Some(sync) = self.sync.lock().unwrap().take() {
+            sync.abort();
+        }
     }
 }
 
 impl Human {
     /// Logs `account` in and starts syncing.
     pub async fn login(homeserver: &Homeserver, account: &Account) -> Self {
+        let human = Self::login_idle(homeserver, account).await;
+        human.start_syncing();
+        human
+    }
+
+    /// Logs `account` in as a new device and syncs once (uploading its keys and learning its
+    /// rooms), but does not keep syncing until [`Human::start_syncing`]: a device that is
+    /// offline for a while, so what is sent to it meanwhile arrives in one sync.
+    pub async fn login_idle(homeserver: &Homeserver, account: &Account) -> Self {
         let client = Client::builder()
             .homeserver_url(&homeserver.url)
             .build()
@@ -149,26 +161,32 @@ impl Human {
                 }
             });
         }
-        let sync = tokio::spawn({
-            let client = client.clone();
-            async move {
-                // `sync` returns on an error (the homeserver-restart test stops the server);
-                // keep going like a real client would.
-                loop {
-                    let settings = SyncSettings::default().timeout(Duration::from_secs(5));
-                    let _ = client.sync(settings).await;
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-            }
-        });
         Self {
             client,
             account: account.clone(),
             seen,
             typing,
             lost_sessions: Mutex::default(),
-            sync,
+            sync: Mutex::default(),
         }
+    }
+
+    /// Starts syncing in the background (once; later calls do nothing).
+    pub fn start_syncing(&self) {
+        let mut slot = self.sync.lock().unwrap();
+        if slot.is_some() {
+            return;
+        }
+        let client = self.client.clone();
+        *slot = Some(tokio::spawn(async move {
+            // `sync` returns on an error (the homeserver-restart test stops the server);
+            // keep going like a real client would.
+            loop {
+                let settings = SyncSettings::default().timeout(Duration::from_secs(5));
+                let _ = client.sync(settings).await;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }));
     }
 
     /// Creates a room inviting `invite`, optionally encrypted.
