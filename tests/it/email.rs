@@ -276,6 +276,13 @@ async fn mail_of_every_shape_is_answered_in_thread_and_robots_are_not() {
         email["last_uid"].as_u64().unwrap() >= total as u64,
         "{status}"
     );
+    // The channel's pulse: mail came in, scans succeed, and IDLE is given its re-arm period
+    // (25 min) plus 5 min before the channel counts as stalled.
+    let pulse = &status["channels"]["email"];
+    assert!(pulse["last_inbound_age_seconds"].is_f64(), "{pulse}");
+    assert!(pulse["last_round_age_seconds"].is_f64(), "{pulse}");
+    assert_eq!(pulse["stall_after_seconds"], 1800.0, "{pulse}");
+    assert_eq!(pulse["stalled"], false, "{pulse}");
     let started = std::time::Instant::now();
     gateway.stop().await;
     assert!(started.elapsed() < Duration::from_secs(5), "slow shutdown");
