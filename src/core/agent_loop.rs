@@ -20,6 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::core::command;
+use crate::core::loop_breaker::{self, LoopBreaker, Verdict};
 use crate::core::memory_manager::{Consolidation, MemoryManager};
 use crate::core::message::{Message, Role};
 use crate::core::origin::Origin;
@@ -27,7 +28,7 @@ use crate::core::ports::channel::{Inbound, ReplySink};
 use crate::core::ports::clock::Clock;
 use crate::core::ports::llm::{ChatRequest, ChatResponse, LlmClient, LlmError, StreamEvent};
 use crate::core::ports::store::{StoreError, StoredMessage, Tail};
-use crate::core::ports::tool::{Tool, ToolContext};
+use crate::core::ports::tool::{Tool, ToolContext, ToolOutput};
 use crate::core::session::SessionId;
 use crate::core::session_locks::SessionLocks;
 use crate::core::tool_registry::{ToolRegistry, ToolSet};
@@ -148,6 +149,10 @@ pub enum TurnError {
     /// The channel cancelled the turn; the history ends with [`CANCELLED_NOTE`].
     #[error("the turn was cancelled")]
     Cancelled,
+    /// The model called this tool with the same arguments [`loop_breaker::STOP_AT`] times;
+    /// the person was told.
+    #[error("ended: {0} was called with the same arguments {stop} times", stop = loop_breaker::STOP_AT)]
+    Repeating(String),
 }
 
 /// Runs turns. One instance is shared by every channel.
@@ -307,6 +312,7 @@ impl AgentLoop {
             prompt_tail: Some(tail.cursor.offset),
         };
         let mut tools_called = Vec::new();
+        let mut breaker = LoopBreaker::default();
 
         for round in 0..self.max_tool_rounds {
             let call = tokio::select! {
@@ -344,14 +350,45 @@ impl AgentLoop {
                     tail,
                 });
             }
+            let verdicts: Vec<Verdict> = response
+                .tool_calls
+                .iter()
+                .map(|call| breaker.check(&call.name, &call.arguments))
+                .collect();
+            if let Some(call) = response
+                .tool_calls
+                .iter()
+                .zip(&verdicts)
+                .find_map(|(call, verdict)| (*verdict == Verdict::Stop).then_some(call))
+            {
+                // This round's calls are not run, so its tool-call message is not written: the
+                // turn ends with the message to the person as the assistant's answer.
+                tracing::warn!(session = %session, tool = %call.name, "Identical tool call repeated; turn ended.");
+                let text = loop_breaker::stop_message(&call.name);
+                self.persist(
+                    session,
+                    &mut tail,
+                    vec![self.assistant(text.clone(), channel)],
+                )
+                .await?;
+                self.deliver(sink, &text).await;
+                return Err(TurnError::Repeating(call.name.clone()));
+            }
             let mut assistant = self.assistant(response.text, channel);
             assistant.reasoning_content = response.reasoning_content;
-            let calls = join_all(
-                response
-                    .tool_calls
-                    .iter()
-                    .map(|call| tools.call(&call.name, call.arguments.clone(), &context)),
-            );
+            let (tools, context) = (&tools, &context);
+            let calls = join_all(response.tool_calls.iter().zip(&verdicts).map(
+                |(call, verdict)| async move {
+                    match verdict {
+                        Verdict::Refuse => ToolOutput::error(loop_breaker::refusal(&call.name)),
+                        _ => {
+                            tools
+                                .call(&call.name, call.arguments.clone(), context)
+                                .await
+                        }
+                    }
+                },
+            ));
             // Dropping the calls stops them (the shell tool kills its process group); the
             // unanswered tool-call message is then never written.
             let outputs = tokio::select! {

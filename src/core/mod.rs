@@ -9,6 +9,7 @@ pub mod backoff;
 pub mod command;
 pub mod consolidation;
 pub mod liveness;
+pub mod loop_breaker;
 pub mod memory_manager;
 pub mod message;
 pub mod origin;

@@ -27,6 +27,7 @@ use tokio_util::task::TaskTracker;
 use super::state::GatewayState;
 use crate::core::agent_loop::{AgentLoop, TurnError, TurnRequest};
 use crate::core::command::{ChatCommand, HELP};
+use crate::core::loop_breaker;
 use crate::core::memory_manager::Consolidation;
 use crate::core::ports::channel::{
     ActivityLog, Dispatch, DispatchClosed, Inbound, TurnResult, TurnTools,
@@ -264,6 +265,7 @@ impl Inner {
                 metrics.turn("failed", started.elapsed());
                 let told = match &error {
                     TurnError::Llm(llm) => llm.user_message(),
+                    TurnError::Repeating(tool) => loop_breaker::stop_message(tool),
                     other => format!("Error: {other}"),
                 };
                 TurnResult::Failed(told)

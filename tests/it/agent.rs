@@ -197,9 +197,15 @@ async fn an_llm_failure_is_told_to_the_user_and_no_reply_is_persisted() {
 #[tokio::test]
 async fn an_endless_tool_loop_is_stopped() {
     let h = Harness::start(MemorySettings::default()).await;
-    h.llm.set_handler(|_| Reply::ToolCalls {
+    // Different arguments every round, so the loop breaker (identical calls) never fires and
+    // the round limit does.
+    h.llm.set_handler(|request| Reply::ToolCalls {
         text: String::new(),
-        calls: vec![("x".into(), "probe".into(), "{}".into())],
+        calls: vec![(
+            "x".into(),
+            "probe".into(),
+            json!({ "round": request["messages"].as_array().unwrap().len() }).to_string(),
+        )],
     });
     let count = Arc::new(AtomicUsize::new(0));
     let probe: Arc<dyn Tool> = Arc::new(Probe::new(count.clone()));
@@ -257,4 +263,63 @@ async fn a_turn_cancelled_while_a_tool_runs_ends_with_the_note_and_without_the_c
             .all(|m| m["role"] != "tool" && m["tool_calls"].is_null())
     );
     assert!(messages.iter().any(|m| m["content"] == CANCELLED_NOTE));
+}
+
+#[tokio::test]
+async fn identical_calls_are_refused_at_the_third_and_end_the_turn_at_the_fifth() {
+    let h = Harness::start(MemorySettings::default()).await;
+    // The same call every round, its arguments written in a different key order each time.
+    h.llm.set_handler(|request| {
+        let round = request["messages"].as_array().unwrap().len();
+        let args = if round % 2 == 0 {
+            r#"{"a": 1, "b": [2]}"#
+        } else {
+            r#"{ "b": [2], "a": 1 }"#
+        };
+        Reply::ToolCalls {
+            text: String::new(),
+            calls: vec![(format!("c{round}"), "probe".into(), args.into())],
+        }
+    });
+    let count = Arc::new(AtomicUsize::new(0));
+    let probe: Arc<dyn Tool> = Arc::new(Probe::new(count.clone()));
+    let (result, delivered) = h.say_with(&session(), "loop", vec![probe]).await;
+    assert!(
+        matches!(&result, Err(TurnError::Repeating(tool)) if tool == "probe"),
+        "{result:?}"
+    );
+    assert_eq!(
+        count.load(Ordering::SeqCst),
+        2,
+        "only the first two calls ran"
+    );
+    assert_eq!(h.llm.request_count(), 5, "the fifth call ended the turn");
+    assert_eq!(
+        delivered,
+        [squidbot::core::loop_breaker::stop_message("probe")]
+    );
+    // The third and fourth calls were answered with the refusal, which the model saw.
+    let last_request = h.chat_requests().pop().unwrap();
+    let refusals = last_request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| {
+            m["role"] == "tool"
+                && m["content"]
+                    .as_str()
+                    .unwrap()
+                    .contains("repeating yourself")
+        })
+        .count();
+    assert_eq!(refusals, 2);
+    // The history ends with the message the person got; the unrun fifth call is not in it.
+    let history = h.history(&session());
+    let last = history.last().unwrap();
+    assert_eq!(last.role, Role::Assistant);
+    assert_eq!(
+        last.content,
+        squidbot::core::loop_breaker::stop_message("probe")
+    );
+    assert!(last.tool_calls.is_none());
 }

@@ -94,7 +94,8 @@ pub async fn run_interactive(
             }
         };
         match result {
-            Ok(_) | Err(TurnError::Llm(_) | TurnError::TooManyToolRounds(_)) => {
+            Ok(_)
+            | Err(TurnError::Llm(_) | TurnError::TooManyToolRounds(_) | TurnError::Repeating(_)) => {
                 sink.end_turn(false);
             }
             Err(TurnError::Cancelled) => sink.end_turn(true),
