@@ -77,10 +77,6 @@ impl Liveness {
             .saturating_add(1)
     }
 
-    fn age(&self, stamp: u64, now: u64) -> Option<Duration> {
-        (stamp != 0).then(|| Duration::from_millis(now.saturating_sub(stamp)))
-    }
-
     /// Declares that a healthy round of this channel ends within `limit` (a sync's long-poll
     /// timeout plus slack, an IDLE's re-arm period plus slack).
     pub fn expect_rounds(&self, limit: Duration) {
@@ -123,12 +119,17 @@ impl Liveness {
             quiet_since != 0 && Duration::from_millis(now.saturating_sub(quiet_since)) > limit
         });
         Pulse {
-            last_inbound: self.age(self.inner.last_inbound.load(Ordering::Relaxed), now),
-            last_round: self.age(last_round, now),
+            last_inbound: age(self.inner.last_inbound.load(Ordering::Relaxed), now),
+            last_round: age(last_round, now),
             stall_after,
             stalled,
         }
     }
+}
+
+/// How long before `now` a stamp was taken; `None` for 0 (never).
+fn age(stamp: u64, now: u64) -> Option<Duration> {
+    (stamp != 0).then(|| Duration::from_millis(now.saturating_sub(stamp)))
 }
 
 #[cfg(test)]

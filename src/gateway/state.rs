@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::metrics::Metrics;
-use crate::core::liveness::{Liveness, Pulse};
+use crate::core::liveness::Liveness;
 use crate::core::session::SessionId;
 
 /// Where a channel task is in its life.
@@ -65,7 +65,7 @@ pub struct ChannelReport {
 
 impl ChannelReport {
     fn of(status: &ChannelStatus) -> Self {
-        let pulse: Pulse = status.liveness.pulse();
+        let pulse = status.liveness.pulse();
         Self {
             status: status.clone(),
             last_inbound_age_seconds: pulse.last_inbound.map(|d| d.as_secs_f64()),
