@@ -10,6 +10,8 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
+use crate::core::owner::Owner;
+
 use super::{ChannelsConfig, LlmConfig, ModelConfig, ProviderConfig, Secret, ToolsConfig};
 
 /// The whole configuration file (`squidbot.yaml`). Every section may be omitted.
@@ -85,6 +87,25 @@ impl Config {
     pub fn llm_configured(&self) -> bool {
         self.pool_members(&self.llm.default_pool)
             .is_some_and(|members| !members.is_empty())
+    }
+
+    /// The owner as the domain knows them: `owner.matrix` on Matrix, `owner.email` by mail,
+    /// and the original's `owner.aliases` as they are scoped.
+    pub fn owner(&self) -> Owner {
+        let matrix = self.owner.matrix.iter().map(|id| (id, Some("matrix")));
+        let email = self
+            .owner
+            .email
+            .iter()
+            .map(|address| (address, Some("email")));
+        let aliases =
+            (self.owner.aliases.iter()).map(|alias| (&alias.address, alias.channel.as_deref()));
+        matrix
+            .chain(email)
+            .chain(aliases)
+            .fold(Owner::nobody(), |owner, (address, channel)| {
+                owner.with(address.clone(), channel)
+            })
     }
 
     /// The pool for `purpose_pool`, an `agents.*.pool`-style setting where empty means default.
@@ -219,12 +240,17 @@ pub struct SkillsConfig {
     pub extra_dirs: Vec<PathBuf>,
 }
 
-/// `owner`: the owner's addresses, so messages from them are labelled as the owner's.
+/// `owner`: who the owner is on each channel. Only the owner answers approvals, and MEMORY.md
+/// and USER.md go only into sessions where no one but the owner takes part.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct OwnerConfig {
-    /// Addresses of the owner: `alex` (any channel) or `{address: "@alex:matrix.org", channel:
-    /// matrix}`. Default: none.
+    /// The owner's Matrix user ids (`@alex:example.org`). Default: none.
+    pub matrix: Vec<String>,
+    /// The owner's mail addresses (compared without regard to case). Default: none.
+    pub email: Vec<String>,
+    /// The original's form, still read: `alex` (any channel) or `{address:
+    /// "@alex:matrix.org", channel: matrix}`. Default: none.
     pub aliases: Vec<OwnerAlias>,
 }
 

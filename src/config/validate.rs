@@ -142,12 +142,6 @@ pub(crate) fn validate(config: &mut Config, index: &LineIndex, env: EnvLookup<'_
                        (agents.consolidation_threshold) instead";
         warnings.push(Problem::new(index.line_of(field), field, message));
     }
-    if !config.owner.aliases.is_empty() {
-        let field = "owner.aliases";
-        let message = "ignored: each session keeps its own history, so messages need no owner \
-                       label (the original labelled a single shared history)";
-        warnings.push(Problem::new(index.line_of(field), field, message));
-    }
     let matrix = &config.channels.matrix;
     if matrix.enabled && matrix.allowlist.is_empty() {
         let field = "channels.matrix.allowlist";
@@ -447,5 +441,14 @@ fn check_rest(config: &Config, checker: &mut Checker<'_>) {
             &field,
             "the address must not be empty",
         );
+    }
+    for (position, id) in config.owner.matrix.iter().enumerate() {
+        let field = format!("owner.matrix[{position}]");
+        let valid = id.starts_with('@') && id.contains(':');
+        checker.require(valid, &field, "a Matrix user id looks like @name:server");
+    }
+    for (position, address) in config.owner.email.iter().enumerate() {
+        let field = format!("owner.email[{position}]");
+        checker.require(address.contains('@'), &field, "a mail address needs an @");
     }
 }

@@ -13,6 +13,7 @@ pub mod loop_breaker;
 pub mod memory_manager;
 pub mod message;
 pub mod origin;
+pub mod owner;
 pub mod ports;
 pub mod session;
 pub mod session_locks;

@@ -140,7 +140,7 @@ fn original_json_config_loads() {
     assert_eq!(config.owner.aliases[1].channel.as_deref(), Some("matrix"));
     assert_eq!(config.owner.aliases[2].channel, None);
     assert_eq!(config.tools.mcp_servers["fs"].args, ["-y", "server-fs"]);
-    assert_eq!(loaded.warnings.len(), 2, "{:?}", loaded.warnings);
+    assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
     assert!(
         loaded.warnings[0].starts_with(&format!(
             "{PATH}:20: agents.history_context_messages: ignored"
@@ -148,11 +148,10 @@ fn original_json_config_loads() {
         "{:?}",
         loaded.warnings
     );
-    assert!(
-        loaded.warnings[1].starts_with(&format!("{PATH}:52: owner.aliases: ignored")),
-        "{:?}",
-        loaded.warnings
-    );
+    // The original's aliases feed the owner now, as scoped.
+    let owner = config.owner();
+    assert!(owner.is("matrix", "@alex:matrix.org"));
+    assert!(!owner.is("email", "@alex:matrix.org"));
 }
 
 #[test]
