@@ -15,6 +15,7 @@ pub mod mcp;
 pub mod memory_write;
 pub mod search_history;
 pub mod shell;
+pub mod shell_policy;
 pub mod spawn;
 #[cfg(test)]
 mod tests;

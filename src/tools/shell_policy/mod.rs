@@ -1,0 +1,131 @@
+//! Which shell commands run without asking the owner.
+//!
+//! A command line runs unasked only when every simple command in it is on the allow list
+//! (`tools.shell.allow`), judged on the syntax tree a real shell parser (brush-parser, the
+//! parser of the brush shell) builds, never on the string: `ls; rm -rf x` is two commands,
+//! `'r'm` is `rm`, `$(rm x)` inside an argument is a command of its own. What hides a command is
+//! unwrapped first (`sudo` is never unwrapped: it always asks), and anything whose meaning is
+//! only known when it runs asks: a command name built from expansions (`${X}m`, `$'\x72m'`,
+//! brace expansion), a path (`/bin/rm`), a variable assignment (`LD_PRELOAD=…`), a redirection
+//! that writes a file, a function definition, arithmetic (bash evaluates array subscripts in it,
+//! which may run commands), backquotes, invisible characters, or a line the parser cannot read.
+//!
+//! The judgement is deliberately one-sided: a false "ask" costs the owner one reply, a false
+//! "allow" runs something they never saw. The sandbox holds either way; this decides only
+//! whether the owner is asked first.
+
+mod walk;
+
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+
+/// The read-only commands that run without asking when `tools.shell.allow` is not set.
+///
+/// Left out on purpose: `git` (a repository's own config can make `git status` or `git diff`
+/// run programs: `core.fsmonitor`, `diff.external`, pagers), `sed` and `awk` (`w`, `e`,
+/// `system()`), `xxd` and `tee` (write files), `less` (`!` runs a shell), `rg` (`--pre`).
+pub const DEFAULT_ALLOW: &[&str] = &[
+    "basename", "cat", "cd", "cmp", "column", "cut", "date", "df", "diff", "dirname", "du", "echo",
+    "env", "false", "file", "find", "free", "grep", "head", "id", "jq", "ls", "md5sum", "nl", "od",
+    "printf", "ps", "pwd", "readlink", "realpath", "seq", "sha1sum", "sha256sum", "sleep", "sort",
+    "stat", "tail", "test", "tr", "tree", "true", "uname", "uniq", "uptime", "wc", "which",
+    "whoami", "[",
+];
+
+/// The verdict on one command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Judgement {
+    /// Every simple command in it is allowed: it runs without asking.
+    Allowed,
+    /// The owner must approve it first; the reason names what was not allowed.
+    Ask(String),
+}
+
+impl Judgement {
+    /// Whether the command needs the owner's approval.
+    pub fn needs_approval(&self) -> bool {
+        matches!(self, Self::Ask(_))
+    }
+}
+
+/// One entry of the allow list: a command name and the arguments it must start with
+/// (`git status` allows `git status -s`, not `git push`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Entry {
+    name: String,
+    leading: Vec<String>,
+}
+
+/// The commands that run without asking.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllowList {
+    entries: Vec<Entry>,
+}
+
+impl Default for AllowList {
+    fn default() -> Self {
+        Self::new(DEFAULT_ALLOW.iter().copied())
+    }
+}
+
+impl AllowList {
+    /// An allow list of `entries` (`ls`, `git status`); empty entries are ignored.
+    pub fn new<'a>(entries: impl IntoIterator<Item = &'a str>) -> Self {
+        let entries = entries
+            .into_iter()
+            .filter_map(|entry| {
+                let mut words = entry.split_whitespace().map(str::to_owned);
+                let name = words.next()?;
+                Some(Entry {
+                    name,
+                    leading: words.collect(),
+                })
+            })
+            .collect();
+        Self { entries }
+    }
+
+    /// Whether `argv` (a command name and its literal arguments) is allowed.
+    fn allows(&self, argv: &[String]) -> bool {
+        let Some((name, args)) = argv.split_first() else {
+            return false;
+        };
+        self.entries.iter().any(|entry| {
+            entry.name == *name
+                && entry.leading.len() <= args.len()
+                && entry.leading.iter().zip(args).all(|(want, got)| want == got)
+        })
+    }
+
+    /// Whether the list allows the bare command `name` with any arguments.
+    fn allows_name(&self, name: &str) -> bool {
+        self.entries
+            .iter()
+            .any(|entry| entry.name == name && entry.leading.is_empty())
+    }
+}
+
+impl fmt::Display for AllowList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (position, entry) in self.entries.iter().enumerate() {
+            if position > 0 {
+                f.write_str(", ")?;
+            }
+            f.write_str(&entry.name)?;
+            for word in &entry.leading {
+                write!(f, " {word}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Judges `command` (a `sh -c` command line) against `allow`.
+pub fn judge(command: &str, allow: &AllowList) -> Judgement {
+    match walk::Judge::new(allow).line(command, 0) {
+        Ok(()) => Judgement::Allowed,
+        Err(reason) => Judgement::Ask(reason),
+    }
+}
