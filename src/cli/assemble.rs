@@ -12,8 +12,9 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 
 use squidbot::channels::terminal::ExtraTools;
-use squidbot::config::{Config, LoadedConfig};
+use squidbot::config::{ApprovalConfig, Config, LoadedConfig};
 use squidbot::core::agent_loop::AgentLoop;
+use squidbot::core::approval::{ApprovalMode, ApprovalSettings, Approvals};
 use squidbot::core::backoff::Backoff;
 use squidbot::core::memory_manager::{MemoryManager, MemorySettings};
 use squidbot::core::origin::Origin;
@@ -35,6 +36,7 @@ use squidbot::skills::catalog::search_dirs;
 use squidbot::skills::{SkillCatalog, SkilledPrompt, bundled};
 use squidbot::storage::{HistoryIndex, JsonlStore, MemoryFile, WorkspacePrompt};
 use squidbot::tools::mcp::{CONNECT_TIMEOUT, McpHub};
+use squidbot::tools::shell_policy::AllowList;
 use squidbot::tools::spawn::profiles::profiles_prompt;
 use squidbot::tools::spawn::{SpawnLimits, SubAgentParts};
 use squidbot::tools::{
@@ -234,13 +236,15 @@ impl Assembly {
             }
             spawn = Some(hub);
         }
+        let approvals = Arc::new(Approvals::new(config.owner(), clock.clone()));
         let agent = AgentLoop::new(
             llm,
             Arc::new(registry),
             Arc::new(manager),
             locks,
             clock.clone(),
-        );
+        )
+        .with_approvals(Some(approvals), approval_settings(config));
         let pools = Pools {
             client,
             timeouts,
@@ -346,6 +350,18 @@ pub fn skill_catalog(config: &Config, home: &Path) -> SkillCatalog {
     SkillCatalog::new(dirs)
 }
 
+/// How approvals behave, from `tools.shell.approval` and `approval_timeout_seconds`.
+fn approval_settings(config: &Config) -> ApprovalSettings {
+    let shell = &config.tools.shell;
+    ApprovalSettings {
+        mode: match shell.approval {
+            ApprovalConfig::Ask => ApprovalMode::Ask,
+            ApprovalConfig::Off => ApprovalMode::Off,
+        },
+        timeout: Duration::from_secs(shell.approval_timeout_seconds),
+    }
+}
+
 /// Registers `shell` (if `tools.shell.enabled`) and the file tools (if `tools.files.enabled`),
 /// confined to the workspace when `agents.restrict_to_workspace`; skill directories
 /// (`skills.extra_dirs` and the bundled skills in `bundled`) stay readable.
@@ -356,10 +372,14 @@ fn register_workspace_tools(
 ) -> Result<()> {
     let workspace = &config.agents.workspace;
     if config.tools.shell.enabled {
-        registry.register(Arc::new(ShellTool::new(
-            workspace,
-            config.tools.shell.timeout_seconds,
-        )))?;
+        let shell = &config.tools.shell;
+        let allow = match &shell.allow {
+            Some(entries) => AllowList::new(entries.iter().map(String::as_str)),
+            None => AllowList::default(),
+        };
+        let tool = ShellTool::new(workspace, shell.timeout_seconds)
+            .with_approval(allow, approval_settings(config).mode);
+        registry.register(Arc::new(tool))?;
     }
     if config.tools.files.enabled {
         let mut readable = config.skills.extra_dirs.clone();

@@ -51,6 +51,16 @@ pub struct ShellToolConfig {
     /// Default timeout of one command in seconds; its whole process group is killed then.
     /// Default: `60`.
     pub timeout_seconds: u64,
+    /// Commands that run without asking the owner: a name (`ls`) allows it with any
+    /// arguments, a name with words (`git status`) only with those first. Every simple command
+    /// of a line must be allowed (see README, "Model of trust"). Setting it replaces the
+    /// default, a list of read-only commands (`ls`, `cat`, `grep`, `head`, `find`, …).
+    pub allow: Option<Vec<String>>,
+    /// `ask`: a command not allowed waits for the owner's approval on the turn's channel;
+    /// `off`: nothing asks (the sandbox still holds). Default: `ask`.
+    pub approval: ApprovalConfig,
+    /// Seconds an approval waits for an answer before it counts as denied. Default: `600`.
+    pub approval_timeout_seconds: u64,
 }
 
 impl Default for ShellToolConfig {
@@ -58,8 +68,22 @@ impl Default for ShellToolConfig {
         Self {
             enabled: true,
             timeout_seconds: 60,
+            allow: None,
+            approval: ApprovalConfig::Ask,
+            approval_timeout_seconds: 600,
         }
     }
+}
+
+/// `tools.shell.approval`.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalConfig {
+    /// Ask the owner.
+    #[default]
+    Ask,
+    /// Never ask.
+    Off,
 }
 
 /// Which web search service `web_search` queries.

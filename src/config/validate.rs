@@ -333,6 +333,12 @@ fn check_agents(config: &Config, checker: &mut Checker<'_>) {
 fn check_tools(config: &Config, checker: &mut Checker<'_>) {
     let tools = &config.tools;
     checker.positive(tools.shell.timeout_seconds, "tools.shell.timeout_seconds");
+    let field = "tools.shell.approval_timeout_seconds";
+    checker.positive(tools.shell.approval_timeout_seconds, field);
+    for (position, entry) in tools.shell.allow.iter().flatten().enumerate() {
+        let field = format!("tools.shell.allow[{position}]");
+        checker.require(!entry.trim().is_empty(), &field, "an entry names a command");
+    }
     let search = &tools.web_search;
     if search.enabled {
         match search.provider {

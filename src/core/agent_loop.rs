@@ -19,6 +19,7 @@ use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::core::approval::{ApprovalSettings, Approvals, TurnApprovals};
 use crate::core::command;
 use crate::core::loop_breaker::{self, LoopBreaker, Verdict};
 use crate::core::memory_manager::{Consolidation, MemoryManager};
@@ -164,6 +165,8 @@ pub struct AgentLoop {
     clock: Arc<dyn Clock>,
     max_tool_rounds: usize,
     tool_result_cap: usize,
+    approvals: Option<Arc<Approvals>>,
+    approval_settings: ApprovalSettings,
 }
 
 impl AgentLoop {
@@ -183,7 +186,26 @@ impl AgentLoop {
             clock,
             max_tool_rounds: DEFAULT_MAX_TOOL_ROUNDS,
             tool_result_cap: DEFAULT_TOOL_RESULT_CAP,
+            approvals: None,
+            approval_settings: ApprovalSettings::default(),
         }
+    }
+
+    /// Lets tools ask the owner for approval through `approvals`, as `settings` say. Without
+    /// it, a command that needs approval is refused (unless `settings` turn approvals off).
+    pub fn with_approvals(
+        mut self,
+        approvals: Option<Arc<Approvals>>,
+        settings: ApprovalSettings,
+    ) -> Self {
+        self.approvals = approvals;
+        self.approval_settings = settings;
+        self
+    }
+
+    /// The registry of open approval requests, where answers are resolved.
+    pub fn approvals(&self) -> Option<&Arc<Approvals>> {
+        self.approvals.as_ref()
     }
 
     /// Overrides the tool-round limit (at least 1).
@@ -306,10 +328,19 @@ impl AgentLoop {
             .await
             .map_err(TurnError::Store)?;
         let tools = ToolSet::new(&self.tools, request.extra_tools.clone());
+        let (asks, mut asked) = mpsc::unbounded_channel();
+        let gate = TurnApprovals::new(
+            self.approvals.clone(),
+            self.approval_settings,
+            session.clone(),
+            request.origin.clone(),
+            asks,
+        );
         let context = ToolContext {
             session: session.clone(),
             metadata: request.metadata.clone(),
             prompt_tail: Some(tail.cursor.offset),
+            approvals: Some(Arc::new(gate)),
         };
         let mut tools_called = Vec::new();
         let mut breaker = LoopBreaker::default();
@@ -389,14 +420,30 @@ impl AgentLoop {
                     }
                 },
             ));
-            // Dropping the calls stops them (the shell tool kills its process group); the
-            // unanswered tool-call message is then never written.
-            let outputs = tokio::select! {
-                biased;
-                () = request.cancel.cancelled() => {
-                    return Err(self.cancelled(session, channel, &mut tail).await);
+            // Dropping the calls stops them (the shell tool kills its process group; a request
+            // for approval expires); the unanswered tool-call message is then never written.
+            // While they run, their questions for the owner go out through the turn's sink.
+            let outputs = {
+                let mut calls = std::pin::pin!(calls);
+                loop {
+                    tokio::select! {
+                        biased;
+                        () = request.cancel.cancelled() => {
+                            return Err(self.cancelled(session, channel, &mut tail).await);
+                        }
+                        Some(ask) = asked.recv() => {
+                            let shown = match sink.ask(&ask.request).await {
+                                Ok(shown) => shown,
+                                Err(error) => {
+                                    tracing::warn!(session = %session, error = %error, "Could not ask the owner for approval.");
+                                    false
+                                }
+                            };
+                            let _ = ask.shown.send(shown);
+                        }
+                        outputs = &mut calls => break outputs,
+                    }
                 }
-                outputs = calls => outputs,
             };
             tools_called.extend(response.tool_calls.iter().map(|call| call.name.clone()));
             let mut batch = Vec::with_capacity(outputs.len() + 1);

@@ -11,8 +11,10 @@
 //! a signal or a timeout make an error result.
 //!
 //! `libc` (already in the dependency tree through tokio) provides `killpg`; it is smaller than
-//! `nix` and avoids spawning `kill` processes. The command is not sandboxed: with
-//! `restrict_to_workspace` only its working directory is the workspace.
+//! `nix` and avoids spawning `kill` processes.
+//!
+//! A command the allow list does not cover ([`crate::tools::shell_policy`]) waits for the
+//! owner's approval through the turn's gate before it starts; a refusal is the result.
 
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
@@ -27,7 +29,9 @@ use serde::Deserialize;
 use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
+use crate::core::approval::{ApprovalMode, Refusal};
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
+use crate::tools::shell_policy::{AllowList, Judgement, judge};
 
 /// Longest timeout a call may ask for, in seconds.
 pub const MAX_TIMEOUT_SECONDS: u64 = 600;
@@ -41,6 +45,10 @@ pub struct ShellTool {
     cwd: PathBuf,
     default_timeout: u64,
     spec: TypedSpec<Arguments>,
+    /// What runs without the owner's approval.
+    allow: AllowList,
+    /// Whether anything asks at all.
+    approval: ApprovalMode,
 }
 
 /// The arguments of `shell`.
@@ -71,7 +79,37 @@ impl ShellTool {
             cwd: cwd.to_owned(),
             default_timeout,
             spec,
+            allow: AllowList::default(),
+            approval: ApprovalMode::Ask,
         }
+    }
+
+    /// Runs only what `allow` covers without asking (or everything, with
+    /// [`ApprovalMode::Off`]); by default the read-only [`AllowList::default`] and asking.
+    pub fn with_approval(mut self, allow: AllowList, approval: ApprovalMode) -> Self {
+        self.allow = allow;
+        self.approval = approval;
+        self
+    }
+
+    /// Waits for the owner's approval when `command` needs it; the refusal the model reads
+    /// otherwise.
+    async fn permitted(&self, command: &str, context: &ToolContext) -> Result<(), ToolOutput> {
+        if self.approval == ApprovalMode::Off {
+            return Ok(());
+        }
+        let Judgement::Ask(reason) = judge(command, &self.allow) else {
+            return Ok(());
+        };
+        let refusal = match &context.approvals {
+            Some(gate) => match gate.permit("shell", command, &reason).await {
+                Ok(()) => return Ok(()),
+                Err(refusal) => refusal,
+            },
+            None => Refusal::Unattended("there is no turn to ask the owner from".to_owned()),
+        };
+        tracing::info!(session = %context.session, reason, "Shell command refused.");
+        Err(ToolOutput::error(refusal.message(command)))
     }
 }
 
@@ -83,9 +121,12 @@ impl TypedTool for ShellTool {
         &self.spec
     }
 
-    async fn run(&self, arguments: Arguments, _context: &ToolContext) -> ToolOutput {
+    async fn run(&self, arguments: Arguments, context: &ToolContext) -> ToolOutput {
         if arguments.command.trim().is_empty() {
             return ToolOutput::error("Error: the command is empty.");
+        }
+        if let Err(refusal) = self.permitted(&arguments.command, context).await {
+            return refusal;
         }
         let seconds = arguments
             .timeout
@@ -301,11 +342,13 @@ mod tests {
 
     async fn shell(command: &str, timeout: Option<u64>) -> ToolOutput {
         let dir = tempfile::tempdir().unwrap();
-        let tool = ShellTool::new(dir.path(), 30);
+        let tool =
+            ShellTool::new(dir.path(), 30).with_approval(AllowList::default(), ApprovalMode::Off);
         let context = ToolContext {
             session: SessionId::new("cli", "test").unwrap(),
             metadata: Default::default(),
             prompt_tail: None,
+            approvals: None,
         };
         let mut arguments = json!({"command": command});
         if let Some(timeout) = timeout {
@@ -346,11 +389,13 @@ mod tests {
     async fn runs_in_the_workspace_and_reports_the_exit_code() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("marker.txt"), "").unwrap();
-        let tool = ShellTool::new(dir.path(), 30);
+        let tool =
+            ShellTool::new(dir.path(), 30).with_approval(AllowList::default(), ApprovalMode::Off);
         let context = ToolContext {
             session: SessionId::new("cli", "test").unwrap(),
             metadata: Default::default(),
             prompt_tail: None,
+            approvals: None,
         };
         let out = tool.call(json!({"command": "ls"}), &context).await;
         assert_eq!(out, ToolOutput::ok("exit code 0\nmarker.txt\n"));

@@ -22,6 +22,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::core::liveness::Liveness;
 use crate::core::origin::Origin;
+use crate::core::ports::approvals::ApprovalRequest;
 use crate::core::ports::llm::LlmClient;
 use crate::core::ports::tool::Tool;
 use crate::core::session::SessionId;
@@ -69,6 +70,14 @@ pub trait ReplySink: Send + Sync {
 
     /// Delivers the final reply (or a user-facing error text).
     async fn deliver(&self, text: &str) -> Result<(), DeliveryError>;
+
+    /// Shows the owner a request for approval, where they will see it: a message in the room
+    /// or thread, a mail, an HTTP `approval` event, a terminal prompt. Returns whether it was
+    /// shown; the answer comes back through [`crate::core::approval::Approvals`]. A sink that
+    /// cannot ask (the default) returns `false`, and the command is refused.
+    async fn ask(&self, _request: &ApprovalRequest) -> Result<bool, DeliveryError> {
+        Ok(false)
+    }
 }
 
 /// A sink that keeps what was delivered, for callers that want a turn's reply as a value (the

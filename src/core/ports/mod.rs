@@ -3,6 +3,7 @@
 //! Each file holds one port. Adapters (`llm`, `storage`, `channels`, `tools`, `skills`)
 //! implement them; the core only ever sees these traits.
 
+pub mod approvals;
 pub mod channel;
 pub mod clock;
 pub mod llm;

@@ -12,6 +12,7 @@
 //! and every request embeds those bytes.
 
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use schemars::generate::SchemaSettings;
@@ -22,6 +23,7 @@ use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use crate::core::approval::TurnApprovals;
 use crate::core::session::SessionId;
 
 /// The definition sent to the model, with its schema already serialized: requests embed the
@@ -188,6 +190,9 @@ pub struct ToolContext {
     /// messages, and the summary, are already in this turn's prompt, so a history search
     /// leaves them out. `None` when the call comes from outside a turn.
     pub prompt_tail: Option<u64>,
+    /// The turn's approval gate: a tool about to do something the owner must approve waits
+    /// on it. `None` outside a turn, where nothing that needs approval runs.
+    pub approvals: Option<Arc<TurnApprovals>>,
 }
 
 /// Something the model can call.

@@ -187,6 +187,7 @@ mod tests {
             session: SessionId::cli_local(),
             metadata: serde_json::Map::new(),
             prompt_tail,
+            approvals: None,
         }
     }
 

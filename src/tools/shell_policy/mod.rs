@@ -27,11 +27,54 @@ use std::fmt;
 /// run programs: `core.fsmonitor`, `diff.external`, pagers), `sed` and `awk` (`w`, `e`,
 /// `system()`), `xxd` and `tee` (write files), `less` (`!` runs a shell), `rg` (`--pre`).
 pub const DEFAULT_ALLOW: &[&str] = &[
-    "basename", "cat", "cd", "cmp", "column", "cut", "date", "df", "diff", "dirname", "du", "echo",
-    "env", "false", "file", "find", "free", "grep", "head", "id", "jq", "ls", "md5sum", "nl", "od",
-    "printf", "ps", "pwd", "readlink", "realpath", "seq", "sha1sum", "sha256sum", "sleep", "sort",
-    "stat", "tail", "test", "tr", "tree", "true", "uname", "uniq", "uptime", "wc", "which",
-    "whoami", "[",
+    "basename",
+    "cat",
+    "cd",
+    "cmp",
+    "column",
+    "cut",
+    "date",
+    "df",
+    "diff",
+    "dirname",
+    "du",
+    "echo",
+    "env",
+    "false",
+    "file",
+    "find",
+    "free",
+    "grep",
+    "head",
+    "id",
+    "jq",
+    "ls",
+    "md5sum",
+    "nl",
+    "od",
+    "printf",
+    "ps",
+    "pwd",
+    "readlink",
+    "realpath",
+    "seq",
+    "sha1sum",
+    "sha256sum",
+    "sleep",
+    "sort",
+    "stat",
+    "tail",
+    "test",
+    "tr",
+    "tree",
+    "true",
+    "uname",
+    "uniq",
+    "uptime",
+    "wc",
+    "which",
+    "whoami",
+    "[",
 ];
 
 /// The verdict on one command line.
@@ -95,7 +138,11 @@ impl AllowList {
         self.entries.iter().any(|entry| {
             entry.name == *name
                 && entry.leading.len() <= args.len()
-                && entry.leading.iter().zip(args).all(|(want, got)| want == got)
+                && entry
+                    .leading
+                    .iter()
+                    .zip(args)
+                    .all(|(want, got)| want == got)
         })
     }
 

@@ -172,7 +172,10 @@ fn the_reason_names_what_was_not_allowed() {
 fn subcommand_entries_allow_only_their_subcommand() {
     let allow = AllowList::new(["git status", "git log", "ls", "head"]);
     assert_eq!(judge("git status -s", &allow), Judgement::Allowed);
-    assert_eq!(judge("git log --oneline | head", &allow), Judgement::Allowed);
+    assert_eq!(
+        judge("git log --oneline | head", &allow),
+        Judgement::Allowed
+    );
     assert!(judge("git push", &allow).needs_approval());
     assert!(judge("git", &allow).needs_approval());
     assert!(judge("git $SUB", &allow).needs_approval());

@@ -154,7 +154,9 @@ impl<'a> Judge<'a> {
         }
         for item in items {
             match item {
-                CommandPrefixOrSuffixItem::IoRedirect(redirect) => self.redirect(redirect, depth)?,
+                CommandPrefixOrSuffixItem::IoRedirect(redirect) => {
+                    self.redirect(redirect, depth)?
+                }
                 CommandPrefixOrSuffixItem::Word(word) => argv.push(self.word(&word.value, depth)?),
                 CommandPrefixOrSuffixItem::AssignmentWord(..) => {
                     return Err("it sets a shell variable".to_owned());
@@ -195,13 +197,18 @@ impl<'a> Judge<'a> {
             }
             "exec" => return self.wrapped(name, args, skip_options(args, &["-a"]), depth),
             "command" => {
-                if args.iter().any(|a| literal(a).is_some_and(|a| a == "-v" || a == "-V")) {
+                if args
+                    .iter()
+                    .any(|a| literal(a).is_some_and(|a| a == "-v" || a == "-V"))
+                {
                     return Ok(());
                 }
                 return self.wrapped(name, args, skip_options(args, &[]), depth);
             }
             "xargs" => return self.xargs(args, depth),
-            "sh" | "bash" | "dash" | "zsh" | "ksh" | "busybox" => return self.shell(name, args, depth),
+            "sh" | "bash" | "dash" | "zsh" | "ksh" | "busybox" => {
+                return self.shell(name, args, depth);
+            }
             "eval" => {
                 let words: Option<Vec<&str>> = args.iter().map(literal).collect();
                 let Some(words) = words else {
@@ -237,7 +244,9 @@ impl<'a> Judge<'a> {
         depth: usize,
     ) -> Result<(), Reason> {
         let Some(skip) = skip else {
-            return Err(format!("`{name}` is used with options that are not understood"));
+            return Err(format!(
+                "`{name}` is used with options that are not understood"
+            ));
         };
         match args.get(skip..) {
             Some(rest) if !rest.is_empty() => self.argv(rest, depth),
@@ -249,7 +258,9 @@ impl<'a> Judge<'a> {
     /// `xargs [options] command args…`: the command also gets arguments from its input, which
     /// nobody has seen, so only a command no argument can make write or run anything passes.
     fn xargs(&self, args: &[Value], depth: usize) -> Result<(), Reason> {
-        let with_value = ["-I", "-n", "-P", "-L", "-d", "-E", "-s", "-a", "-e", "-l", "-i"];
+        let with_value = [
+            "-I", "-n", "-P", "-L", "-d", "-E", "-s", "-a", "-e", "-l", "-i",
+        ];
         let Some(skip) = skip_options(args, &with_value) else {
             return Err("`xargs` is used with options that are not understood".to_owned());
         };
@@ -284,7 +295,9 @@ impl<'a> Judge<'a> {
                 break;
             }
         }
-        Err(format!("it runs `{name}` on commands that are not in the line"))
+        Err(format!(
+            "it runs `{name}` on commands that are not in the line"
+        ))
     }
 
     fn redirect(&self, redirect: &IoRedirect, depth: usize) -> Result<(), Reason> {
@@ -300,9 +313,10 @@ impl<'a> Judge<'a> {
                     IoFileRedirectKind::DuplicateInput | IoFileRedirectKind::DuplicateOutput,
                     IoFileRedirectTarget::Fd(_),
                 ) => Ok(()),
-                (_, IoFileRedirectTarget::Duplicate(word) | IoFileRedirectTarget::Filename(word)) => {
-                    self.harmless_target(&word.value, depth)
-                }
+                (
+                    _,
+                    IoFileRedirectTarget::Duplicate(word) | IoFileRedirectTarget::Filename(word),
+                ) => self.harmless_target(&word.value, depth),
                 (_, IoFileRedirectTarget::Fd(_)) => Ok(()),
             },
             IoRedirect::HereDocument(_, doc) => {
@@ -361,10 +375,12 @@ impl<'a> Judge<'a> {
                 WordPiece::EscapeSequence(part) => text.push_str(part.trim_start_matches('\\')),
                 WordPiece::AnsiCQuotedText(_) | WordPiece::TildeExpansion(_) => dynamic = true,
                 WordPiece::DoubleQuotedSequence(inner)
-                | WordPiece::GettextDoubleQuotedSequence(inner) => match self.pieces(inner, depth)? {
-                    Value::Literal(part) => text.push_str(&part),
-                    Value::Dynamic => dynamic = true,
-                },
+                | WordPiece::GettextDoubleQuotedSequence(inner) => {
+                    match self.pieces(inner, depth)? {
+                        Value::Literal(part) => text.push_str(&part),
+                        Value::Dynamic => dynamic = true,
+                    }
+                }
                 WordPiece::ParameterExpansion(expr) => {
                     if !plain_parameter(expr) {
                         return Err("it uses a parameter expansion with an operator".to_owned());
@@ -401,27 +417,28 @@ fn writes_or_runs(name: &str, args: &[Value]) -> Result<(), Reason> {
     let dynamic = literal_args.len() != args.len();
     let flag = |flags: &[&str]| {
         literal_args.iter().find(|arg| {
-            flags
-                .iter()
-                .any(|flag| **arg == *flag || (flag.starts_with("--") && arg.starts_with(&format!("{flag}="))))
+            flags.iter().any(|flag| {
+                **arg == *flag || (flag.starts_with("--") && arg.starts_with(&format!("{flag}=")))
+            })
         })
     };
     let refuse = |arg: &str| Err(format!("`{name} {arg}` writes files or runs programs"));
     match name {
         "find" => {
             let risky = [
-                "-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0",
-                "-fprintf", "-fls",
+                "-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf",
+                "-fls",
             ];
             if let Some(arg) = flag(&risky) {
                 return refuse(arg);
             }
         }
         "sort" => {
-            if let Some(arg) = literal_args
-                .iter()
-                .find(|arg| arg.starts_with("-o") || arg.starts_with("--output") || arg.starts_with("--compress-program"))
-            {
+            if let Some(arg) = literal_args.iter().find(|arg| {
+                arg.starts_with("-o")
+                    || arg.starts_with("--output")
+                    || arg.starts_with("--compress-program")
+            }) {
                 return refuse(arg);
             }
         }
@@ -436,13 +453,19 @@ fn writes_or_runs(name: &str, args: &[Value]) -> Result<(), Reason> {
             }
         }
         "date" => {
-            if let Some(arg) = literal_args.iter().find(|arg| arg.starts_with("-s") || arg.starts_with("--set")) {
+            if let Some(arg) = literal_args
+                .iter()
+                .find(|arg| arg.starts_with("-s") || arg.starts_with("--set"))
+            {
                 return refuse(arg);
             }
         }
         "uniq" => {
             // `uniq IN OUT` writes OUT.
-            let operands = literal_args.iter().filter(|arg| !arg.starts_with('-')).count();
+            let operands = literal_args
+                .iter()
+                .filter(|arg| !arg.starts_with('-'))
+                .count();
             if operands > 1 || dynamic {
                 return Err("`uniq` with two files writes the second".to_owned());
             }

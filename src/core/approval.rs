@@ -1,0 +1,491 @@
+//! Approvals: the owner decides, before it runs, whether a command the allow list does not
+//! cover may run.
+//!
+//! [`Approvals`] is the daemon's one registry of open requests. A turn's tool opens a request
+//! through its [`TurnApprovals`] gate; the channel the turn came from shows it to the owner
+//! ([`crate::core::ports::channel::ReplySink::ask`]); the answer comes back by another way —
+//! `yes CODE` from the owner in a room or a mail (the router), an HTTP `POST`, a y/N at the
+//! terminal — and resolves the request by its code or id. The waiting tool wakes with the
+//! decision, or with a denial when the request expires.
+//!
+//! Every decision is final and one-time: a request is removed when it is answered or expires,
+//! so a code cannot be used twice, and an answer after expiry changes nothing. Open requests are
+//! written through an [`ApprovalStore`] each time the list changes; after a restart
+//! [`Approvals::recover`] hands back what was open so the owner can be told it was refused.
+//!
+//! Who may be asked is decided here too: the heartbeat, cron jobs and sub-agents never ask
+//! (nobody is watching them; what is not allowed is denied), and after one denial the rest of
+//! the turn's requests are denied without asking, so a refused model cannot wear the owner down
+//! with variations.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+
+use crate::core::origin::Origin;
+use crate::core::owner::Owner;
+use crate::core::ports::approvals::{ApprovalRequest, ApprovalStore};
+use crate::core::ports::clock::Clock;
+use crate::core::session::SessionId;
+
+/// How many expired ids are remembered, so a late answer hears "expired" rather than "unknown".
+const EXPIRED_KEPT: usize = 256;
+
+/// The letters of a code: no 0/O or 1/I/L to misread.
+const CODE_ALPHABET: &[u8] = b"ABCDEFGHJKMNPQRSTUVWXYZ23456789";
+/// Letters in a code.
+const CODE_LEN: usize = 6;
+
+/// Whether commands that need approval ask (`tools.shell.approval`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ApprovalMode {
+    /// Ask the owner.
+    #[default]
+    Ask,
+    /// Nothing asks; every command runs (inside the sandbox).
+    Off,
+}
+
+/// The owner's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Run it, once.
+    Approve,
+    /// Do not run it.
+    Deny,
+}
+
+/// An answer that resolved nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError {
+    /// No request has that id or code (never existed, or already answered).
+    #[error("no approval is waiting under that id or code")]
+    Unknown,
+    /// The request expired before the answer came.
+    #[error("the approval expired before the answer came")]
+    Expired,
+    /// The answer came from someone who is not the owner.
+    #[error("only the owner can answer an approval")]
+    NotOwner,
+}
+
+/// Why a command was not run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The owner said no.
+    Denied,
+    /// Nobody answered in time.
+    Expired,
+    /// An earlier request of this turn was refused.
+    EarlierRefusal,
+    /// The turn has no one to ask (heartbeat, cron, a sub-agent, or a channel that cannot ask).
+    Unattended(String),
+}
+
+impl Refusal {
+    /// The tool result the model reads: what happened, and that it must not look for a way
+    /// around it.
+    pub fn message(&self, command: &str) -> String {
+        let what = match self {
+            Self::Denied => "the owner refused to run".to_owned(),
+            Self::Expired => "the owner did not approve in time, so it was refused:".to_owned(),
+            Self::EarlierRefusal => {
+                "a command was refused earlier in this turn, so this one was not run either:"
+                    .to_owned()
+            }
+            Self::Unattended(why) => format!("it needs the owner's approval, and {why}:"),
+        };
+        format!(
+            "Error: {what} `{command}`. Do not try to reach the same result another way; tell \
+             the owner what you wanted to do and why."
+        )
+    }
+}
+
+/// One open request and the tool waiting for it.
+struct Open {
+    request: ApprovalRequest,
+    answer: oneshot::Sender<Decision>,
+}
+
+#[derive(Default)]
+struct Book {
+    /// Where open requests are kept across restarts (the gateway's file).
+    store: Option<Arc<dyn ApprovalStore>>,
+    open: HashMap<String, Open>,
+    /// Ids that expired or were recovered after a restart, newest last.
+    expired: VecDeque<String>,
+}
+
+/// The daemon's open approval requests.
+pub struct Approvals {
+    owner: Owner,
+    clock: Arc<dyn Clock>,
+    /// A std mutex: held for map operations and the store's small write, never across an
+    /// await.
+    book: Mutex<Book>,
+}
+
+impl Approvals {
+    /// A registry answering to `owner`, keeping nothing across restarts until
+    /// [`Self::recover`] gives it a store.
+    pub fn new(owner: Owner, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            owner,
+            clock,
+            book: Mutex::default(),
+        }
+    }
+
+    /// The owner answers are checked against.
+    pub fn owner(&self) -> &Owner {
+        &self.owner
+    }
+
+    /// Keeps open requests in `store` from now on, and returns the requests a previous run
+    /// left there, now expired: the store is emptied and their ids answer "expired". The
+    /// caller tells the owner. The gateway calls this before any turn runs; the terminal's
+    /// prompt needs no store (its own process is the one waiting).
+    pub fn recover(&self, store: Arc<dyn ApprovalStore>) -> Vec<ApprovalRequest> {
+        let left = match store.load() {
+            Ok(left) => left,
+            Err(error) => {
+                tracing::error!(error = %error, "Pending approvals could not be read; none will run.");
+                Vec::new()
+            }
+        };
+        let mut book = self.lock();
+        book.store = Some(store);
+        for request in &left {
+            remember_expired(&mut book, &request.id);
+        }
+        self.save(&book);
+        left
+    }
+
+    /// The requests waiting now (for `/status`).
+    pub fn open(&self) -> Vec<ApprovalRequest> {
+        let book = self.lock();
+        let mut open: Vec<ApprovalRequest> = book
+            .open
+            .values()
+            .map(|open| open.request.clone())
+            .collect();
+        open.sort_by_key(|request| request.expires_at);
+        open
+    }
+
+    /// Opens a request; the receiver yields the owner's decision (closed when it expires).
+    fn request(
+        &self,
+        session: &SessionId,
+        tool: &str,
+        command: &str,
+        reason: &str,
+        timeout: Duration,
+    ) -> (ApprovalRequest, oneshot::Receiver<Decision>) {
+        let expires_at = self.clock.now().to_utc()
+            + chrono::Duration::from_std(timeout).unwrap_or(chrono::Duration::MAX);
+        let (answer, decision) = oneshot::channel();
+        let mut book = self.lock();
+        let request = ApprovalRequest {
+            id: unique(&book, || random_text(b"0123456789abcdef", 16)),
+            code: unique(&book, || random_text(CODE_ALPHABET, CODE_LEN)),
+            session: session.clone(),
+            tool: tool.to_owned(),
+            command: command.to_owned(),
+            reason: reason.to_owned(),
+            expires_at,
+        };
+        book.open.insert(
+            request.id.clone(),
+            Open {
+                request: request.clone(),
+                answer,
+            },
+        );
+        self.save(&book);
+        (request, decision)
+    }
+
+    /// Resolves the request `id` of `session` (the HTTP API, the terminal).
+    pub fn resolve_id(
+        &self,
+        session: &SessionId,
+        id: &str,
+        decision: Decision,
+    ) -> Result<ApprovalRequest, ResolveError> {
+        let mut book = self.lock();
+        match book.open.get(id) {
+            Some(open) if open.request.session == *session => {}
+            Some(_) => return Err(ResolveError::Unknown),
+            None if book.expired.iter().any(|expired| expired == id) => {
+                return Err(ResolveError::Expired);
+            }
+            None => return Err(ResolveError::Unknown),
+        }
+        self.close(&mut book, id, Some(decision))
+            .ok_or(ResolveError::Unknown)
+    }
+
+    /// Resolves the request with `code`, answered by `sender` on `channel` (Matrix, email):
+    /// only the owner's answer counts.
+    pub fn resolve_code(
+        &self,
+        channel: &str,
+        sender: &str,
+        code: &str,
+        decision: Decision,
+    ) -> Result<ApprovalRequest, ResolveError> {
+        let mut book = self.lock();
+        let id = book
+            .open
+            .values()
+            .find(|open| open.request.code.eq_ignore_ascii_case(code))
+            .map(|open| open.request.id.clone())
+            .ok_or(ResolveError::Unknown)?;
+        if !self.owner.is(channel, sender) {
+            return Err(ResolveError::NotOwner);
+        }
+        self.close(&mut book, &id, Some(decision))
+            .ok_or(ResolveError::Unknown)
+    }
+
+    /// Whether `code` names an open request (so a message carrying it is an answer).
+    pub fn is_open_code(&self, code: &str) -> bool {
+        self.lock()
+            .open
+            .values()
+            .any(|open| open.request.code.eq_ignore_ascii_case(code))
+    }
+
+    /// Removes `id`, sending `decision` to its waiter (`None`: expired).
+    fn close(
+        &self,
+        book: &mut Book,
+        id: &str,
+        decision: Option<Decision>,
+    ) -> Option<ApprovalRequest> {
+        let open = book.open.remove(id)?;
+        match decision {
+            Some(decision) => {
+                let _ = open.answer.send(decision);
+            }
+            None => remember_expired(book, id),
+        }
+        self.save(book);
+        Some(open.request)
+    }
+
+    /// Expires `id` if it is still open.
+    fn expire(&self, id: &str) {
+        let mut book = self.lock();
+        self.close(&mut book, id, None);
+    }
+
+    fn save(&self, book: &Book) {
+        let Some(store) = &book.store else { return };
+        let open: Vec<ApprovalRequest> = book
+            .open
+            .values()
+            .map(|open| open.request.clone())
+            .collect();
+        if let Err(error) = store.save(&open) {
+            // Not fatal: an unsaved request still expires in this run; only a restart's notice
+            // to the owner could be lost.
+            tracing::error!(error = %error, "Pending approvals could not be saved.");
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Book> {
+        self.book.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn remember_expired(book: &mut Book, id: &str) {
+    if book.expired.len() == EXPIRED_KEPT {
+        book.expired.pop_front();
+    }
+    book.expired.push_back(id.to_owned());
+}
+
+/// A fresh value from `make` not used by an open request's id or code.
+fn unique(book: &Book, make: impl Fn() -> String) -> String {
+    loop {
+        let candidate = make();
+        let taken = book
+            .open
+            .values()
+            .any(|open| open.request.id == candidate || open.request.code == candidate);
+        if !taken {
+            return candidate;
+        }
+    }
+}
+
+/// `len` letters of `alphabet`, from the operating system's random source: a code is what
+/// binds an answer to one request, so it must not be guessable from earlier ones.
+fn random_text(alphabet: &[u8], len: usize) -> String {
+    let mut bytes = vec![0u8; len];
+    if getrandom::fill(&mut bytes).is_err() {
+        // The OS source is always there on Linux; stay correct without it.
+        bytes.iter_mut().for_each(|b| *b = fastrand::u8(..));
+    }
+    bytes
+        .iter()
+        .map(|b| char::from(alphabet[usize::from(*b) % alphabet.len()]))
+        .collect()
+}
+
+/// A request for the channel to show the owner; `shown` says whether it could.
+#[derive(Debug)]
+pub struct Ask {
+    /// The request.
+    pub request: ApprovalRequest,
+    /// Whether the owner was shown it.
+    pub shown: oneshot::Sender<bool>,
+}
+
+/// The approval side of one turn: who started it, where its questions go, whether it was
+/// already refused.
+pub struct TurnApprovals {
+    approvals: Option<Arc<Approvals>>,
+    mode: ApprovalMode,
+    timeout: Duration,
+    session: SessionId,
+    origin: Origin,
+    asks: mpsc::UnboundedSender<Ask>,
+    refused: AtomicBool,
+}
+
+impl std::fmt::Debug for TurnApprovals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnApprovals")
+            .field("mode", &self.mode)
+            .field("session", &self.session)
+            .field("origin", &self.origin)
+            .field("refused", &self.refused)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TurnApprovals {
+    /// The gate of a turn of `session` started by `origin`; questions go out through `asks`
+    /// (the agent loop shows them through the turn's reply sink).
+    pub fn new(
+        approvals: Option<Arc<Approvals>>,
+        settings: ApprovalSettings,
+        session: SessionId,
+        origin: Origin,
+        asks: mpsc::UnboundedSender<Ask>,
+    ) -> Self {
+        Self {
+            approvals,
+            mode: settings.mode,
+            timeout: settings.timeout,
+            session,
+            origin,
+            asks,
+            refused: AtomicBool::new(false),
+        }
+    }
+
+    /// Waits for permission to run `command` with `tool`; `reason` says why it needs it.
+    pub async fn permit(&self, tool: &str, command: &str, reason: &str) -> Result<(), Refusal> {
+        if self.mode == ApprovalMode::Off {
+            return Ok(());
+        }
+        if self.refused.load(Ordering::SeqCst) {
+            return Err(Refusal::EarlierRefusal);
+        }
+        let result = self.ask(tool, command, reason).await;
+        if result.is_err() {
+            self.refused.store(true, Ordering::SeqCst);
+        }
+        tracing::info!(session = %self.session, tool, approved = result.is_ok(), "Approval decided.");
+        result
+    }
+
+    async fn ask(&self, tool: &str, command: &str, reason: &str) -> Result<(), Refusal> {
+        let who = match &self.origin {
+            Origin::Person { .. } => None,
+            Origin::Heartbeat => Some("heartbeat turns never ask"),
+            Origin::Cron { .. } => Some("scheduled jobs never ask"),
+            Origin::SubAgent { .. } => Some("sub-agents never ask"),
+        };
+        if let Some(who) = who {
+            return Err(Refusal::Unattended(who.to_owned()));
+        }
+        if self.session.channel() == "email" {
+            if let Origin::Person { sender } = &self.origin
+                && !self
+                    .approvals
+                    .as_ref()
+                    .is_some_and(|a| a.owner().is("email", sender))
+            {
+                return Err(Refusal::Unattended(
+                    "the mail is not from the owner, who alone can approve".to_owned(),
+                ));
+            }
+        }
+        let Some(approvals) = &self.approvals else {
+            return Err(Refusal::Unattended(
+                "this channel cannot ask the owner".to_owned(),
+            ));
+        };
+        let (request, decision) =
+            approvals.request(&self.session, tool, command, reason, self.timeout);
+        // Expires the request on every way out, a cancelled turn included, so no request is
+        // left open that nobody waits for.
+        let _open = ExpireOnDrop(approvals, &request.id);
+        let (shown, was_shown) = oneshot::channel();
+        let asked = Ask {
+            request: request.clone(),
+            shown,
+        };
+        if self.asks.send(asked).is_err() || !was_shown.await.unwrap_or(false) {
+            return Err(Refusal::Unattended(
+                "the owner could not be asked on this channel".to_owned(),
+            ));
+        }
+        match tokio::time::timeout(self.timeout, decision).await {
+            Ok(Ok(Decision::Approve)) => Ok(()),
+            Ok(Ok(Decision::Deny)) => Err(Refusal::Denied),
+            Ok(Err(_)) | Err(_) => Err(Refusal::Expired),
+        }
+    }
+}
+
+/// Expires a request when dropped (answered requests are already gone: nothing happens).
+struct ExpireOnDrop<'a>(&'a Approvals, &'a str);
+
+impl Drop for ExpireOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.expire(self.1);
+    }
+}
+
+/// How approvals behave (`tools.shell.approval`, `approval_timeout_seconds`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApprovalSettings {
+    /// Ask or not.
+    pub mode: ApprovalMode,
+    /// How long a request waits before it counts as denied.
+    pub timeout: Duration,
+}
+
+impl Default for ApprovalSettings {
+    fn default() -> Self {
+        Self {
+            mode: ApprovalMode::Ask,
+            timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "approval_tests.rs"]
+mod tests;
