@@ -21,11 +21,12 @@ use squidbot::channels::http::{HttpChannel, HttpSettings};
 use squidbot::channels::matrix::{MatrixChannel, MatrixTurnTools};
 use squidbot::core::ports::channel::{ActivityLog, Channel, Dispatch, Outboxes, TurnTools};
 use squidbot::cron::CronChannel;
+use squidbot::gateway::approval_notice;
 use squidbot::gateway::fault::FaultChannel;
 use squidbot::gateway::{ChannelDirectory, GatewayState, Metrics, Router, Supervisor, shutdown};
 use squidbot::gateway::{StatusSection, status_fn};
 use squidbot::skills::SkillCatalog;
-use squidbot::storage::{ActivityFile, HomeLock};
+use squidbot::storage::{ActivityFile, ApprovalFile, HomeLock};
 use squidbot::tools::mcp::McpHub;
 
 use super::assemble::Assembly;
@@ -83,6 +84,15 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     ));
     let directory = Arc::new(ChannelDirectory::new(state.clone()));
     let outboxes: Arc<dyn Outboxes> = directory.clone();
+    // Before any turn can open a request: what the last run left open is expired now.
+    let expired_approvals = match assembly.agent.approvals() {
+        Some(approvals) => {
+            let status = approvals.clone();
+            state.add_section(Arc::new(status_fn("approvals", move || status.open())));
+            approvals.recover(Arc::new(ApprovalFile::new(&loaded.home)))
+        }
+        None => Vec::new(),
+    };
 
     let http = &config.gateway.http;
     if http.enabled {
@@ -93,6 +103,7 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
         let settings = HttpSettings {
             listen: http.listen,
             token,
+            approvals: assembly.agent.approvals().cloned(),
         };
         directory.register(Arc::new(HttpChannel::new(settings, state.clone())));
     }
@@ -152,6 +163,13 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     // Every background task the gateway starts, waited for (within CHANNEL_STOP) at the end.
     let tasks = TaskTracker::new();
     assembly.retry_mcp(stop.clone(), &tasks);
+    if !expired_approvals.is_empty() {
+        tracing::warn!(
+            count = expired_approvals.len(),
+            "Approvals left open by the last run were refused; telling the owner."
+        );
+        approval_notice::tell_owner(expired_approvals, outboxes.clone(), &tasks, stop.clone());
+    }
     assembly.warm_up();
     let dispatch: Arc<dyn Dispatch> = router.clone();
     let supervisor = Supervisor::new(state.clone(), dispatch, tasks);

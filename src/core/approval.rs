@@ -340,6 +340,27 @@ fn random_text(alphabet: &[u8], len: usize) -> String {
         .collect()
 }
 
+/// Reads an answer to an approval from a message: its first line that is not quoted (a mail
+/// reply quotes the question below) must be `yes CODE` or `no CODE`, in any case.
+pub fn parse_answer(text: &str) -> Option<(Decision, String)> {
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|line| !line.is_empty() && !line.starts_with('>'))?;
+    let mut words = line.split_whitespace();
+    let decision = match words.next()?.to_ascii_lowercase().as_str() {
+        "yes" | "approve" => Decision::Approve,
+        "no" | "deny" => Decision::Deny,
+        _ => return None,
+    };
+    let code = words.next()?.trim_end_matches(['.', '!']);
+    let valid = code.len() == CODE_LEN
+        && code
+            .bytes()
+            .all(|b| CODE_ALPHABET.contains(&b.to_ascii_uppercase()));
+    (valid && words.next().is_none()).then(|| (decision, code.to_ascii_uppercase()))
+}
+
 /// A request for the channel to show the owner; `shown` says whether it could.
 #[derive(Debug)]
 pub struct Ask {

@@ -228,3 +228,19 @@ fn codes_avoid_misreadable_letters() {
         assert!(!code.contains(['0', 'O', '1', 'I', 'L']), "{code}");
     }
 }
+
+#[test]
+fn answers_are_read_from_the_first_unquoted_line() {
+    assert_eq!(
+        parse_answer("yes k7f3qz"),
+        Some((Decision::Approve, "K7F3QZ".to_owned()))
+    );
+    assert_eq!(
+        parse_answer("\n  No K7F3QZ.\n\n> Approval needed: …\n> yes K7F3QZ"),
+        Some((Decision::Deny, "K7F3QZ".to_owned()))
+    );
+    assert_eq!(parse_answer("yes K7F3QZ please"), None);
+    assert_eq!(parse_answer("yes, sounds good"), None);
+    assert_eq!(parse_answer("yes K0F3QZ"), None, "0 is not in the alphabet");
+    assert_eq!(parse_answer("> yes K7F3QZ"), None);
+}

@@ -5,8 +5,10 @@
 //! - [`state`]: what `/status` and `/readyz` report.
 //! - [`metrics`]: what `/metrics` reports, and the metered LLM decorator.
 //! - [`shutdown`]: SIGTERM/SIGINT to one cancellation token.
+//! - [`approval_notice`]: telling the owner which approvals a restart cut short.
 //! - [`fault`]: a channel that fails on purpose (test support, off unless asked for).
 
+pub mod approval_notice;
 pub mod fault;
 pub mod metrics;
 pub mod router;

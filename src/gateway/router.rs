@@ -26,6 +26,7 @@ use tokio_util::task::TaskTracker;
 
 use super::state::GatewayState;
 use crate::core::agent_loop::{AgentLoop, TurnError, TurnRequest};
+use crate::core::approval::{self, Approvals, Decision, ResolveError};
 use crate::core::command::{ChatCommand, HELP};
 use crate::core::loop_breaker;
 use crate::core::memory_manager::Consolidation;
@@ -115,6 +116,15 @@ impl Dispatch for Router {
         {
             return Ok(self.inner.command(command, inbound));
         }
+        if inbound.origin.is_person()
+            && let Some((decision, code)) = approval::parse_answer(&inbound.text)
+            && let Some(approvals) = self.inner.agent.approvals()
+            && approvals.is_open_code(&code)
+        {
+            return Ok(self
+                .inner
+                .answer(approvals.clone(), decision, code, inbound));
+        }
         let (done, receiver) = oneshot::channel();
         let session = inbound.session.clone();
         let mut job = Job { inbound, done };
@@ -166,6 +176,50 @@ impl Inner {
             };
             tracing::info!(session = %session, command = ?command, "Chat command answered.");
             // Handled in full: the channel may acknowledge it (nothing is left to persist).
+            if let Some(persisted) = persisted {
+                let _ = persisted.send(());
+            }
+            let result = match reply.deliver(&text).await {
+                Ok(()) => TurnResult::Replied(text),
+                Err(error) => TurnResult::Failed(error.to_string()),
+            };
+            let _ = done.send(result);
+        });
+        receiver
+    }
+
+    /// Resolves an approval with the answer `inbound` carries, beside the queue: the turn
+    /// waiting for it holds its session's queue. Only the owner's answer counts.
+    fn answer(
+        self: &Arc<Self>,
+        approvals: Arc<Approvals>,
+        decision: Decision,
+        code: String,
+        inbound: Inbound,
+    ) -> oneshot::Receiver<TurnResult> {
+        let (done, receiver) = oneshot::channel();
+        self.tracker.spawn(async move {
+            let Inbound {
+                session,
+                origin,
+                reply,
+                persisted,
+                ..
+            } = inbound;
+            let sender = origin.sender_id();
+            let resolved = approvals.resolve_code(session.channel(), &sender, &code, decision);
+            let text = match (&resolved, decision) {
+                (Ok(request), Decision::Approve) => {
+                    format!("Approved: `{}` runs once.", request.command)
+                }
+                (Ok(request), Decision::Deny) => format!("Refused: `{}` will not run.", request.command),
+                (Err(ResolveError::NotOwner), _) => {
+                    tracing::warn!(session = %session, sender = %sender, "An approval was answered by someone who is not the owner; ignored.");
+                    "Only the owner can answer an approval.".to_owned()
+                }
+                (Err(error), _) => format!("Nothing changed: {error}."),
+            };
+            tracing::info!(session = %session, ?decision, resolved = resolved.is_ok(), "Approval answered.");
             if let Some(persisted) = persisted {
                 let _ = persisted.send(());
             }

@@ -1,6 +1,7 @@
 //! File storage: the embedded default, plain files under `$SQUIDBOT_HOME`, no server.
 //!
 //! - [`activity_log`]: the last active session, the heartbeat's default target ([`ActivityFile`]).
+//! - [`approval_file`]: the gateway's open approval requests ([`ApprovalFile`]).
 //! - [`safe_id`]: the injective, filesystem-safe encoding of session ids.
 //! - [`atomic`]: whole-file writes that are atomic (temp file, fsync, rename, fsync dir).
 //! - [`file_lock`]: exclusive locks between processes for read-modify-write ([`FileLock`]).
@@ -17,6 +18,7 @@
 //! processes may write is written under a [`FileLock`].
 
 pub mod activity_log;
+pub mod approval_file;
 pub mod atomic;
 pub mod bootstrap;
 pub mod cursor_file;
@@ -30,6 +32,7 @@ pub mod safe_id;
 pub mod tail_cache;
 
 pub use activity_log::ActivityFile;
+pub use approval_file::ApprovalFile;
 pub use bootstrap::WorkspacePrompt;
 pub use file_lock::FileLock;
 pub use history_index::HistoryIndex;

@@ -19,6 +19,7 @@ use super::progress::{MessageState, Progress};
 use super::reply::{self, OutgoingMail};
 use super::smtp::SmtpOutbox;
 use crate::core::backoff::Backoff;
+use crate::core::ports::approvals::ApprovalRequest;
 use crate::core::ports::channel::{DeliveryError, ReplySink};
 
 /// Pauses between attempts to send a queued mail: 5 s doubling to 10 min.
@@ -138,6 +139,18 @@ impl ReplySink for EmailReply {
         self.mailer
             .send_or_queue(mail, self.uid)
             .await
+            .map_err(|error| DeliveryError::new("email", error))
+    }
+
+    /// The question goes out as a mail of its own in the thread (not as the answer to the
+    /// inbound mail, which the turn's reply still is); the owner replies with the code.
+    async fn ask(&self, request: &ApprovalRequest) -> Result<bool, DeliveryError> {
+        let message_id = reply::new_message_id(self.mailer.outbox.from_address());
+        let mail = reply::outgoing(&self.to, &self.metadata, &request.question(), message_id);
+        self.mailer
+            .send_or_queue(mail, None)
+            .await
+            .map(|()| true)
             .map_err(|error| DeliveryError::new("email", error))
     }
 }

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 
 use super::hub::HttpHub;
 use super::routes::{AppState, router};
+use crate::core::approval::Approvals;
 use crate::core::ports::channel::{Channel, ChannelContext, ChannelError, ReplySink};
 use crate::core::session::SessionId;
 use crate::gateway::GatewayState;
@@ -23,6 +24,8 @@ pub struct HttpSettings {
     pub listen: SocketAddr,
     /// The message API's bearer token; `None` turns the message API off.
     pub token: Option<String>,
+    /// Where `POST …/approvals/{id}` answers go.
+    pub approvals: Option<Arc<Approvals>>,
 }
 
 impl std::fmt::Debug for HttpSettings {
@@ -102,6 +105,7 @@ impl Channel for HttpChannel {
             shutdown: context.shutdown.clone(),
             tasks: context.tasks.clone(),
             liveness: context.liveness.clone(),
+            approvals: self.settings.approvals.clone(),
         };
         context.ready.cancel();
         let shutdown = context.shutdown.clone();

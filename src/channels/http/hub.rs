@@ -1,5 +1,5 @@
-//! [`HttpHub`]: where proactive messages (cron results, heartbeat alerts) for `http:` sessions
-//! wait for their reader.
+//! [`HttpHub`]: where proactive messages (cron results, heartbeat alerts) and approval requests
+//! for `http:` sessions wait for their reader.
 //!
 //! Each session has a mailbox: a live broadcast for connected `events` streams and a bounded
 //! backlog for when nobody is listening, replayed to the next reader. The reply itself is
@@ -9,8 +9,10 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
+use crate::core::ports::approvals::ApprovalRequest;
 use crate::core::ports::channel::{DeliveryError, ReplySink};
 use crate::core::session::SessionId;
 
@@ -19,10 +21,45 @@ const BACKLOG: usize = 100;
 /// Mailboxes kept before idle ones are pruned.
 const MAX_MAILBOXES: usize = 1_000;
 
+/// One event of a session's `events` stream: `message` (`{"text"}`) or `approval`
+/// (`{"id", "session", "tool", "command", "expires_at"}`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HubEvent {
+    /// The SSE event name.
+    pub name: &'static str,
+    /// Its JSON payload.
+    pub data: Value,
+}
+
+impl HubEvent {
+    /// A message to the session.
+    pub fn message(text: &str) -> Self {
+        Self {
+            name: "message",
+            data: json!({ "text": text }),
+        }
+    }
+
+    /// A request for the owner's approval, answered with `POST …/approvals/{id}`.
+    pub fn approval(request: &ApprovalRequest) -> Self {
+        Self {
+            name: "approval",
+            data: json!({
+                "id": request.id,
+                "session": request.session.key(),
+                "tool": request.tool,
+                "command": request.command,
+                "reason": request.reason,
+                "expires_at": request.expires_at.to_rfc3339(),
+            }),
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Mailbox {
-    backlog: VecDeque<String>,
-    live: broadcast::Sender<String>,
+    backlog: VecDeque<HubEvent>,
+    live: broadcast::Sender<HubEvent>,
 }
 
 impl Default for Mailbox {
@@ -49,21 +86,26 @@ impl HttpHub {
 
     /// Hands `text` to the session's live readers, or keeps it for the next one.
     pub fn post(&self, session: &SessionId, text: &str) {
+        self.post_event(session, HubEvent::message(text));
+    }
+
+    /// Hands `event` to the session's live readers, or keeps it for the next one.
+    pub fn post_event(&self, session: &SessionId, event: HubEvent) {
         let mut boxes = self.boxes.lock().unwrap_or_else(|p| p.into_inner());
         prune(&mut boxes);
         let mailbox = boxes.entry(session.clone()).or_default();
-        if mailbox.live.receiver_count() > 0 && mailbox.live.send(text.to_owned()).is_ok() {
+        if mailbox.live.receiver_count() > 0 && mailbox.live.send(event.clone()).is_ok() {
             return;
         }
         if mailbox.backlog.len() == BACKLOG {
             mailbox.backlog.pop_front();
             tracing::warn!(session = %session, "HTTP mailbox full; dropped its oldest message (still in history).");
         }
-        mailbox.backlog.push_back(text.to_owned());
+        mailbox.backlog.push_back(event);
     }
 
     /// The backlog (taken) and a live subscription, for one `events` stream.
-    pub fn subscribe(&self, session: &SessionId) -> (Vec<String>, broadcast::Receiver<String>) {
+    pub fn subscribe(&self, session: &SessionId) -> (Vec<HubEvent>, broadcast::Receiver<HubEvent>) {
         let mut boxes = self.boxes.lock().unwrap_or_else(|p| p.into_inner());
         prune(&mut boxes);
         let mailbox = boxes.entry(session.clone()).or_default();
@@ -99,6 +141,12 @@ impl ReplySink for MailboxSink {
         self.hub.post(&self.session, text);
         Ok(())
     }
+
+    async fn ask(&self, request: &ApprovalRequest) -> Result<bool, DeliveryError> {
+        self.hub
+            .post_event(&self.session, HubEvent::approval(request));
+        Ok(true)
+    }
 }
 
 #[cfg(test)]
@@ -112,9 +160,12 @@ mod tests {
         hub.post(&session, "one");
         hub.post(&session, "two");
         let (backlog, mut live) = hub.subscribe(&session);
-        assert_eq!(backlog, ["one", "two"]);
+        assert_eq!(
+            backlog,
+            [HubEvent::message("one"), HubEvent::message("two")]
+        );
         hub.post(&session, "three");
-        assert_eq!(live.recv().await.unwrap(), "three");
+        assert_eq!(live.recv().await.unwrap(), HubEvent::message("three"));
         let (again, _) = hub.subscribe(&session);
         assert!(again.is_empty(), "a delivered message is not replayed");
     }

@@ -23,10 +23,12 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::hub::HttpHub;
+use super::hub::{HttpHub, HubEvent};
 use super::sse::{SseSink, event};
+use crate::core::approval::{Approvals, Decision, ResolveError};
 use crate::core::liveness::Liveness;
 use crate::core::origin::Origin;
+use crate::core::ports::approvals::ApprovalRequest;
 use crate::core::ports::channel::{DeliveryError, Dispatch, Inbound, ReplySink, TurnResult};
 use crate::core::session::SessionId;
 use crate::gateway::GatewayState;
@@ -46,6 +48,8 @@ pub struct AppState {
     pub tasks: TaskTracker,
     /// Where accepted messages are reported as inbound events.
     pub liveness: Liveness,
+    /// Where approval answers go.
+    pub approvals: Option<Arc<Approvals>>,
 }
 
 /// The router for `app`.
@@ -58,6 +62,7 @@ pub fn router(app: AppState) -> axum::Router {
     let api = axum::Router::new()
         .route("/v1/sessions/{id}/messages", post(message))
         .route("/v1/sessions/{id}/events", get(events))
+        .route("/v1/sessions/{id}/approvals/{approval}", post(approval))
         .layer(middleware::from_fn_with_state(app.clone(), require_token))
         .layer(DefaultBodyLimit::max(MAX_BODY));
     let routes = if app.token.is_some() {
@@ -140,13 +145,23 @@ fn session_of(id: &str) -> Result<SessionId, Box<Response>> {
     SessionId::new("http", id).map_err(|error| Box::new(bad_request(error)))
 }
 
-/// A sink that discards output: the JSON answer is built from the turn's result.
-struct QuietSink;
+/// A sink that discards output (the JSON answer is built from the turn's result) and posts
+/// approval requests to the session's `events` stream.
+struct QuietSink {
+    hub: Arc<HttpHub>,
+    session: SessionId,
+}
 
 #[async_trait::async_trait]
 impl ReplySink for QuietSink {
     async fn deliver(&self, _text: &str) -> Result<(), DeliveryError> {
         Ok(())
+    }
+
+    async fn ask(&self, request: &ApprovalRequest) -> Result<bool, DeliveryError> {
+        self.hub
+            .post_event(&self.session, HubEvent::approval(request));
+        Ok(true)
     }
 }
 
@@ -175,12 +190,11 @@ async fn message(
     if wants_stream {
         return stream_reply(app, session, body.text).into_response();
     }
-    let inbound = Inbound::new(
-        session,
-        body.text,
-        Origin::person("http"),
-        Arc::new(QuietSink),
-    );
+    let sink = QuietSink {
+        hub: app.hub.clone(),
+        session: session.clone(),
+    };
+    let inbound = Inbound::new(session, body.text, Origin::person("http"), Arc::new(sink));
     let Ok(done) = app.dispatch.submit(inbound) else {
         return unavailable();
     };
@@ -191,6 +205,63 @@ async fn message(
         }
         Ok(TurnResult::Dropped) | Err(_) => unavailable(),
     }
+}
+
+/// The body of `POST /v1/sessions/{id}/approvals/{approval_id}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApprovalBody {
+    decision: DecisionBody,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum DecisionBody {
+    Approve,
+    Deny,
+}
+
+/// Answers an approval request of the session: 200 when it was open, 404 when no such
+/// request waits (never existed or already answered), 410 when it expired.
+async fn approval(
+    State(app): State<AppState>,
+    Path((id, approval)): Path<(String, String)>,
+    body: axum::body::Bytes,
+) -> Response {
+    let session = match session_of(&id) {
+        Ok(session) => session,
+        Err(response) => return *response,
+    };
+    let body: ApprovalBody = match object_body(&body) {
+        Ok(body) => body,
+        Err(error) => {
+            let expected = r#"expected {"decision": "approve"} or {"decision": "deny"}"#;
+            return bad_request(format!("{expected}: {error}"));
+        }
+    };
+    let decision = match body.decision {
+        DecisionBody::Approve => Decision::Approve,
+        DecisionBody::Deny => Decision::Deny,
+    };
+    let Some(approvals) = &app.approvals else {
+        return error_status(StatusCode::NOT_FOUND, ResolveError::Unknown);
+    };
+    match approvals.resolve_id(&session, &approval, decision) {
+        Ok(request) => {
+            tracing::info!(session = %session, ?decision, "Approval answered over HTTP.");
+            let decision = match decision {
+                Decision::Approve => "approve",
+                Decision::Deny => "deny",
+            };
+            Json(json!({ "id": request.id, "decision": decision })).into_response()
+        }
+        Err(error @ ResolveError::Expired) => error_status(StatusCode::GONE, error),
+        Err(error) => error_status(StatusCode::NOT_FOUND, error),
+    }
+}
+
+fn error_status(status: StatusCode, error: impl std::fmt::Display) -> Response {
+    (status, Json(json!({ "error": error.to_string() }))).into_response()
 }
 
 fn unavailable() -> Response {
@@ -207,7 +278,11 @@ fn stream_reply(
     text: String,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let (events, received) = mpsc::unbounded_channel();
-    let sink = Arc::new(SseSink::new(events.clone()));
+    let sink = Arc::new(SseSink::new(
+        events.clone(),
+        app.hub.clone(),
+        session.clone(),
+    ));
     let inbound = Inbound::new(session, text, Origin::person("http"), sink);
     match app.dispatch.submit(inbound) {
         Ok(done) => {
@@ -245,12 +320,12 @@ async fn events(State(app): State<AppState>, Path(id): Path<String>) -> Response
     let replay = stream::iter(
         backlog
             .into_iter()
-            .map(|text| Ok::<_, Infallible>(event("message", json!({ "text": text })))),
+            .map(|item| Ok::<_, Infallible>(event(item.name, item.data))),
     );
     let live = stream::unfold(live, |mut live| async move {
         loop {
             match live.recv().await {
-                Ok(text) => return Some((Ok(event("message", json!({ "text": text }))), live)),
+                Ok(item) => return Some((Ok(event(item.name, item.data)), live)),
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
                     tracing::warn!(skipped = n, "An events reader fell behind.");
                 }

@@ -2,24 +2,41 @@
 //!
 //! Events, in order: `delta` (`{"text"}`) as the model streams, `reset` when a fallback model
 //! starts over (the client discards the text shown so far), then exactly one of `done`
-//! (`{"reply"}`) or `error` (`{"error"}`).
+//! (`{"reply"}`) or `error` (`{"error"}`). An `approval` event (as on the `events` stream)
+//! comes whenever a command waits for the owner.
 
 use async_trait::async_trait;
 use axum::response::sse::Event;
 use serde_json::json;
 use tokio::sync::mpsc;
 
+use std::sync::Arc;
+
+use super::hub::{HttpHub, HubEvent};
+use crate::core::ports::approvals::ApprovalRequest;
 use crate::core::ports::channel::{DeliveryError, ReplySink};
+use crate::core::session::SessionId;
 
 /// Forwards a turn's stream into an SSE response.
 pub struct SseSink {
     events: mpsc::UnboundedSender<Event>,
+    hub: Arc<HttpHub>,
+    session: SessionId,
 }
 
 impl SseSink {
-    /// A sink feeding `events`.
-    pub fn new(events: mpsc::UnboundedSender<Event>) -> Self {
-        Self { events }
+    /// A sink feeding `events`; approval requests also go to `session`'s `events` stream on
+    /// `hub`, where a client that is not reading this response sees them.
+    pub fn new(
+        events: mpsc::UnboundedSender<Event>,
+        hub: Arc<HttpHub>,
+        session: SessionId,
+    ) -> Self {
+        Self {
+            events,
+            hub,
+            session,
+        }
     }
 }
 
@@ -45,5 +62,14 @@ impl ReplySink for SseSink {
     async fn deliver(&self, _text: &str) -> Result<(), DeliveryError> {
         // The final event is sent from the turn's result, which tells a reply from an error.
         Ok(())
+    }
+
+    async fn ask(&self, request: &ApprovalRequest) -> Result<bool, DeliveryError> {
+        let approval = HubEvent::approval(request);
+        let _ = self
+            .events
+            .send(event(approval.name, approval.data.clone()));
+        self.hub.post_event(&self.session, approval);
+        Ok(true)
     }
 }

@@ -21,6 +21,7 @@ use tokio::task::AbortHandle;
 
 use super::room_keys::RoomKeys;
 use crate::channels::format::{markdown_to_html, split_message};
+use crate::core::ports::approvals::ApprovalRequest;
 use crate::core::ports::channel::{DeliveryError, ReplySink};
 
 /// The largest piece of Markdown sent as one event; the HTML copy roughly doubles it, and
@@ -116,6 +117,11 @@ impl ReplySink for MatrixReplySink {
         } else if let Err(error) = self.room.typing_notice(false).await {
             tracing::debug!(room = %self.room.room_id(), error = %error, "Stopping the typing notice failed.");
         }
+    }
+
+    /// The question goes to the room (or thread) like a reply; the owner answers there.
+    async fn ask(&self, request: &ApprovalRequest) -> Result<bool, DeliveryError> {
+        self.deliver(&request.question()).await.map(|()| true)
     }
 
     async fn deliver(&self, text: &str) -> Result<(), DeliveryError> {

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use rustyline::error::ReadlineError;
 use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::input::LineReader;
@@ -19,10 +20,37 @@ use super::sink::TerminalSink;
 use super::{EXIT_WORDS, TerminalError};
 use crate::console;
 use crate::core::agent_loop::{AgentLoop, TurnError, TurnRequest};
+use crate::core::approval::Decision;
 use crate::core::command::{ChatCommand, HELP};
 use crate::core::origin::Origin;
+use crate::core::ports::approvals::ApprovalRequest;
 use crate::core::ports::tool::Tool;
 use crate::core::session::SessionId;
+
+/// Asks y/N for `request` on the terminal; anything but `y` or `yes` (Ctrl-C and Ctrl-D too)
+/// is a no.
+async fn approve(
+    input: &mut LineReader,
+    request: &ApprovalRequest,
+) -> Result<Decision, TerminalError> {
+    console::out(format_args!(
+        "\nApproval needed: `{}` wants to run\n  {}\n({}.)\n",
+        request.tool,
+        request.command.replace('\n', "\n  "),
+        request.reason
+    ))
+    .map_err(TerminalError::Output)?;
+    let answer = input
+        .read_line_after("Run it once? [y/N] ")
+        .await?
+        .unwrap_or_default();
+    let yes = matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes");
+    Ok(if yes {
+        Decision::Approve
+    } else {
+        Decision::Deny
+    })
+}
 
 /// Builds the per-turn tools (e.g. `memory_write`) for a session.
 pub type ExtraTools = dyn Fn(&SessionId) -> Vec<Arc<dyn Tool>> + Send + Sync;
@@ -44,7 +72,8 @@ pub async fn run_interactive(
     let mut interrupts = signal(SignalKind::interrupt()).map_err(TerminalError::Signal)?;
     let mut input = LineReader::start("You: ")?;
     let session = SessionId::cli_local();
-    let sink = TerminalSink::new(tty);
+    let (asks, mut asked) = mpsc::unbounded_channel();
+    let sink = TerminalSink::new(tty, asks);
     loop {
         let line = tokio::select! {
             line = input.read_line() => line?,
@@ -91,6 +120,15 @@ pub async fn run_interactive(
                 result = &mut turn => break result,
                 // Once cancelled the turn ends by itself; a second Ctrl-C waits for the prompt.
                 _ = interrupts.recv(), if !cancel.is_cancelled() => cancel.cancel(),
+                Some(request) = asked.recv() => {
+                    let decision = approve(&mut input, &request).await?;
+                    if let Some(approvals) = agent.approvals()
+                        && let Err(error) = approvals.resolve_id(&session, &request.id, decision)
+                    {
+                        console::out(format_args!("Nothing changed: {error}.\n"))
+                            .map_err(TerminalError::Output)?;
+                    }
+                }
             }
         };
         match result {

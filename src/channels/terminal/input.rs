@@ -18,10 +18,12 @@ use super::TerminalError;
 
 /// Asks the input thread for lines.
 pub(super) struct LineReader {
-    asks: mpsc::Sender<()>,
+    asks: mpsc::Sender<&'static str>,
     lines: mpsc::Receiver<Result<String, ReadlineError>>,
     /// A line was asked for and not yet received (a cancelled read keeps its place).
     pending: bool,
+    /// The chat prompt.
+    prompt: &'static str,
 }
 
 impl LineReader {
@@ -29,12 +31,12 @@ impl LineReader {
     pub(super) fn start(prompt: &'static str) -> Result<Self, TerminalError> {
         let mut editor = DefaultEditor::new()?;
         let prompt_on_stderr = !std::io::stdin().is_terminal();
-        let (asks, mut asked) = mpsc::channel::<()>(1);
+        let (asks, mut asked) = mpsc::channel::<&'static str>(1);
         let (answers, lines) = mpsc::channel(1);
         std::thread::Builder::new()
             .name("squidbot-input".to_owned())
             .spawn(move || {
-                while asked.blocking_recv().is_some() {
+                while let Some(prompt) = asked.blocking_recv() {
                     if prompt_on_stderr {
                         let mut stderr = std::io::stderr().lock();
                         let _ = stderr.write_all(prompt.as_bytes());
@@ -54,6 +56,7 @@ impl LineReader {
             asks,
             lines,
             pending: false,
+            prompt,
         })
     }
 
@@ -62,9 +65,17 @@ impl LineReader {
     pub(super) async fn read_line(
         &mut self,
     ) -> Result<Result<String, ReadlineError>, TerminalError> {
+        self.read_line_after(self.prompt).await
+    }
+
+    /// Like [`Self::read_line`] with another prompt (the approval's `[y/N] `).
+    pub(super) async fn read_line_after(
+        &mut self,
+        prompt: &'static str,
+    ) -> Result<Result<String, ReadlineError>, TerminalError> {
         if !self.pending {
             self.asks
-                .send(())
+                .send(prompt)
                 .await
                 .map_err(|_| TerminalError::InputThread)?;
             self.pending = true;

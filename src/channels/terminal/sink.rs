@@ -10,8 +10,10 @@ use std::io::Write;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
+use tokio::sync::mpsc;
 use unicode_width::UnicodeWidthStr;
 
+use crate::core::ports::approvals::ApprovalRequest;
 use crate::core::ports::channel::{DeliveryError, ReplySink};
 
 /// Prints one turn at a time to stdout.
@@ -22,14 +24,18 @@ pub(super) struct TerminalSink {
     /// The text streamed in this turn so far. A std mutex: held only while writing to stdout,
     /// never across an await.
     shown: Mutex<String>,
+    /// Where approval requests go: the chat loop asks y/N with the input it owns.
+    asks: mpsc::UnboundedSender<ApprovalRequest>,
 }
 
 impl TerminalSink {
-    /// A sink for stdout; `tty` says whether it is a terminal.
-    pub(super) fn new(tty: bool) -> Self {
+    /// A sink for stdout; `tty` says whether it is a terminal. Approval requests are sent to
+    /// `asks`.
+    pub(super) fn new(tty: bool, asks: mpsc::UnboundedSender<ApprovalRequest>) -> Self {
         Self {
             tty,
             shown: Mutex::new(String::new()),
+            asks,
         }
     }
 
@@ -96,6 +102,14 @@ impl ReplySink for TerminalSink {
             let _ = writeln!(out, "\n[another model starts the reply over]");
         }
         let _ = out.flush();
+    }
+
+    async fn ask(&self, request: &ApprovalRequest) -> Result<bool, DeliveryError> {
+        // A line streamed before the question is closed, so the question starts a line.
+        if !self.take_shown().is_empty() {
+            let _ = writeln!(std::io::stdout().lock());
+        }
+        Ok(self.asks.send(request.clone()).is_ok())
     }
 
     async fn deliver(&self, text: &str) -> Result<(), DeliveryError> {
