@@ -240,7 +240,8 @@ impl Assembly {
             Arc::new(manager),
             locks,
             clock.clone(),
-        );
+        )
+        .with_owner(config.owner());
         let pools = Pools {
             client,
             timeouts,

@@ -5,6 +5,7 @@
 //! lettre). The tidy test enforces it.
 
 pub mod agent_loop;
+pub mod audience;
 pub mod backoff;
 pub mod command;
 pub mod consolidation;

@@ -295,6 +295,7 @@ mod tests {
             session: session.clone(),
             metadata: Map::new(),
             prompt_tail: None,
+            audience: Default::default(),
         }
     }
 

@@ -306,6 +306,7 @@ mod tests {
             session: SessionId::new("cli", "test").unwrap(),
             metadata: Default::default(),
             prompt_tail: None,
+            audience: Default::default(),
         };
         let mut arguments = json!({"command": command});
         if let Some(timeout) = timeout {
@@ -351,6 +352,7 @@ mod tests {
             session: SessionId::new("cli", "test").unwrap(),
             metadata: Default::default(),
             prompt_tail: None,
+            audience: Default::default(),
         };
         let out = tool.call(json!({"command": "ls"}), &context).await;
         assert_eq!(out, ToolOutput::ok("exit code 0\nmarker.txt\n"));

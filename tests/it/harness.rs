@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use squidbot::core::agent_loop::{AgentLoop, TurnError, TurnOutcome, TurnRequest};
+use squidbot::core::audience::Audience;
 use squidbot::core::memory_manager::{MemoryManager, MemorySettings};
 use squidbot::core::message::Message;
 use squidbot::core::origin::Origin;
@@ -140,8 +141,21 @@ impl Harness {
         self.say_with(session, text, Vec::new()).await
     }
 
+    /// Runs one turn of the owner alone (private memory included) with `extra` tools and
+    /// `memory_write`.
     pub async fn say_with(
         &self,
+        session: &SessionId,
+        text: &str,
+        extra: Vec<Arc<dyn Tool>>,
+    ) -> (Result<TurnOutcome, TurnError>, Vec<String>) {
+        self.say_to(Audience::Owner, session, text, extra).await
+    }
+
+    /// Runs one turn of `audience` with `extra` tools and `memory_write`.
+    pub async fn say_to(
+        &self,
+        audience: Audience,
         session: &SessionId,
         text: &str,
         mut extra: Vec<Arc<dyn Tool>>,
@@ -150,6 +164,7 @@ impl Harness {
         extra.push(Arc::new(MemoryWriteTool::new(memory, session.clone())));
         let mut request = TurnRequest::new(session.clone(), text, Origin::person("tester"));
         request.extra_tools = extra;
+        request.audience = audience;
         let sink = CollectingSink::new();
         let result = self.agent.run(request, &sink).await;
         (result, sink.delivered())

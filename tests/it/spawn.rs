@@ -195,6 +195,7 @@ impl Setup {
             session: caller.clone(),
             metadata: serde_json::Map::new(),
             prompt_tail: None,
+            audience: Default::default(),
         };
         let tool = self.agent.tools().get(name).unwrap();
         tool.call(arguments, &context).await

@@ -18,6 +18,7 @@ use super::EmailError;
 use super::progress::{MessageState, Progress};
 use super::reply::{self, OutgoingMail};
 use super::smtp::SmtpOutbox;
+use crate::core::audience::Readers;
 use crate::core::backoff::Backoff;
 use crate::core::ports::channel::{DeliveryError, ReplySink};
 
@@ -139,5 +140,10 @@ impl ReplySink for EmailReply {
             .send_or_queue(mail, self.uid)
             .await
             .map_err(|error| DeliveryError::new("email", error))
+    }
+
+    /// A reply goes to the one correspondent of the session, never to anyone copied.
+    async fn readers(&self) -> Readers {
+        Readers::people([self.to.clone()])
     }
 }

@@ -203,6 +203,7 @@ impl World {
             session: SessionId::new("test", "fetch").unwrap(),
             metadata: serde_json::Map::new(),
             prompt_tail: None,
+            audience: Default::default(),
         };
         let output = self.tool.call(arguments, &context).await;
         (output.is_error, output.content)

@@ -38,6 +38,7 @@ async fn call(tool: &dyn Tool, arguments: Value) -> ToolOutput {
         session: SessionId::new("cli", "test").unwrap(),
         metadata: Default::default(),
         prompt_tail: None,
+        audience: Default::default(),
     };
     tool.call(arguments, &context).await
 }

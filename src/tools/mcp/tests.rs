@@ -23,6 +23,7 @@ fn context() -> ToolContext {
         session: SessionId::new("cli", "test").unwrap(),
         metadata: Default::default(),
         prompt_tail: None,
+        audience: Default::default(),
     }
 }
 

@@ -61,6 +61,7 @@ fn context() -> ToolContext {
         session: SessionId::cli_local(),
         metadata: serde_json::Map::new(),
         prompt_tail: None,
+        audience: Default::default(),
     }
 }
 
