@@ -50,5 +50,7 @@ mod email;
 // `search_history` through the binary: ranked recall, the asking turn left out, summaries,
 // unforgeable output, index rebuilds.
 mod search_history;
+// The owner's memory stays private: shared rooms get no MEMORY.md, USER.md or memory_write.
+mod privacy;
 // Regressions of reported issues (`issue_N_…`) against the real binary.
 mod regression;
