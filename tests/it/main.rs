@@ -33,6 +33,8 @@ mod commands;
 mod matrix;
 // Room keys when the bot and a member's device meet: rotated, never re-sent at a later index.
 mod matrix_keys;
+// Matrix rooms with someone besides the owner get none of the owner's private memory.
+mod matrix_privacy;
 // `squidbot cron`: add, list, enable, disable, remove through the binary.
 mod cron_cli;
 // spawn with profiles: sub-agent sessions, tools, prompts, pools, concurrency, pruning.
