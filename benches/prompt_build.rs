@@ -15,6 +15,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use squidbot::core::audience::Audience;
 use squidbot::core::memory_manager::{MemoryManager, MemorySettings};
 use squidbot::core::message::{Message, Role};
 use squidbot::core::ports::prompt::{FixedPrompt, PromptSections};
@@ -110,7 +111,12 @@ async fn time_prompt(
         let start = Instant::now();
         let tail = manager.load_tail(session).await.unwrap();
         let prompt = manager
-            .prompt(&tail, None, chrono::Utc::now().fixed_offset())
+            .prompt(
+                &tail,
+                None,
+                chrono::Utc::now().fixed_offset(),
+                Audience::Owner,
+            )
             .await
             .unwrap();
         samples.push(start.elapsed());

@@ -67,6 +67,8 @@ fn fixture() -> &'static Fixture {
                 session: SessionId::new("fuzz", "tool-arguments").expect("session id"),
                 metadata: Default::default(),
                 prompt_tail: None,
+                approvals: None,
+                audience: Default::default(),
             },
             _dir: dir,
         }

@@ -12,6 +12,7 @@ use clap::Args;
 
 use squidbot::channels::terminal;
 use squidbot::core::agent_loop::TurnRequest;
+use squidbot::core::audience::Audience;
 use squidbot::core::origin::Origin;
 use squidbot::core::ports::channel::CollectingSink;
 use squidbot::core::session::SessionId;
@@ -34,6 +35,8 @@ pub async fn run(config: Option<&Path>, args: AgentArgs) -> Result<ExitCode> {
         Some(text) => {
             let session = SessionId::cli_local();
             let mut request = TurnRequest::new(session.clone(), text, Origin::owner());
+            // The terminal is the owner's (see `Owner`): the private memory is part of its turns.
+            request.audience = Audience::Owner;
             request.extra_tools = extra(&session);
             let sink = CollectingSink::new();
             let result = assembly.agent.run(request, &sink).await;

@@ -244,7 +244,8 @@ impl Assembly {
             locks,
             clock.clone(),
         )
-        .with_approvals(Some(approvals), approval_settings(config));
+        .with_approvals(Some(approvals), approval_settings(config))
+        .with_owner(config.owner());
         let pools = Pools {
             client,
             timeouts,

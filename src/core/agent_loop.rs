@@ -11,6 +11,11 @@
 //! the waits on the LLM and on tools are cut short, never a write, and the history then gets an
 //! assistant note ([`CANCELLED_NOTE`]) after the user's message, so it stays a well-formed
 //! conversation for the next prompt.
+//!
+//! A turn's [`Audience`] ([`TurnRequest::audience`], shared unless set) decides whether the
+//! owner's private memory is part of it: the prompt, the tools offered and what they reach.
+//! The router sets it from the reply sink's readers ([`AgentLoop::audience`]); the terminal,
+//! whose person is the owner by construction, sets it itself.
 
 use std::sync::Arc;
 
@@ -20,11 +25,13 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::core::approval::{ApprovalSettings, Approvals, TurnApprovals};
+use crate::core::audience::Audience;
 use crate::core::command;
 use crate::core::loop_breaker::{self, LoopBreaker, Verdict};
 use crate::core::memory_manager::{Consolidation, MemoryManager};
 use crate::core::message::{Message, Role};
 use crate::core::origin::Origin;
+use crate::core::owner::Owner;
 use crate::core::ports::channel::{Inbound, ReplySink};
 use crate::core::ports::clock::Clock;
 use crate::core::ports::llm::{ChatRequest, ChatResponse, LlmClient, LlmError, StreamEvent};
@@ -63,6 +70,9 @@ pub struct TurnRequest {
     /// Cancelled by the channel to stop the turn while it waits on the LLM or on tools (the
     /// terminal's Ctrl-C); a token nobody cancels by default.
     pub cancel: CancellationToken,
+    /// Who takes part: the owner's private memory is part of the turn only with
+    /// [`Audience::Owner`]. Shared by default, so a request nobody judged keeps it out.
+    pub audience: Audience,
 }
 
 impl TurnRequest {
@@ -77,6 +87,7 @@ impl TurnRequest {
             metadata: Map::new(),
             persisted: None,
             cancel: CancellationToken::new(),
+            audience: Audience::Shared,
         }
     }
 
@@ -104,6 +115,7 @@ impl TurnRequest {
             metadata,
             persisted,
             cancel: CancellationToken::new(),
+            audience: Audience::Shared,
         };
         (request, reply)
     }
@@ -163,6 +175,7 @@ pub struct AgentLoop {
     memory: Arc<MemoryManager>,
     locks: Arc<SessionLocks>,
     clock: Arc<dyn Clock>,
+    owner: Owner,
     max_tool_rounds: usize,
     tool_result_cap: usize,
     approvals: Option<Arc<Approvals>>,
@@ -184,6 +197,7 @@ impl AgentLoop {
             memory,
             locks,
             clock,
+            owner: Owner::nobody(),
             max_tool_rounds: DEFAULT_MAX_TOOL_ROUNDS,
             tool_result_cap: DEFAULT_TOOL_RESULT_CAP,
             approvals: None,
@@ -212,6 +226,22 @@ impl AgentLoop {
     pub fn with_max_tool_rounds(mut self, rounds: usize) -> Self {
         self.max_tool_rounds = rounds.max(1);
         self
+    }
+
+    /// Names the owner, whose sessions alone get the owner's private memory (by default only
+    /// the terminal's and the API's).
+    pub fn with_owner(mut self, owner: Owner) -> Self {
+        self.owner = owner;
+        self
+    }
+
+    /// The audience of a turn of `session` replying through `sink`: the owner's when every
+    /// reader the sink names is the owner (see [`Audience::of`]).
+    pub async fn audience(&self, session: &SessionId, sink: &dyn ReplySink) -> Audience {
+        let readers = sink.readers().await;
+        let audience = Audience::of(&self.owner, session.channel(), &readers);
+        tracing::debug!(session = %session, audience = ?audience, readers = ?readers, "Turn audience decided.");
+        audience
     }
 
     /// The shared registry (never mutated by turns).
@@ -324,10 +354,9 @@ impl AgentLoop {
             .map_err(TurnError::Store)?;
         let mut prompt = self
             .memory
-            .prompt(&tail, budget, self.clock.now())
+            .prompt(&tail, budget, self.clock.now(), request.audience)
             .await
             .map_err(TurnError::Store)?;
-        let tools = ToolSet::new(&self.tools, request.extra_tools.clone());
         let (asks, mut asked) = mpsc::unbounded_channel();
         let gate = TurnApprovals::new(
             self.approvals.clone(),
@@ -336,11 +365,13 @@ impl AgentLoop {
             request.origin.clone(),
             asks,
         );
+        let tools = ToolSet::new(&self.tools, request.extra_tools.clone(), request.audience);
         let context = ToolContext {
             session: session.clone(),
             metadata: request.metadata.clone(),
             prompt_tail: Some(tail.cursor.offset),
             approvals: Some(Arc::new(gate)),
+            audience: request.audience,
         };
         let mut tools_called = Vec::new();
         let mut breaker = LoopBreaker::default();

@@ -4,6 +4,8 @@
 //! summary, the skills, the consolidation warning when due, then `history[cursor..]` (which ends
 //! with the new user message). Nothing older than the cursor is read from disk, so building a
 //! prompt costs time proportional to the unconsolidated tail, however long the session is.
+//! A turn someone besides the owner takes part in ([`Audience::Shared`]) gets neither MEMORY.md
+//! nor USER.md (left out by the prompt source), nor the warning, which points at `memory_write`.
 //!
 //! Consolidation summarizes `history[cursor .. len - keep_recent]` (cut at a clean point),
 //! appends the summary to summary.md, compresses the summary when it passes the word limit, and
@@ -11,6 +13,7 @@
 
 use std::sync::Arc;
 
+use crate::core::audience::Audience;
 use crate::core::consolidation;
 use crate::core::message::{Message, Role};
 use crate::core::ports::llm::{ContextBudget, LlmClient};
@@ -121,10 +124,17 @@ impl MemoryManager {
         self.history.load_tail(session).await
     }
 
-    /// The system prompt for a turn whose unconsolidated history is `tail`.
-    pub async fn system_prompt(&self, tail: &Tail) -> Result<String, StoreError> {
-        let sections = self.prompt.sections().await;
-        let global = self.memory.load().await?;
+    /// The system prompt for a turn of `audience` whose unconsolidated history is `tail`.
+    pub async fn system_prompt(
+        &self,
+        tail: &Tail,
+        audience: Audience,
+    ) -> Result<String, StoreError> {
+        let sections = self.prompt.sections(audience).await;
+        let global = match audience {
+            Audience::Owner => self.memory.load().await?,
+            Audience::Shared => String::new(),
+        };
         let mut system = if sections.base.trim().is_empty() {
             FALLBACK_BASE_PROMPT.to_owned()
         } else {
@@ -150,14 +160,15 @@ impl MemoryManager {
             system.push_str("\n\n");
             system.push_str(body.trim_end());
         }
-        if self.warning_due(tail) {
+        if audience.is_owner() && self.warning_due(tail) {
             system.push_str("\n\n");
             system.push_str(CONSOLIDATION_WARNING);
         }
         Ok(system)
     }
 
-    /// The full prompt: system message, then the clean window of `history[cursor..]`.
+    /// The full prompt of a turn of `audience`: system message, then the clean window of
+    /// `history[cursor..]`.
     ///
     /// When a context budget is given and the prompt would exceed it even after consolidation,
     /// the oldest window messages are left out of this call (at clean points), never deleted.
@@ -166,8 +177,9 @@ impl MemoryManager {
         tail: &Tail,
         budget: Option<ContextBudget>,
         now: chrono::DateTime<chrono::FixedOffset>,
+        audience: Audience,
     ) -> Result<Vec<Arc<Message>>, StoreError> {
-        let system = Message::new(Role::System, self.system_prompt(tail).await?, now);
+        let system = Message::new(Role::System, self.system_prompt(tail, audience).await?, now);
         let mut window = window::sanitize(tail.messages.iter().map(|s| &s.message));
         if let Some(budget) = budget {
             let limit = budget.prompt_tokens() as usize;

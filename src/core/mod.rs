@@ -6,6 +6,7 @@
 
 pub mod agent_loop;
 pub mod approval;
+pub mod audience;
 pub mod backoff;
 pub mod command;
 pub mod consolidation;

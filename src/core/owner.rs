@@ -37,7 +37,7 @@ impl Owner {
     /// owner. Mail addresses compare without regard to case, as mail servers treat them;
     /// everything else compares exactly (Matrix ids are case-sensitive).
     pub fn is(&self, channel: &str, sender: &str) -> bool {
-        if OWNER_ONLY_CHANNELS.contains(&channel) {
+        if Self::owns_channel(channel) {
             return true;
         }
         self.addresses.iter().any(|(address, only)| {
@@ -48,6 +48,11 @@ impl Owner {
                     address == sender
                 }
         })
+    }
+
+    /// Whether every person on `channel` is the owner by construction (the terminal, the API).
+    pub fn owns_channel(channel: &str) -> bool {
+        OWNER_ONLY_CHANNELS.contains(&channel)
     }
 
     /// Whether the turn of `origin` on `channel` was started by the owner. The heartbeat, cron

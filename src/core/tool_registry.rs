@@ -3,7 +3,8 @@
 //! The registry is built once and never mutated afterwards, so turns running in parallel can
 //! share it without locks. Per-turn tools (`memory_write`, `cron_add`, bound to the turn's
 //! session) are layered on top in a [`ToolSet`] that lives for one turn only: when the turn
-//! ends they are gone, and the registry never saw them.
+//! ends they are gone, and the registry never saw them. In a turn someone besides the owner
+//! takes part in, owner-only tools (`memory_write`) are neither offered nor run.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -12,6 +13,7 @@ use std::sync::Arc;
 use futures_util::FutureExt;
 use serde_json::Value;
 
+use crate::core::audience::Audience;
 use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, ToolSpec};
 
 /// A tool name was registered twice.
@@ -79,24 +81,27 @@ impl ToolRegistry {
 pub struct ToolSet<'a> {
     registry: &'a ToolRegistry,
     extra: Vec<Arc<dyn Tool>>,
+    audience: Audience,
     /// The tools offered to the model, in order (shared handles: nothing is deep-copied).
     offered: Vec<Arc<dyn Tool>>,
 }
 
 impl<'a> ToolSet<'a> {
-    /// Layers `extra` over `registry` for one turn.
-    pub fn new(registry: &'a ToolRegistry, extra: Vec<Arc<dyn Tool>>) -> Self {
+    /// Layers `extra` over `registry` for one turn of `audience`.
+    pub fn new(registry: &'a ToolRegistry, extra: Vec<Arc<dyn Tool>>, audience: Audience) -> Self {
         let shadowed = |name: &str| extra.iter().any(|t| t.spec().name() == name);
         let offered = registry
             .tools
             .iter()
             .filter(|t| !shadowed(t.spec().name()))
             .chain(extra.iter())
+            .filter(|t| audience.is_owner() || !t.owner_only())
             .cloned()
             .collect();
         Self {
             registry,
             extra,
+            audience,
             offered,
         }
     }
@@ -116,6 +121,12 @@ impl<'a> ToolSet<'a> {
         let Some(tool) = tool else {
             return ToolOutput::error(format!("Error: unknown tool {name:?}"));
         };
+        if tool.owner_only() && !self.audience.is_owner() {
+            tracing::warn!(tool = name, session = %context.session, "Owner-only tool called in a shared conversation; refused.");
+            return ToolOutput::error(format!(
+                "Error: {name} is not available here: other people take part in this conversation."
+            ));
+        }
         match AssertUnwindSafe(tool.call(arguments, context))
             .catch_unwind()
             .await
@@ -131,5 +142,84 @@ impl<'a> ToolSet<'a> {
                 ToolOutput::error(format!("Error: tool {name} failed internally: {detail}"))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::session::SessionId;
+    use async_trait::async_trait;
+    use serde_json::json;
+
+    /// A tool that answers with its name; `owner_only` as given.
+    struct Named(ToolSpec, bool);
+
+    #[async_trait]
+    impl Tool for Named {
+        fn spec(&self) -> &ToolSpec {
+            &self.0
+        }
+
+        fn owner_only(&self) -> bool {
+            self.1
+        }
+
+        async fn call(&self, _arguments: Value, _context: &ToolContext) -> ToolOutput {
+            ToolOutput::ok(self.0.name())
+        }
+    }
+
+    fn tool(name: &str, owner_only: bool) -> Arc<dyn Tool> {
+        let parameters = json!({"type": "object", "properties": {}});
+        Arc::new(Named(
+            ToolSpec::new(name, "A tool.", &parameters),
+            owner_only,
+        ))
+    }
+
+    fn context(audience: Audience) -> ToolContext {
+        ToolContext {
+            session: SessionId::cli_local(),
+            metadata: serde_json::Map::new(),
+            prompt_tail: None,
+            approvals: None,
+            audience,
+        }
+    }
+
+    #[tokio::test]
+    async fn owner_only_tools_are_neither_offered_nor_run_in_a_shared_turn() {
+        let mut registry = ToolRegistry::new();
+        registry.register(tool("read_file", false)).unwrap();
+        registry.register(tool("private_note", true)).unwrap();
+        let extra = || vec![tool("memory_write", true), tool("cron_add", false)];
+        let names = |set: &ToolSet<'_>| -> Vec<String> {
+            set.specs().iter().map(|s| s.name().to_owned()).collect()
+        };
+
+        let owner = ToolSet::new(&registry, extra(), Audience::Owner);
+        assert_eq!(
+            names(&owner),
+            ["read_file", "private_note", "memory_write", "cron_add"]
+        );
+        let output = owner
+            .call("memory_write", json!({}), &context(Audience::Owner))
+            .await;
+        assert_eq!(output, ToolOutput::ok("memory_write"));
+
+        let shared = ToolSet::new(&registry, extra(), Audience::Shared);
+        assert_eq!(names(&shared), ["read_file", "cron_add"]);
+        for name in ["memory_write", "private_note"] {
+            let output = shared
+                .call(name, json!({}), &context(Audience::Shared))
+                .await;
+            assert!(output.is_error, "{name}");
+            assert!(output.content.contains("not available here"), "{output:?}");
+        }
+        let output = shared
+            .call("read_file", json!({}), &context(Audience::Shared))
+            .await;
+        assert_eq!(output, ToolOutput::ok("read_file"));
     }
 }

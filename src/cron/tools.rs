@@ -296,6 +296,7 @@ mod tests {
             metadata: Map::new(),
             prompt_tail: None,
             approvals: None,
+            audience: Default::default(),
         }
     }
 

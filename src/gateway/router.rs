@@ -11,6 +11,9 @@
 //! queue rather than in it: `/stop` must reach the turn it cancels while that turn runs, and
 //! neither of the others should wait behind it. Commands are not written to the history.
 //!
+//! Each turn's audience is decided here, when it starts, from the readers its reply sink names
+//! ([`AgentLoop::audience`]): a room's members as they are then, not when the message came.
+//!
 //! On shutdown the router stops accepting, answers queued-but-unstarted messages with
 //! [`TurnResult::Dropped`] (they were not persisted, so their channels do not acknowledge them
 //! and will deliver them again), and waits for running turns up to a grace period.
@@ -277,10 +280,12 @@ impl Inner {
         {
             activity.record(&session, &inbound.metadata);
         }
+        let audience = self.agent.audience(&session, inbound.reply.as_ref()).await;
         let tools = self
             .tools
             .for_turn(&session, &inbound.metadata, &inbound.origin);
-        let (request, reply) = TurnRequest::from_inbound(inbound, tools);
+        let (mut request, reply) = TurnRequest::from_inbound(inbound, tools);
+        request.audience = audience;
         self.running
             .lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use crate::core::audience::Audience;
 use crate::core::ports::prompt::{PromptSections, PromptSource};
 use crate::skills::SkillCatalog;
 
@@ -25,8 +26,8 @@ impl SkilledPrompt {
 
 #[async_trait]
 impl PromptSource for SkilledPrompt {
-    async fn sections(&self) -> PromptSections {
-        let mut sections = self.base.sections().await;
+    async fn sections(&self, audience: Audience) -> PromptSections {
+        let mut sections = self.base.sections(audience).await;
         let catalog = self.catalog.clone();
         match tokio::task::spawn_blocking(move || catalog.prompt()).await {
             Ok((skills, always_skills)) => {
@@ -64,7 +65,7 @@ mod tests {
             Arc::new(base),
             SkillCatalog::new(vec![dir.path().to_owned()]),
         );
-        let sections = prompt.sections().await;
+        let sections = prompt.sections(Audience::Owner).await;
         assert_eq!(sections.base, "You are squidbot.");
         assert_eq!(sections.skills, "");
         assert_eq!(sections.always_skills, ["Remember things."]);

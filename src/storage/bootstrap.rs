@@ -3,6 +3,8 @@
 //! The files (SOUL, IDENTITY, USER, AGENTS, ENVIRONMENT, BOOTSTRAP) are re-checked on every turn
 //! and re-read only when their size or modification time changed, so an owner's edit (or the
 //! agent deleting BOOTSTRAP.md after onboarding) applies on the next message without a restart.
+//! USER.md describes the owner, so it is part only of turns no one else takes part in
+//! ([`OWNER_FILES`], [`Audience`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -11,6 +13,7 @@ use std::time::SystemTime;
 
 use async_trait::async_trait;
 
+use crate::core::audience::Audience;
 use crate::core::ports::prompt::{PromptSections, PromptSource};
 
 /// The bootstrap files of the main agent, in prompt order.
@@ -22,6 +25,10 @@ pub const MAIN_AGENT_FILES: [&str; 6] = [
     "ENVIRONMENT.md",
     "BOOTSTRAP.md",
 ];
+
+/// The bootstrap files about the owner, left out of a shared turn's prompt (whichever list of
+/// files names them: a spawn profile may too).
+pub const OWNER_FILES: [&str; 1] = ["USER.md"];
 
 /// Separator between bootstrap files in the prompt.
 const SEPARATOR: &str = "\n\n---\n\n";
@@ -54,8 +61,11 @@ impl WorkspacePrompt {
 
 #[async_trait]
 impl PromptSource for WorkspacePrompt {
-    async fn sections(&self) -> PromptSections {
-        let files = self.files.clone();
+    async fn sections(&self, audience: Audience) -> PromptSections {
+        let mut files = self.files.clone();
+        if !audience.is_owner() {
+            files.retain(|path| !is_owner_file(path));
+        }
         let cache = self.cache.clone();
         let base = tokio::task::spawn_blocking(move || read_all(&files, &cache))
             .await
@@ -65,6 +75,13 @@ impl PromptSource for WorkspacePrompt {
             ..PromptSections::default()
         }
     }
+}
+
+/// Whether `path` is one of the [`OWNER_FILES`].
+fn is_owner_file(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|name| name.to_str())
+        .is_some_and(|name| OWNER_FILES.contains(&name))
 }
 
 fn read_all(files: &[PathBuf], cache: &Mutex<Cache>) -> String {
@@ -105,4 +122,33 @@ fn read_all(files: &[PathBuf], cache: &Mutex<Cache>) -> String {
         .map(|t| t.trim())
         .collect::<Vec<_>>()
         .join(SEPARATOR)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn user_md_is_part_only_of_the_owners_turns() {
+        let workspace = tempfile::tempdir().unwrap();
+        std::fs::write(workspace.path().join("SOUL.md"), "Be kind.\n").unwrap();
+        std::fs::write(workspace.path().join("USER.md"), "Alex likes tea.\n").unwrap();
+        std::fs::write(workspace.path().join("AGENTS.md"), "Use tools.\n").unwrap();
+        let prompt = WorkspacePrompt::main_agent(workspace.path());
+        assert_eq!(
+            prompt.sections(Audience::Owner).await.base,
+            "Be kind.\n\n---\n\nAlex likes tea.\n\n---\n\nUse tools."
+        );
+        assert_eq!(
+            prompt.sections(Audience::Shared).await.base,
+            "Be kind.\n\n---\n\nUse tools."
+        );
+        // A profile that names USER.md gets it only in the owner's turns too.
+        let profile = WorkspacePrompt::with_files(workspace.path(), ["USER.md"]);
+        assert_eq!(profile.sections(Audience::Shared).await.base, "");
+        assert_eq!(
+            profile.sections(Audience::Owner).await.base,
+            "Alex likes tea."
+        );
+    }
 }

@@ -4,6 +4,9 @@
 //! tool, so the shared registry is never mutated. The content replaces the whole document (the
 //! agent merges); an empty write is refused because it would erase everything by accident; an
 //! oversized one is accepted with a warning in the result, since refusing would lose the facts.
+//! It is owner-only: a turn someone else takes part in is not offered it, and a call made
+//! anyway is refused (by the tool set, and here again), so no one else can change what the
+//! owner's private sessions are told.
 
 use std::sync::{Arc, LazyLock};
 
@@ -36,7 +39,7 @@ pub struct Arguments {
 static SPEC: LazyLock<TypedSpec<Arguments>> = LazyLock::new(|| {
     TypedSpec::new(
         "memory_write",
-        "Replace your global memory (shown as '## Your Memory' in every session). \
+        "Replace your global memory (shown as '## Your Memory' in the owner's private sessions). \
          Merge new facts into the current text; keep it under ~300 words of bullet points.",
     )
 });
@@ -56,7 +59,16 @@ impl TypedTool for MemoryWriteTool {
         &SPEC
     }
 
-    async fn run(&self, arguments: Arguments, _context: &ToolContext) -> ToolOutput {
+    fn owner_only(&self) -> bool {
+        true
+    }
+
+    async fn run(&self, arguments: Arguments, context: &ToolContext) -> ToolOutput {
+        if !context.audience.is_owner() {
+            return ToolOutput::error(
+                "Error: memory_write is not available here: other people take part in this conversation.",
+            );
+        }
         if arguments.content.trim().is_empty() {
             return ToolOutput::error(
                 "Error: refused to write empty memory; it would erase everything. Send the full merged document.",

@@ -349,6 +349,7 @@ mod tests {
             metadata: Default::default(),
             prompt_tail: None,
             approvals: None,
+            audience: Default::default(),
         };
         let mut arguments = json!({"command": command});
         if let Some(timeout) = timeout {
@@ -396,6 +397,7 @@ mod tests {
             metadata: Default::default(),
             prompt_tail: None,
             approvals: None,
+            audience: Default::default(),
         };
         let out = tool.call(json!({"command": "ls"}), &context).await;
         assert_eq!(out, ToolOutput::ok("exit code 0\nmarker.txt\n"));

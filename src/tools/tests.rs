@@ -446,6 +446,10 @@ async fn every_schema_accepts_only_what_its_arguments_type_accepts() {
         .filter(|file| !file.ends_with("src/tools/tests.rs"))
     {
         let text = std::fs::read_to_string(file).unwrap();
+        // A unit test's stand-in tool (the tool set's tests) is no tool squidbot offers.
+        let text = text
+            .split_once("#[cfg(test)]\nmod tests {")
+            .map_or(text.as_str(), |(code, _)| code);
         for (marker, found) in [
             ("impl TypedTool for ", &mut typed),
             ("impl Tool for ", &mut untyped),

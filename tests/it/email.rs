@@ -566,3 +566,109 @@ async fn a_reply_that_cannot_be_sent_is_queued_and_retried() {
     gateway.stop().await;
     drop(private);
 }
+
+/// Whether the recorded request whose last user message contains `marker` carried the owner's
+/// private memory: `(MEMORY.md, USER.md, memory_write offered)`.
+fn private_parts(llm: &ScriptedLlm, marker: &str) -> (bool, bool, bool) {
+    let requests = llm.requests();
+    let request = requests
+        .iter()
+        .find(|r| {
+            r["messages"]
+                .as_array()
+                .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+                .and_then(|m| m["content"].as_str())
+                .is_some_and(|text| text.contains(marker))
+        })
+        .unwrap_or_else(|| panic!("no request for {marker}"));
+    let system = request["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default();
+    let tools = crate::support::bin::tool_names(request);
+    (
+        system.contains("MEMORYMARK"),
+        system.contains("USERMARK"),
+        tools.iter().any(|t| t == "memory_write"),
+    )
+}
+
+// See: #16 (item 5)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mail_from_another_allowed_sender_gets_no_private_memory_and_the_owners_does() {
+    let server = MailServer::shared();
+    let bot = server.add_user("bot");
+    let (owner, owner_pw) = server.add_user("owner");
+    let (friend, friend_pw) = server.add_user("friend");
+    let llm = ScriptedLlm::start().await;
+    answering_llm(&llm);
+    let home = tempfile::tempdir().unwrap();
+    let port = write_config(home.path(), &llm.url(), &server, &bot, "[\"@LOCALHOST\"]");
+    // The owner's address, in another letter case than it is sent with: addresses compare
+    // without regard to case.
+    let mut config = std::fs::read_to_string(home.path().join("squidbot.yaml")).unwrap();
+    config.push_str(&format!(
+        "owner:\n  email: [\"{}\"]\n",
+        owner.to_uppercase()
+    ));
+    std::fs::write(home.path().join("squidbot.yaml"), config).unwrap();
+    let workspace = home.path().join("workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::write(
+        workspace.join("MEMORY.md"),
+        "- MEMORYMARK: the PIN is 4711\n",
+    )
+    .unwrap();
+    std::fs::write(workspace.join("USER.md"), "# User\n- USERMARK: the owner\n").unwrap();
+    let gateway = MailGateway::start(home.path(), port).await;
+    let to = bot.0.as_str();
+
+    let (from_owner, from_friend) = (new_id("owner"), new_id("friend"));
+    server
+        .send_raw(
+            &owner,
+            to,
+            &plain_mail(&owner, to, "Mine", &from_owner, "", "OWNERMAIL hello"),
+        )
+        .await;
+    server
+        .send_raw(
+            &friend,
+            to,
+            &plain_mail(&friend, to, "Theirs", &from_friend, "", "FRIENDMAIL hello"),
+        )
+        .await;
+    server
+        .wait_for(&owner, &owner_pw, "the owner's reply", WAIT, |m| {
+            !replies(m).is_empty()
+        })
+        .await;
+    server
+        .wait_for(&friend, &friend_pw, "the friend's reply", WAIT, |m| {
+            !replies(m).is_empty()
+        })
+        .await;
+    assert_eq!(private_parts(&llm, "OWNERMAIL"), (true, true, true));
+    assert_eq!(private_parts(&llm, "FRIENDMAIL"), (false, false, false));
+
+    // A job aimed at the friend's session replies to the friend: no private memory either.
+    let at = (chrono::Utc::now() + chrono::Duration::seconds(2)).to_rfc3339();
+    let output = crate::support::bin::squidbot(home.path())
+        .args(["cron", "add", "nudge", "JOBMAIL for the friend"])
+        .arg(format!("at {at}"))
+        .args(["--target", &format!("email:{friend}")])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        crate::support::bin::stderr(&output)
+    );
+    server
+        .wait_for(&friend, &friend_pw, "the job's mail", WAIT, |m| {
+            m.len() >= 2
+        })
+        .await;
+    assert_eq!(private_parts(&llm, "JOBMAIL"), (false, false, false));
+    gateway.stop().await;
+}

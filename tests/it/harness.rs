@@ -12,9 +12,11 @@ use std::time::Duration;
 
 use serde_json::Value;
 use squidbot::core::agent_loop::{AgentLoop, TurnError, TurnOutcome, TurnRequest};
+use squidbot::core::audience::Audience;
 use squidbot::core::memory_manager::{MemoryManager, MemorySettings};
 use squidbot::core::message::Message;
 use squidbot::core::origin::Origin;
+use squidbot::core::owner::Owner;
 use squidbot::core::ports::channel::CollectingSink;
 use squidbot::core::ports::clock::SystemClock;
 use squidbot::core::ports::llm::LlmClient;
@@ -45,6 +47,8 @@ pub struct Harness {
     pub agent: Arc<AgentLoop>,
     pub settings: MemorySettings,
     pub context_tokens: Option<u32>,
+    /// Who the agent takes for the owner (nobody by default).
+    pub owner: Owner,
 }
 
 /// What kind of request the scripted server received.
@@ -108,7 +112,15 @@ impl Harness {
         std::fs::create_dir_all(&workspace).unwrap();
         let llm = ScriptedLlm::start().await;
         llm.set_handler(default_reply);
-        let agent = build_agent(&home, &workspace, &llm.url(), settings, context_tokens);
+        let owner = Owner::nobody();
+        let agent = build_agent(
+            &home,
+            &workspace,
+            &llm.url(),
+            settings,
+            context_tokens,
+            &owner,
+        );
         Self {
             _dir: dir,
             home,
@@ -117,6 +129,7 @@ impl Harness {
             agent,
             settings,
             context_tokens,
+            owner,
         }
     }
 
@@ -128,7 +141,14 @@ impl Harness {
             &self.llm.url(),
             self.settings,
             self.context_tokens,
+            &self.owner,
         );
+    }
+
+    /// Rebuilds the agent (as [`Harness::restart`]) with `owner` as the owner.
+    pub fn set_owner(&mut self, owner: Owner) {
+        self.owner = owner;
+        self.restart();
     }
 
     /// Runs one turn of `session` with `memory_write` as its extra tool.
@@ -140,8 +160,21 @@ impl Harness {
         self.say_with(session, text, Vec::new()).await
     }
 
+    /// Runs one turn of the owner alone (private memory included) with `extra` tools and
+    /// `memory_write`.
     pub async fn say_with(
         &self,
+        session: &SessionId,
+        text: &str,
+        extra: Vec<Arc<dyn Tool>>,
+    ) -> (Result<TurnOutcome, TurnError>, Vec<String>) {
+        self.say_to(Audience::Owner, session, text, extra).await
+    }
+
+    /// Runs one turn of `audience` with `extra` tools and `memory_write`.
+    pub async fn say_to(
+        &self,
+        audience: Audience,
         session: &SessionId,
         text: &str,
         mut extra: Vec<Arc<dyn Tool>>,
@@ -150,6 +183,7 @@ impl Harness {
         extra.push(Arc::new(MemoryWriteTool::new(memory, session.clone())));
         let mut request = TurnRequest::new(session.clone(), text, Origin::person("tester"));
         request.extra_tools = extra;
+        request.audience = audience;
         let sink = CollectingSink::new();
         let result = self.agent.run(request, &sink).await;
         (result, sink.delivered())
@@ -248,6 +282,7 @@ fn build_agent(
     url: &str,
     settings: MemorySettings,
     context_tokens: Option<u32>,
+    owner: &Owner,
 ) -> Arc<AgentLoop> {
     let llm = scripted_client(url, context_tokens);
     let prompt = FixedPrompt(PromptSections {
@@ -261,11 +296,14 @@ fn build_agent(
         Some(llm.clone()),
         settings,
     );
-    Arc::new(AgentLoop::new(
-        llm,
-        Arc::new(ToolRegistry::new()),
-        Arc::new(memory),
-        Arc::new(SessionLocks::new()),
-        Arc::new(SystemClock),
-    ))
+    Arc::new(
+        AgentLoop::new(
+            llm,
+            Arc::new(ToolRegistry::new()),
+            Arc::new(memory),
+            Arc::new(SessionLocks::new()),
+            Arc::new(SystemClock),
+        )
+        .with_owner(owner.clone()),
+    )
 }

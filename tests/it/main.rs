@@ -33,6 +33,8 @@ mod commands;
 mod matrix;
 // Room keys when the bot and a member's device meet: rotated, never re-sent at a later index.
 mod matrix_keys;
+// Matrix rooms with someone besides the owner get none of the owner's private memory.
+mod matrix_privacy;
 // `squidbot cron`: add, list, enable, disable, remove through the binary.
 mod cron_cli;
 // spawn with profiles: sub-agent sessions, tools, prompts, pools, concurrency, pruning.
@@ -50,5 +52,7 @@ mod email;
 // `search_history` through the binary: ranked recall, the asking turn left out, summaries,
 // unforgeable output, index rebuilds.
 mod search_history;
+// The owner's memory stays private: shared rooms get no MEMORY.md, USER.md or memory_write.
+mod privacy;
 // Regressions of reported issues (`issue_N_…`) against the real binary.
 mod regression;

@@ -37,7 +37,7 @@ pub(crate) struct BotGateway {
 impl BotGateway {
     /// Starts `squidbot gateway` in `home`, logged in as `bot`, with `matrix_extra` (YAML at
     /// the indentation of `channels.matrix` fields) added; waits for `/readyz`.
-    async fn start(
+    pub(crate) async fn start(
         home: &Path,
         llm: &str,
         hs: &Homeserver,
@@ -98,7 +98,7 @@ impl BotGateway {
     }
 
     /// SIGTERM, then waits for a clean exit.
-    async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         crate::support::bin::send_signal(&self.child, "TERM");
         let status = tokio::time::timeout(Duration::from_secs(15), self.child.wait())
             .await
@@ -110,7 +110,7 @@ impl BotGateway {
 
 /// The scripted LLM: `**echo** <last user text>`, after 1.5 s when the text says "slow", and
 /// a reply over 16 KB (so it is split) when it says "long".
-fn echo(request: &Value) -> Reply {
+pub(crate) fn echo(request: &Value) -> Reply {
     let user = request["messages"]
         .as_array()
         .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
@@ -452,7 +452,11 @@ pub(crate) async fn bot_history(human: &Human, room_id: &RoomId, bot: &str) -> V
 }
 
 /// A group room (alice, bob, the bot) where the bot is already a member.
-async fn group_room(alice: &Human, bob: &Human, bot: &Account) -> matrix_sdk::ruma::OwnedRoomId {
+pub(crate) async fn group_room(
+    alice: &Human,
+    bob: &Human,
+    bot: &Account,
+) -> matrix_sdk::ruma::OwnedRoomId {
     let room = alice
         .create_room(&[&bot.user_id, &bob.account.user_id], false)
         .await;

@@ -196,6 +196,7 @@ impl Setup {
             metadata: serde_json::Map::new(),
             prompt_tail: None,
             approvals: None,
+            audience: Default::default(),
         };
         let tool = self.agent.tools().get(name).unwrap();
         tool.call(arguments, &context).await

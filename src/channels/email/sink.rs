@@ -18,6 +18,7 @@ use super::EmailError;
 use super::progress::{MessageState, Progress};
 use super::reply::{self, OutgoingMail};
 use super::smtp::SmtpOutbox;
+use crate::core::audience::Readers;
 use crate::core::backoff::Backoff;
 use crate::core::ports::approvals::ApprovalRequest;
 use crate::core::ports::channel::{DeliveryError, ReplySink};
@@ -152,5 +153,10 @@ impl ReplySink for EmailReply {
             .await
             .map(|()| true)
             .map_err(|error| DeliveryError::new("email", error))
+    }
+
+    /// A reply goes to the one correspondent of the session, never to anyone copied.
+    async fn readers(&self) -> Readers {
+        Readers::people([self.to.clone()])
     }
 }

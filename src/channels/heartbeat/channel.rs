@@ -25,6 +25,7 @@ use crate::channels::heartbeat::HeartbeatError;
 use crate::channels::heartbeat::checklist::{is_effectively_empty, is_ok_reply};
 use crate::channels::heartbeat::window::{ActiveHours, parse_zone};
 use crate::config::HeartbeatConfig;
+use crate::core::audience::Readers;
 use crate::core::origin::Origin;
 use crate::core::ports::channel::{
     ActivityLog, Channel, ChannelContext, ChannelError, DeliveryError, Inbound, Outboxes,
@@ -330,6 +331,11 @@ impl AlertSink {
 impl ReplySink for AlertSink {
     fn streaming(&self) -> bool {
         false
+    }
+
+    /// The target's: a check-in is private exactly when its session is.
+    async fn readers(&self) -> Readers {
+        self.outbox.readers().await
     }
 
     async fn deliver(&self, text: &str) -> Result<(), DeliveryError> {

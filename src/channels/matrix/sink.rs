@@ -7,20 +7,25 @@
 //! typing notice is kept alive (the original had the code but never called it). Each piece is
 //! sent after [`RoomKeys::settle`], so a room key is rotated rather than re-sent at a later
 //! index to a device that just started a new Olm session with the bot.
+//!
+//! Its readers are the room's members (joined or invited) other than the bot, read when the
+//! turn starts from the SDK's store, which keeps them across restarts: a room is the owner's
+//! alone, and gets the owner's private memory, only while no one else is in it.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use matrix_sdk::Room;
 use matrix_sdk::ruma::OwnedEventId;
 use matrix_sdk::ruma::events::Mentions;
 use matrix_sdk::ruma::events::relation::Thread;
 use matrix_sdk::ruma::events::room::message::{Relation, RoomMessageEventContent};
+use matrix_sdk::{Room, RoomMemberships};
 use tokio::task::AbortHandle;
 
 use super::room_keys::RoomKeys;
 use crate::channels::format::{markdown_to_html, split_message};
+use crate::core::audience::Readers;
 use crate::core::ports::approvals::ApprovalRequest;
 use crate::core::ports::channel::{DeliveryError, ReplySink};
 
@@ -139,5 +144,43 @@ impl ReplySink for MatrixReplySink {
                 })?;
         }
         Ok(())
+    }
+
+    async fn readers(&self) -> Readers {
+        room_readers(&self.room).await
+    }
+}
+
+/// The members of `room` other than the bot, joined or invited (an invited user can join and
+/// read on at any time). The stored list is used when it is complete; when the server counts
+/// more members than are stored (lazy-loaded members), the list is fetched; when it still
+/// falls short or cannot be read, the readers are unknown.
+pub async fn room_readers(room: &Room) -> Readers {
+    let expected = room.active_members_count();
+    let mut members = room.members_no_sync(RoomMemberships::ACTIVE).await;
+    if members
+        .as_ref()
+        .is_ok_and(|list| (list.len() as u64) < expected)
+    {
+        members = room.members(RoomMemberships::ACTIVE).await;
+    }
+    match members {
+        Ok(list) if list.len() as u64 >= expected => {
+            let own = room.own_user_id();
+            Readers::people(
+                list.iter()
+                    .map(|member| member.user_id())
+                    .filter(|user| *user != own)
+                    .map(ToString::to_string),
+            )
+        }
+        Ok(list) => {
+            tracing::warn!(room = %room.room_id(), known = list.len(), expected, "Matrix room members incomplete; the room counts as shared.");
+            Readers::Unknown
+        }
+        Err(error) => {
+            tracing::warn!(room = %room.room_id(), error = %error, "Matrix room members unreadable; the room counts as shared.");
+            Readers::Unknown
+        }
     }
 }

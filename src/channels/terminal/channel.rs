@@ -21,6 +21,7 @@ use super::{EXIT_WORDS, TerminalError};
 use crate::console;
 use crate::core::agent_loop::{AgentLoop, TurnError, TurnRequest};
 use crate::core::approval::Decision;
+use crate::core::audience::Audience;
 use crate::core::command::{ChatCommand, HELP};
 use crate::core::origin::Origin;
 use crate::core::ports::approvals::ApprovalRequest;
@@ -111,6 +112,8 @@ pub async fn run_interactive(
         }
         let cancel = CancellationToken::new();
         let mut request = TurnRequest::new(session.clone(), text, Origin::owner());
+        // The terminal is the owner's (see `Owner`): the private memory is part of its turns.
+        request.audience = Audience::Owner;
         request.extra_tools = extra_tools(&session);
         request.cancel = cancel.clone();
         let turn = agent.run(request, &sink);

@@ -20,6 +20,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::core::audience::Readers;
 use crate::core::liveness::Liveness;
 use crate::core::origin::Origin;
 use crate::core::ports::approvals::ApprovalRequest;
@@ -77,6 +78,15 @@ pub trait ReplySink: Send + Sync {
     /// cannot ask (the default) returns `false`, and the command is refused.
     async fn ask(&self, _request: &ApprovalRequest) -> Result<bool, DeliveryError> {
         Ok(false)
+    }
+
+    /// Who reads what this sink delivers, besides the bot: decides the turn's [`Audience`],
+    /// so the owner's private memory enters only turns no one else reads. A sink that does not
+    /// know says [`Readers::Unknown`] (the default), which keeps that memory out.
+    ///
+    /// [`Audience`]: crate::core::audience::Audience
+    async fn readers(&self) -> Readers {
+        Readers::Unknown
     }
 }
 

@@ -2,11 +2,14 @@
 //! the memory system (bootstrap files, skills).
 //!
 //! The memory manager owns the layout; this port only supplies text. Implementations cache by
-//! file modification time so edits apply on the next turn without a restart.
+//! file modification time so edits apply on the next turn without a restart. The text depends
+//! on the turn's [`Audience`]: what describes the owner (USER.md) is left out of a shared one.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
+
+use crate::core::audience::Audience;
 
 /// The base prompt used when the workspace has no bootstrap files.
 pub const FALLBACK_BASE_PROMPT: &str = "You are a helpful personal AI assistant.";
@@ -25,8 +28,8 @@ pub struct PromptSections {
 /// Supplies the static prompt sections.
 #[async_trait]
 pub trait PromptSource: Send + Sync {
-    /// The sections for the next turn.
-    async fn sections(&self) -> PromptSections;
+    /// The sections for the next turn, whose audience is `audience`.
+    async fn sections(&self, audience: Audience) -> PromptSections;
 }
 
 /// A prompt source with fixed text (for sub-agents and tests).
@@ -35,7 +38,7 @@ pub struct FixedPrompt(pub PromptSections);
 
 #[async_trait]
 impl PromptSource for FixedPrompt {
-    async fn sections(&self) -> PromptSections {
+    async fn sections(&self, _audience: Audience) -> PromptSections {
         self.0.clone()
     }
 }
@@ -59,8 +62,8 @@ impl AppendedPrompt {
 
 #[async_trait]
 impl PromptSource for AppendedPrompt {
-    async fn sections(&self) -> PromptSections {
-        let mut sections = self.inner.sections().await;
+    async fn sections(&self, audience: Audience) -> PromptSections {
+        let mut sections = self.inner.sections(audience).await;
         if self.appendix.trim().is_empty() {
             return sections;
         }
@@ -89,7 +92,7 @@ mod tests {
     #[tokio::test]
     async fn the_appendix_follows_the_base_and_keeps_the_other_sections() {
         let sections = AppendedPrompt::new(fixed("Rules."), "<extra/>\n")
-            .sections()
+            .sections(Audience::Owner)
             .await;
         assert_eq!(sections.base, "Rules.\n\n<extra/>");
         assert_eq!(sections.skills, "<skills/>");
@@ -98,9 +101,13 @@ mod tests {
 
     #[tokio::test]
     async fn an_empty_base_keeps_the_fallback_persona_and_a_blank_appendix_changes_nothing() {
-        let sections = AppendedPrompt::new(fixed(" "), "<extra/>").sections().await;
+        let sections = AppendedPrompt::new(fixed(" "), "<extra/>")
+            .sections(Audience::Owner)
+            .await;
         assert_eq!(sections.base, format!("{FALLBACK_BASE_PROMPT}\n\n<extra/>"));
-        let sections = AppendedPrompt::new(fixed("Rules."), "  ").sections().await;
+        let sections = AppendedPrompt::new(fixed("Rules."), "  ")
+            .sections(Audience::Owner)
+            .await;
         assert_eq!(sections.base, "Rules.");
     }
 }

@@ -24,6 +24,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::core::approval::TurnApprovals;
+use crate::core::audience::Audience;
 use crate::core::session::SessionId;
 
 /// The definition sent to the model, with its schema already serialized: requests embed the
@@ -193,6 +194,8 @@ pub struct ToolContext {
     /// The turn's approval gate: a tool about to do something the owner must approve waits
     /// on it. `None` outside a turn, where nothing that needs approval runs.
     pub approvals: Option<Arc<TurnApprovals>>,
+    /// Who takes part in the turn: a shared turn's tools reach only its own session.
+    pub audience: Audience,
 }
 
 /// Something the model can call.
@@ -200,6 +203,12 @@ pub struct ToolContext {
 pub trait Tool: Send + Sync {
     /// The definition offered to the model.
     fn spec(&self) -> &ToolSpec;
+
+    /// Whether the tool reaches the owner's private memory (`memory_write`): it is then
+    /// offered and run only in turns no one but the owner takes part in.
+    fn owner_only(&self) -> bool {
+        false
+    }
 
     /// Runs the tool. Must not panic on bad input: validate `arguments` and return
     /// [`ToolOutput::error`] with a message that says what was wrong ([`TypedTool`]s get this
@@ -222,6 +231,11 @@ pub trait TypedTool: Send + Sync {
     /// The definition offered to the model, built once with [`TypedSpec::new`].
     fn definition(&self) -> &TypedSpec<Self::Arguments>;
 
+    /// See [`Tool::owner_only`].
+    fn owner_only(&self) -> bool {
+        false
+    }
+
     /// Runs the tool on parsed arguments. Must not panic: what the type cannot check (empty
     /// strings, ranges, paths) is checked here and refused with [`ToolOutput::error`].
     async fn run(&self, arguments: Self::Arguments, context: &ToolContext) -> ToolOutput;
@@ -231,6 +245,10 @@ pub trait TypedTool: Send + Sync {
 impl<T: TypedTool> Tool for T {
     fn spec(&self) -> &ToolSpec {
         self.definition().spec()
+    }
+
+    fn owner_only(&self) -> bool {
+        TypedTool::owner_only(self)
     }
 
     async fn call(&self, arguments: Value, context: &ToolContext) -> ToolOutput {

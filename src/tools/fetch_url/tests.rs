@@ -204,6 +204,7 @@ impl World {
             metadata: serde_json::Map::new(),
             prompt_tail: None,
             approvals: None,
+            audience: Default::default(),
         };
         let output = self.tool.call(arguments, &context).await;
         (output.is_error, output.content)

@@ -39,6 +39,7 @@ async fn call(tool: &dyn Tool, arguments: Value) -> ToolOutput {
         metadata: Default::default(),
         prompt_tail: None,
         approvals: None,
+        audience: Default::default(),
     };
     tool.call(arguments, &context).await
 }

@@ -24,6 +24,7 @@ fn context() -> ToolContext {
         metadata: Default::default(),
         prompt_tail: None,
         approvals: None,
+        audience: Default::default(),
     }
 }
 

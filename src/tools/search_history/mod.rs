@@ -7,6 +7,8 @@
 //! `storage::history_index::rank`). What is already in the asking turn's prompt (its own
 //! session's unconsolidated tail, which ends with the question itself, and its summary) is
 //! never a hit. The output is built by [`format`] so that no message text can pass for an entry.
+//! In a turn someone besides the owner takes part in, only the asking session is searched:
+//! the others are the owner's and other people's conversations, not this audience's.
 
 pub mod format;
 
@@ -108,7 +110,7 @@ impl SearchHistoryTool {
                 "Error: 'after' must be a day before 'before'.",
             ));
         }
-        let session = match arguments.session.as_deref().map(str::trim) {
+        let mut session = match arguments.session.as_deref().map(str::trim) {
             None | Some("") => None,
             Some(id) => Some(SessionId::parse(id).map_err(|error| {
                 ToolOutput::error(format!(
@@ -116,6 +118,17 @@ impl SearchHistoryTool {
                 ))
             })?),
         };
+        if !context.audience.is_owner() {
+            if session
+                .as_ref()
+                .is_some_and(|asked| *asked != context.session)
+            {
+                return Err(ToolOutput::error(
+                    "Error: only this conversation can be searched here: other people take part in it.",
+                ));
+            }
+            session = Some(context.session.clone());
+        }
         Ok(SearchRequest {
             query,
             max,
@@ -173,6 +186,7 @@ impl TypedTool for SearchHistoryTool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::audience::Audience;
     use crate::core::ports::clock::SystemClock;
     use crate::core::ports::tool::Tool;
     use serde_json::{Value, json};
@@ -188,6 +202,7 @@ mod tests {
             metadata: serde_json::Map::new(),
             prompt_tail,
             approvals: None,
+            audience: Audience::Owner,
         }
     }
 
@@ -266,5 +281,45 @@ mod tests {
         let window = chrono::Utc::now() - chrono::Duration::days(2);
         assert!((request.since.unwrap() - window).num_seconds().abs() < 60);
         assert_eq!(request.asking, None);
+    }
+
+    #[tokio::test]
+    async fn a_shared_turn_searches_only_its_own_session() {
+        let home = tempfile::tempdir().unwrap();
+        let tool = tool(home.path());
+        let arguments = |value: Value| serde_json::from_value::<Arguments>(value).unwrap();
+        let room = SessionId::new("matrix", "!group:x").unwrap();
+        let shared = ToolContext {
+            session: room.clone(),
+            audience: Audience::Shared,
+            ..context(Some(7))
+        };
+        for asked in [
+            json!({"query": "tea"}),
+            json!({"query": "tea", "session": "matrix:!group:x"}),
+        ] {
+            let request = tool.request(arguments(asked), &shared).ok().unwrap();
+            assert_eq!(request.session, Some(room.clone()));
+            assert_eq!(request.asking, Some((room.clone(), 7)));
+        }
+        let output = tool
+            .request(
+                arguments(json!({"query": "tea", "session": "cli:local"})),
+                &shared,
+            )
+            .err()
+            .unwrap();
+        assert!(output.is_error);
+        assert!(
+            output.content.contains("only this conversation"),
+            "{}",
+            output.content
+        );
+        // The owner's turns search everything.
+        let request = tool
+            .request(arguments(json!({"query": "tea"})), &context(Some(7)))
+            .ok()
+            .unwrap();
+        assert_eq!(request.session, None);
     }
 }

@@ -5,7 +5,9 @@
 //! sub-agents cannot spawn), and a prompt of the profile's bootstrap files, its
 //! `system_prompt_file` and its system prompt. The loop shares the parent's history and memory
 //! stores, so the sub-agent reads MEMORY.md and its exchange is persisted in its own JSONL,
-//! never in the parent's session. A semaphore bounds how many run at once; the rest wait.
+//! never in the parent's session. A sub-agent takes its parent turn's audience: one started
+//! in a conversation with other people gets no more of the owner's private memory than that
+//! turn had. A semaphore bounds how many run at once; the rest wait.
 
 use std::collections::BTreeMap;
 use std::fmt::Display;
@@ -25,6 +27,7 @@ use super::jobs::{Finished, JobStore};
 use super::profiles::profile_descriptions;
 use crate::config::SpawnConfig;
 use crate::core::agent_loop::{AgentLoop, TurnRequest};
+use crate::core::audience::Audience;
 use crate::core::memory_manager::{MemoryManager, MemorySettings};
 use crate::core::origin::Origin;
 use crate::core::ports::channel::CollectingSink;
@@ -107,6 +110,8 @@ pub struct SpawnRequest {
     pub system_prompt: Option<String>,
     /// Tool names that replace the profile's list.
     pub tools: Option<Vec<String>>,
+    /// The audience of the turn that asked: the sub-agent's (shared unless set).
+    pub audience: Audience,
 }
 
 /// Runs sub-agents and keeps their jobs. Created once and shared by the two tools.
@@ -149,8 +154,8 @@ struct SubAgentPrompt {
 
 #[async_trait]
 impl PromptSource for SubAgentPrompt {
-    async fn sections(&self) -> PromptSections {
-        let files = self.files.sections().await.base;
+    async fn sections(&self, audience: Audience) -> PromptSections {
+        let files = self.files.sections(audience).await.base;
         let base = [files.as_str(), self.system_prompt.trim()]
             .into_iter()
             .filter(|part| !part.trim().is_empty())
@@ -364,12 +369,13 @@ impl SpawnHub {
         let origin = Origin::SubAgent {
             parent: owner.clone(),
         };
+        let audience = request.audience;
         let profile_name = request.profile.clone().unwrap_or_default();
         let id = self.jobs.insert(owner, |id| {
             let (sender, receiver) = watch::channel(None);
             let id = id.to_owned();
             let handle = self.tracker.spawn(async move {
-                let result = run_job(&id, agent, text, origin, permits).await;
+                let result = run_job(&id, agent, text, origin, audience, permits).await;
                 match &result {
                     Ok(_) => tracing::info!(job = %id, profile = %profile_name, "Sub-agent finished."),
                     Err(error) => tracing::info!(job = %id, profile = %profile_name, error = %error, "Sub-agent failed."),
@@ -431,6 +437,7 @@ async fn run_job(
     agent: AgentLoop,
     text: String,
     origin: Origin,
+    audience: Audience,
     permits: Arc<Semaphore>,
 ) -> Result<String, String> {
     let _permit = permits
@@ -439,8 +446,10 @@ async fn run_job(
         .map_err(|_| "squidbot shut down before this sub-agent started".to_owned())?;
     let session = SessionId::new("spawn", id).map_err(|error| error.to_string())?;
     let sink = CollectingSink::new();
+    let mut request = TurnRequest::new(session, text, origin);
+    request.audience = audience;
     agent
-        .run(TurnRequest::new(session, text, origin), &sink)
+        .run(request, &sink)
         .await
         .map(|outcome| outcome.reply)
         .map_err(|error| error.to_string())

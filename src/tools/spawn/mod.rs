@@ -143,6 +143,7 @@ impl TypedTool for SpawnTool {
             context: non_empty(arguments.context),
             system_prompt: non_empty(arguments.system_prompt),
             tools: non_empty(arguments.tools).map(|list| split_list(&list)),
+            audience: context.audience,
         };
         match self.hub.spawn(&context.session, request) {
             Ok(id) => ToolOutput::ok(id),

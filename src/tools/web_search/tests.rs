@@ -62,6 +62,7 @@ fn context() -> ToolContext {
         metadata: serde_json::Map::new(),
         prompt_tail: None,
         approvals: None,
+        audience: Default::default(),
     }
 }
 
