@@ -333,6 +333,13 @@ fn check_agents(config: &Config, checker: &mut Checker<'_>) {
 fn check_tools(config: &Config, checker: &mut Checker<'_>) {
     let tools = &config.tools;
     checker.positive(tools.shell.timeout_seconds, "tools.shell.timeout_seconds");
+    for (i, name) in tools.shell.env_passthrough.iter().enumerate() {
+        checker.require(
+            super::secret::is_env_name(name),
+            &format!("tools.shell.env_passthrough[{i}]"),
+            "must be an environment variable name",
+        );
+    }
     let search = &tools.web_search;
     if search.enabled {
         match search.provider {

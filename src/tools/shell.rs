@@ -11,14 +11,15 @@
 //! a signal or a timeout make an error result.
 //!
 //! `libc` (already in the dependency tree through tokio) provides `killpg`; it is smaller than
-//! `nix` and avoids spawning `kill` processes. The command is not sandboxed: with
-//! `restrict_to_workspace` only its working directory is the workspace.
+//! `nix` and avoids spawning `kill` processes. The command runs in the [`Sandbox`] the assembly
+//! hands over (`tools.shell.sandbox`): Landlock, an allowlisted environment and its own TMPDIR.
 
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -28,6 +29,7 @@ use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
+use crate::tools::sandbox::Sandbox;
 
 /// Longest timeout a call may ask for, in seconds.
 pub const MAX_TIMEOUT_SECONDS: u64 = 600;
@@ -41,6 +43,7 @@ pub struct ShellTool {
     cwd: PathBuf,
     default_timeout: u64,
     spec: TypedSpec<Arguments>,
+    sandbox: Arc<Sandbox>,
 }
 
 /// The arguments of `shell`.
@@ -71,7 +74,14 @@ impl ShellTool {
             cwd: cwd.to_owned(),
             default_timeout,
             spec,
+            sandbox: Arc::new(Sandbox::off(cwd)),
         }
+    }
+
+    /// The tool with its commands run in `sandbox` (instead of unconfined).
+    pub fn with_sandbox(mut self, sandbox: Arc<Sandbox>) -> Self {
+        self.sandbox = sandbox;
+        self
     }
 }
 
@@ -97,6 +107,7 @@ impl TypedTool for ShellTool {
             &self.cwd,
             Duration::from_secs(seconds),
             OUTPUT_CAP,
+            &self.sandbox,
         )
         .await
         {
@@ -170,12 +181,14 @@ impl Drop for GroupKill {
     }
 }
 
-/// Runs `command` in `cwd`, killing its process group at `timeout` and when it ends.
+/// Runs `command` in `cwd` inside `sandbox`, killing its process group at `timeout` and when
+/// it ends.
 pub(crate) async fn run(
     command: &str,
     cwd: &Path,
     timeout: Duration,
     cap: usize,
+    sandbox: &Sandbox,
 ) -> std::io::Result<Run> {
     let (reader, writer) = std::io::pipe()?;
     let writer_err = writer.try_clone()?;
@@ -188,7 +201,18 @@ pub(crate) async fn run(
         .stderr(writer_err)
         .process_group(0)
         .kill_on_drop(true);
-    let spawned = cmd.spawn();
+    // Held until the end: the command's TMPDIR is removed when it is dropped.
+    let _sandboxed = sandbox.prepare(&mut cmd).map_err(std::io::Error::other)?;
+    let spawned = cmd.spawn().map_err(|error| {
+        if sandbox.is_enforced() {
+            std::io::Error::new(
+                error.kind(),
+                format!("starting it in the Landlock sandbox failed: {error}"),
+            )
+        } else {
+            error
+        }
+    });
     // Dropping the command closes our copies of the pipe's write end, so EOF can come.
     drop(cmd);
     let mut child = spawned?;
