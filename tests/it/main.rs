@@ -50,5 +50,7 @@ mod email;
 // `search_history` through the binary: ranked recall, the asking turn left out, summaries,
 // unforgeable output, index rebuilds.
 mod search_history;
+// The model of trust (#16): the shell sandbox, secrets redacted, untrusted text fenced.
+mod trust;
 // Regressions of reported issues (`issue_N_…`) against the real binary.
 mod regression;
