@@ -25,6 +25,7 @@ use squidbot::core::ports::llm::LlmClient;
 use squidbot::core::ports::prompt::AppendedPrompt;
 use squidbot::core::ports::store::{HistoryStore, MemoryStore};
 use squidbot::core::ports::tool::Tool;
+use squidbot::core::redact::Redactor;
 use squidbot::core::session::SessionId;
 use squidbot::core::session_locks::SessionLocks;
 use squidbot::core::tool_registry::ToolRegistry;
@@ -36,6 +37,7 @@ use squidbot::skills::catalog::search_dirs;
 use squidbot::skills::{SkillCatalog, SkilledPrompt, bundled};
 use squidbot::storage::{HistoryIndex, JsonlStore, MemoryFile, WorkspacePrompt};
 use squidbot::tools::mcp::{CONNECT_TIMEOUT, McpHub};
+use squidbot::tools::sandbox::{Sandbox, SandboxSettings};
 use squidbot::tools::shell_policy::AllowList;
 use squidbot::tools::spawn::profiles::profiles_prompt;
 use squidbot::tools::spawn::{SpawnLimits, SubAgentParts};
@@ -64,6 +66,7 @@ pub struct Assembly {
     mcp: Arc<McpHub>,
     spawn: Option<Arc<SpawnHub>>,
     history_index: Option<Arc<SearchHistoryTool>>,
+    sandbox: Arc<Sandbox>,
 }
 
 /// What building more pools later needs.
@@ -176,8 +179,21 @@ impl Assembly {
         );
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let cron = CronJobs::new(&loaded.home);
-        let mut registry = ToolRegistry::new();
-        register_workspace_tools(&mut registry, config, &bundled::bundled_dir(&loaded.home))?;
+        // Every tool result of every turn, sub-agents' included, is redacted by this.
+        let redactor = Arc::new(redactor(config));
+        let mut registry = ToolRegistry::with_redactor(redactor.clone());
+        let sandbox = Arc::new(Sandbox::new(&sandbox_settings(loaded), &redactor));
+        if config.tools.shell.enabled
+            && let Some(warning) = sandbox.warning()
+        {
+            tracing::warn!("{warning}");
+        }
+        register_workspace_tools(
+            &mut registry,
+            config,
+            &bundled::bundled_dir(&loaded.home),
+            &sandbox,
+        )?;
         for tool in registry_tools(&cron, &clock) {
             registry.register(tool)?;
         }
@@ -262,7 +278,13 @@ impl Assembly {
             mcp,
             spawn,
             history_index,
+            sandbox,
         })
+    }
+
+    /// The shell sandbox (for `/status`).
+    pub fn sandbox(&self) -> &Arc<Sandbox> {
+        &self.sandbox
     }
 
     /// Work worth starting early in a long-lived process (the gateway, the REPL): bringing the
@@ -363,13 +385,45 @@ fn approval_settings(config: &Config) -> ApprovalSettings {
     }
 }
 
-/// Registers `shell` (if `tools.shell.enabled`) and the file tools (if `tools.files.enabled`),
-/// confined to the workspace when `agents.restrict_to_workspace`; skill directories
-/// (`skills.extra_dirs` and the bundled skills in `bundled`) stay readable.
+/// The redactor of every secret the configuration knows (see `Config::secret_values`); the
+/// fields of secrets too short to redact are named in the log.
+fn redactor(config: &Config) -> Redactor {
+    let secrets = config.secret_values();
+    for (field, value) in &secrets {
+        if Redactor::too_short(value) {
+            tracing::warn!(field = %field, "Secret too short to be redacted from tool output.");
+        }
+    }
+    Redactor::new(secrets.iter().map(|(_, value)| value))
+}
+
+/// The shell sandbox's settings: `tools.shell.*`, the workspace, the skill directories as
+/// readable, and `$SQUIDBOT_HOME`, the config file and the owner's home as hidden.
+pub fn sandbox_settings(loaded: &LoadedConfig) -> SandboxSettings {
+    let config = &loaded.config;
+    let shell = &config.tools.shell;
+    let mut readable = config.skills.extra_dirs.clone();
+    readable.push(bundled::bundled_dir(&loaded.home));
+    let mut hidden = vec![loaded.home.clone(), loaded.path.clone()];
+    hidden.extend(std::env::var_os("HOME").map(std::path::PathBuf::from));
+    SandboxSettings {
+        mode: shell.sandbox,
+        network: shell.network,
+        workspace: config.agents.workspace.clone(),
+        readable,
+        hidden,
+        env_passthrough: shell.env_passthrough.clone(),
+    }
+}
+
+/// Registers `shell` (if `tools.shell.enabled`, in `sandbox`) and the file tools (if
+/// `tools.files.enabled`), confined to the workspace when `agents.restrict_to_workspace`;
+/// skill directories (`skills.extra_dirs` and the bundled skills in `bundled`) stay readable.
 fn register_workspace_tools(
     registry: &mut ToolRegistry,
     config: &Config,
     bundled: &Path,
+    sandbox: &Arc<Sandbox>,
 ) -> Result<()> {
     let workspace = &config.agents.workspace;
     if config.tools.shell.enabled {
@@ -379,7 +433,8 @@ fn register_workspace_tools(
             None => AllowList::default(),
         };
         let tool = ShellTool::new(workspace, shell.timeout_seconds)
-            .with_approval(allow, approval_settings(config).mode);
+            .with_approval(allow, approval_settings(config).mode)
+            .with_sandbox(sandbox.clone());
         registry.register(Arc::new(tool))?;
     }
     if config.tools.files.enabled {

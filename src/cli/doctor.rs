@@ -5,7 +5,9 @@
 //! the enabled channels' servers are reachable (Matrix `GET /_matrix/client/versions`, and
 //! `whoami` with the access token; email IMAP and SMTP each logged in to with the configured TLS
 //! mode, then logged out of); home, `sessions/`, the workspace and `cron/` are
-//! writable; the HTTP listen address is free or already served by a squidbot gateway.
+//! writable; the HTTP listen address is free or already served by a squidbot gateway; the
+//! shell sandbox is enforced (a `WARN` line, which does not fail, when the kernel has no
+//! Landlock).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -21,7 +23,9 @@ use squidbot::channels::email::smtp::SmtpOutbox;
 use squidbot::config::{Config, EmailConfig, MatrixConfig};
 use squidbot::core::message::{Message, Role};
 use squidbot::core::ports::llm::{ChatRequest, LlmClient};
+use squidbot::core::redact::Redactor;
 use squidbot::llm::{Endpoint, OpenAiCompatLlm, Timeouts, http_client};
+use squidbot::tools::sandbox::Sandbox;
 
 /// The limit for one network probe (LLM call, HTTP GET, TCP connect).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -108,6 +112,20 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     }
     if config.gateway.http.enabled {
         report(listen_check(config).await)?;
+    }
+    if config.tools.shell.enabled {
+        let settings = super::assemble::sandbox_settings(&loaded);
+        let sandbox = Sandbox::new(&settings, &Redactor::none());
+        let status = sandbox.status();
+        if status.starts_with("unavailable") {
+            say!(
+                "WARN shell sandbox: {status} (commands run with all of this user's rights;                  set tools.shell.sandbox: off to accept that)"
+            )?;
+        } else if status.starts_with("refused") {
+            report(Check::fail("shell sandbox", status))?;
+        } else {
+            report(Check::ok(format!("shell sandbox: {status}")))?;
+        }
     }
     Ok(if all_ok {
         ExitCode::SUCCESS

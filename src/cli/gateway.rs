@@ -50,6 +50,15 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     metrics.register_tool("memory_write");
     let state = Arc::new(GatewayState::new(metrics));
     state.add_section(Arc::new(SkillsSection(assembly.skills().clone())));
+    let sandbox = assembly.sandbox().clone();
+    let shell_enabled = config.tools.shell.enabled;
+    state.add_section(Arc::new(status_fn("sandbox", move || {
+        if shell_enabled {
+            sandbox.status()
+        } else {
+            "off (no shell tool)".to_owned()
+        }
+    })));
     if !config.tools.mcp_servers.is_empty() {
         state.add_section(Arc::new(McpSection(assembly.mcp())));
     }
@@ -132,7 +141,8 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     let email = &config.channels.email;
     if email.enabled {
         let workspace = &config.agents.workspace;
-        let channel = Arc::new(EmailChannel::new(email, &loaded.home, workspace)?);
+        let channel =
+            Arc::new(EmailChannel::new(email, &loaded.home, workspace)?.with_owner(config.owner()));
         let status = channel.clone();
         state.add_section(Arc::new(status_fn("email", move || status.status())));
         directory.register(channel);

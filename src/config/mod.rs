@@ -40,8 +40,8 @@ pub use schema::{
 pub use schema_channels::{ChannelsConfig, EmailConfig, GroupPolicy, MatrixConfig};
 pub use schema_llm::{LlmConfig, LlmRetry, LlmTimeouts, ModelConfig, PoolEntry, ProviderConfig};
 pub use schema_tools::{
-    ApprovalConfig, McpServerConfig, McpTransport, ShellToolConfig, SpawnConfig, SpawnProfile,
-    ToolToggle, ToolsConfig, WebSearchConfig, WebSearchProvider,
+    ApprovalConfig, McpServerConfig, McpTransport, ShellSandbox, ShellToolConfig, SpawnConfig,
+    SpawnProfile, ToolToggle, ToolsConfig, WebSearchConfig, WebSearchProvider,
 };
 pub use secret::Secret;
 

@@ -61,6 +61,22 @@ pub struct ShellToolConfig {
     pub approval: ApprovalConfig,
     /// Seconds an approval waits for an answer before it counts as denied. Default: `600`.
     pub approval_timeout_seconds: u64,
+    /// `auto`: every command runs under Landlock where the kernel supports it (writes only in
+    /// the workspace and a private temporary directory; reads the system, the workspace and
+    /// the skill directories, never the rest of `$SQUIDBOT_HOME` or the owner's home), and
+    /// without Landlock a warning at start, in `/status` and in `doctor`. `off`: no sandbox.
+    /// Default: `auto`.
+    pub sandbox: ShellSandbox,
+    /// Whether sandboxed commands may open TCP connections and listen on TCP ports. `false`
+    /// (Landlock ABI 4 or later) denies TCP `connect` and `bind`; UDP (so DNS lookups),
+    /// already open sockets and UNIX sockets on the file system are not covered. Default:
+    /// `true`.
+    pub network: bool,
+    /// Environment variables passed on to commands besides PATH, LANG, TZ, TERM, HOME (the
+    /// workspace) and TMPDIR (the command's own temporary directory); nothing else of the
+    /// daemon's environment reaches them, and a variable holding a secret is never passed.
+    /// Default: none.
+    pub env_passthrough: Vec<String>,
 }
 
 impl Default for ShellToolConfig {
@@ -71,6 +87,9 @@ impl Default for ShellToolConfig {
             allow: None,
             approval: ApprovalConfig::Ask,
             approval_timeout_seconds: 600,
+            sandbox: ShellSandbox::Auto,
+            network: true,
+            env_passthrough: Vec::new(),
         }
     }
 }
@@ -83,6 +102,17 @@ pub enum ApprovalConfig {
     #[default]
     Ask,
     /// Never ask.
+    Off,
+}
+
+/// `tools.shell.sandbox`: whether shell commands run sandboxed.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ShellSandbox {
+    /// Landlock where the kernel supports it; otherwise a warning.
+    #[default]
+    Auto,
+    /// No sandbox: commands run with the daemon's rights (the environment is still filtered).
     Off,
 }
 

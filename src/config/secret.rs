@@ -8,6 +8,8 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer};
 
+use super::Config;
+
 /// A credential. `Debug` and `Display` print `***`; only [`Secret::expose`] gives the value, so
 /// printing a config (or an error that contains one) never leaks it.
 #[derive(Clone, Default, PartialEq, Eq)]
@@ -51,6 +53,115 @@ impl fmt::Display for Secret {
 impl<'de> Deserialize<'de> for Secret {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         String::deserialize(deserializer).map(Self)
+    }
+}
+
+/// Words that make an environment variable's name a secret's (`GITHUB_TOKEN`, `DB_PASSWORD`):
+/// such variables of MCP servers and of the daemon's own environment count as secrets.
+const SECRET_NAME_WORDS: [&str; 7] = [
+    "KEY",
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "PASSPHRASE",
+    "CREDENTIAL",
+];
+
+/// Whether an environment variable named `name` presumably holds a secret.
+pub fn is_secret_name(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    SECRET_NAME_WORDS.iter().any(|word| upper.contains(word))
+}
+
+impl Config {
+    /// Every secret value squidbot knows, each with the field (or variable) it comes from:
+    /// the providers' API keys, the Matrix access token, password, recovery key and store
+    /// passphrase, the mail password, the HTTP token and the web-search key (resolved by
+    /// loading, and read again from the variables their `${VAR}` or `*_env` name when loading
+    /// left them unresolved, as it does for disabled features), the secret-named `env` of MCP
+    /// servers, and the daemon's own secret-named variables (see [`is_secret_name`]). Built
+    /// once at assembly into the redactor of tool output. Empty values are left out.
+    pub fn secret_values(&self) -> Vec<(String, String)> {
+        self.secret_values_with(&|name| std::env::var(name).ok(), std::env::vars())
+    }
+
+    /// [`Config::secret_values`] with the environment read through `lookup` and listed by
+    /// `vars`.
+    pub(crate) fn secret_values_with(
+        &self,
+        lookup: EnvLookup<'_>,
+        vars: impl Iterator<Item = (String, String)>,
+    ) -> Vec<(String, String)> {
+        let mut found = Vec::new();
+        let mut add = |field: String, secret: &Secret, env_name: &str| {
+            let mut values = vec![match secret.env_reference() {
+                Some(name) => lookup(name),
+                None => Some(secret.expose().to_owned()),
+            }];
+            if is_env_name(env_name) {
+                values.push(lookup(env_name));
+            }
+            for value in values.into_iter().flatten() {
+                if !value.is_empty() {
+                    found.push((field.clone(), value));
+                }
+            }
+        };
+        for (name, provider) in &self.llm.providers {
+            let field = format!("llm.providers.{name}.api_key");
+            add(field, &provider.api_key, &provider.api_key_env);
+        }
+        let search = &self.tools.web_search;
+        add(
+            "tools.web_search.api_key".into(),
+            &search.api_key,
+            &search.api_key_env,
+        );
+        let matrix = &self.channels.matrix;
+        let field = "channels.matrix.";
+        add(
+            format!("{field}access_token"),
+            &matrix.access_token,
+            &matrix.access_token_env,
+        );
+        add(
+            format!("{field}password"),
+            &matrix.password,
+            &matrix.password_env,
+        );
+        add(
+            format!("{field}recovery_key"),
+            &matrix.recovery_key,
+            &matrix.recovery_key_env,
+        );
+        add(
+            format!("{field}store_passphrase"),
+            &matrix.store_passphrase,
+            "",
+        );
+        let email = &self.channels.email;
+        add(
+            "channels.email.password".into(),
+            &email.password,
+            &email.password_env,
+        );
+        let http = &self.gateway.http;
+        add("gateway.http.token".into(), &http.token, &http.token_env);
+        for (server, config) in &self.tools.mcp_servers {
+            for (name, value) in config.env.iter().flatten() {
+                if is_secret_name(name) && !value.is_empty() {
+                    let field = format!("tools.mcp_servers.{server}.env.{name}");
+                    found.push((field, value.clone()));
+                }
+            }
+        }
+        for (name, value) in vars {
+            if is_secret_name(&name) && !value.is_empty() {
+                found.push((format!("${name}"), value));
+            }
+        }
+        found
     }
 }
 
@@ -158,6 +269,35 @@ mod tests {
         check("x", "SQUIDBOT_TEST_SECRET_SET", Err("not both"));
         check("", "not a name", Err("not an environment variable name"));
         check("pre${X}", "", Ok("pre${X}"));
+    }
+
+    #[test]
+    fn every_known_secret_is_collected() {
+        let yaml = "llm:\n  providers:\n    a:\n      api_base: http://x\n      api_key: sk-inline-1234\n    b:\n      api_base: http://x\n      api_key_env: SQUIDBOT_TEST_SECRET_SET\nchannels:\n  matrix:\n    password: ${SQUIDBOT_TEST_MATRIX}\ntools:\n  mcp_servers:\n    gh:\n      command: gh-mcp\n      env:\n        GITHUB_TOKEN: ghp_abcdefgh\n        MODE: production\n";
+        let config: Config = serde_saphyr::from_str(yaml).unwrap();
+        let lookup = |name: &str| match name {
+            "SQUIDBOT_TEST_SECRET_SET" => Some("s3cret-from-env".to_owned()),
+            "SQUIDBOT_TEST_MATRIX" => Some("matrix-pass-99".to_owned()),
+            _ => None,
+        };
+        let vars = [
+            ("OPENAI_API_KEY".to_owned(), "sk-daemon-env".to_owned()),
+            ("LANG".to_owned(), "C.UTF-8".to_owned()),
+        ];
+        let found = config.secret_values_with(&lookup, vars.into_iter());
+        let values: Vec<&str> = found.iter().map(|(_, value)| value.as_str()).collect();
+        assert_eq!(
+            values,
+            [
+                "sk-inline-1234",
+                "s3cret-from-env",
+                "matrix-pass-99",
+                "ghp_abcdefgh",
+                "sk-daemon-env"
+            ],
+            "{found:?}"
+        );
+        assert_eq!(found[2].0, "channels.matrix.password");
     }
 
     #[test]

@@ -339,6 +339,13 @@ fn check_tools(config: &Config, checker: &mut Checker<'_>) {
         let field = format!("tools.shell.allow[{position}]");
         checker.require(!entry.trim().is_empty(), &field, "an entry names a command");
     }
+    for (i, name) in tools.shell.env_passthrough.iter().enumerate() {
+        checker.require(
+            super::secret::is_env_name(name),
+            &format!("tools.shell.env_passthrough[{i}]"),
+            "must be an environment variable name",
+        );
+    }
     let search = &tools.web_search;
     if search.enabled {
         match search.provider {

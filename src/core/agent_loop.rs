@@ -40,6 +40,7 @@ use crate::core::ports::tool::{Tool, ToolContext, ToolOutput};
 use crate::core::session::SessionId;
 use crate::core::session_locks::SessionLocks;
 use crate::core::tool_registry::{ToolRegistry, ToolSet};
+use crate::core::untrusted;
 
 /// The most tool rounds a turn may take before it is stopped.
 pub const DEFAULT_MAX_TOOL_ROUNDS: usize = 20;
@@ -480,11 +481,13 @@ impl AgentLoop {
             let mut batch = Vec::with_capacity(outputs.len() + 1);
             for (call, output) in response.tool_calls.iter().zip(outputs) {
                 tracing::debug!(tool = %call.name, is_error = output.is_error, "Tool call finished.");
-                let mut result = Message::new(
-                    Role::Tool,
-                    cap(output.content, self.tool_result_cap),
-                    self.clock.now(),
-                );
+                // Redacted by the tool set; capped, then fenced when it comes from outside, so
+                // the cap never cuts the closing marker.
+                let mut content = cap(output.content, self.tool_result_cap);
+                if output.untrusted {
+                    content = untrusted::fence(&call.name, &content);
+                }
+                let mut result = Message::new(Role::Tool, content, self.clock.now());
                 result.tool_call_id = Some(call.id.clone());
                 result.channel = Some(channel.to_owned());
                 batch.push(result);

@@ -20,6 +20,7 @@ use crate::core::ports::llm::{ContextBudget, LlmClient};
 use crate::core::ports::prompt::{FALLBACK_BASE_PROMPT, PromptSource};
 use crate::core::ports::store::{HistoryStore, MemoryStore, StoreError, Tail};
 use crate::core::session::SessionId;
+use crate::core::untrusted;
 use crate::core::window;
 
 /// The notice appended to the system prompt shortly before consolidation.
@@ -140,6 +141,8 @@ impl MemoryManager {
         } else {
             sections.base
         };
+        system.push_str("\n\n");
+        system.push_str(untrusted::SYSTEM_RULE);
         if !global.trim().is_empty() {
             system.push_str("\n\n## Your Memory\n\n");
             system.push_str(global.trim_end());

@@ -5,6 +5,10 @@
 //! session) are layered on top in a [`ToolSet`] that lives for one turn only: when the turn
 //! ends they are gone, and the registry never saw them. In a turn someone besides the owner
 //! takes part in, owner-only tools (`memory_write`) are neither offered nor run.
+//!
+//! Every call of a turn passes through [`ToolSet::call`], so that is where known secrets are
+//! redacted from what tools return, errors and panics included: the registry carries the
+//! [`Redactor`] built at assembly, and registries derived from it (the sub-agents') keep it.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -15,6 +19,7 @@ use serde_json::Value;
 
 use crate::core::audience::Audience;
 use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, ToolSpec};
+use crate::core::redact::Redactor;
 
 /// A tool name was registered twice.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -26,6 +31,7 @@ pub struct DuplicateTool(pub String);
 pub struct ToolRegistry {
     tools: Vec<Arc<dyn Tool>>,
     index: HashMap<String, usize>,
+    redactor: Arc<Redactor>,
 }
 
 impl std::fmt::Debug for ToolRegistry {
@@ -40,6 +46,24 @@ impl ToolRegistry {
     /// An empty registry.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty registry whose tools' output is redacted by `redactor`.
+    pub fn with_redactor(redactor: Arc<Redactor>) -> Self {
+        Self {
+            redactor,
+            ..Self::default()
+        }
+    }
+
+    /// An empty registry with this one's redactor (for a registry filtered from this one).
+    pub fn emptied(&self) -> Self {
+        Self::with_redactor(self.redactor.clone())
+    }
+
+    /// The redactor applied to every result.
+    pub fn redactor(&self) -> &Arc<Redactor> {
+        &self.redactor
     }
 
     /// Adds a tool; names must be unique.
@@ -111,8 +135,23 @@ impl<'a> ToolSet<'a> {
         self.offered.iter().map(|t| t.spec()).collect()
     }
 
-    /// Runs a tool by name. Unknown names, errors and panics all become error results.
+    /// Runs a tool by name. Unknown names, errors and panics all become error results; known
+    /// secrets in the result are replaced by `[redacted]`.
     pub async fn call(&self, name: &str, arguments: Value, context: &ToolContext) -> ToolOutput {
+        let mut output = self.call_unredacted(name, arguments, context).await;
+        if let std::borrow::Cow::Owned(redacted) = self.registry.redactor.redact(&output.content) {
+            tracing::info!(tool = name, "Secret redacted from a tool result.");
+            output.content = redacted;
+        }
+        output
+    }
+
+    async fn call_unredacted(
+        &self,
+        name: &str,
+        arguments: Value,
+        context: &ToolContext,
+    ) -> ToolOutput {
         let tool = self
             .extra
             .iter()
@@ -138,6 +177,7 @@ impl<'a> ToolSet<'a> {
                     .map(|s| (*s).to_owned())
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "unknown panic".to_owned());
+                let detail = self.registry.redactor.redact(&detail).into_owned();
                 tracing::error!(tool = name, panic = %detail, "Tool panicked; returned an error result.");
                 ToolOutput::error(format!("Error: tool {name} failed internally: {detail}"))
             }

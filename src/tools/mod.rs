@@ -5,6 +5,7 @@
 //! - [`mcp`]: tools of MCP servers (`tools.mcp_servers`), named `<server>__<tool>`.
 //! - [`memory_write`]: replaces the global MEMORY.md; built per turn, never registered.
 //! - [`search_history`]: `search_history`, full-text search over all sessions (registered).
+//! - [`sandbox`]: the Landlock sandbox, environment and TMPDIR of every `shell` command.
 //! - [`shell`]: `shell`, a command in the workspace with a process-group timeout (registered).
 //! - [`spawn`]: `spawn` and `spawn_await`, background sub-agents with profiles (registered).
 //! - [`web_search`]: `web_search` through SearXNG, Brave or DuckDuckGo (registered).
@@ -13,6 +14,7 @@ pub mod fetch_url;
 pub mod files;
 pub mod mcp;
 pub mod memory_write;
+pub mod sandbox;
 pub mod search_history;
 pub mod shell;
 pub mod shell_policy;

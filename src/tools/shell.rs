@@ -11,7 +11,8 @@
 //! a signal or a timeout make an error result.
 //!
 //! `libc` (already in the dependency tree through tokio) provides `killpg`; it is smaller than
-//! `nix` and avoids spawning `kill` processes.
+//! `nix` and avoids spawning `kill` processes. The command runs in the [`Sandbox`] the assembly
+//! hands over (`tools.shell.sandbox`): Landlock, an allowlisted environment and its own TMPDIR.
 //!
 //! A command the allow list does not cover ([`crate::tools::shell_policy`]) waits for the
 //! owner's approval through the turn's gate before it starts; a refusal is the result.
@@ -21,6 +22,7 @@ use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -31,6 +33,7 @@ use tokio::time::Instant;
 
 use crate::core::approval::{ApprovalMode, Refusal};
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
+use crate::tools::sandbox::Sandbox;
 use crate::tools::shell_policy::{AllowList, Judgement, judge};
 
 /// Longest timeout a call may ask for, in seconds.
@@ -49,6 +52,7 @@ pub struct ShellTool {
     allow: AllowList,
     /// Whether anything asks at all.
     approval: ApprovalMode,
+    sandbox: Arc<Sandbox>,
 }
 
 /// The arguments of `shell`.
@@ -81,7 +85,14 @@ impl ShellTool {
             spec,
             allow: AllowList::default(),
             approval: ApprovalMode::Ask,
+            sandbox: Arc::new(Sandbox::off(cwd)),
         }
+    }
+
+    /// The tool with its commands run in `sandbox` (instead of unconfined).
+    pub fn with_sandbox(mut self, sandbox: Arc<Sandbox>) -> Self {
+        self.sandbox = sandbox;
+        self
     }
 
     /// Runs only what `allow` covers without asking (or everything, with
@@ -138,6 +149,7 @@ impl TypedTool for ShellTool {
             &self.cwd,
             Duration::from_secs(seconds),
             OUTPUT_CAP,
+            &self.sandbox,
         )
         .await
         {
@@ -211,12 +223,14 @@ impl Drop for GroupKill {
     }
 }
 
-/// Runs `command` in `cwd`, killing its process group at `timeout` and when it ends.
+/// Runs `command` in `cwd` inside `sandbox`, killing its process group at `timeout` and when
+/// it ends.
 pub(crate) async fn run(
     command: &str,
     cwd: &Path,
     timeout: Duration,
     cap: usize,
+    sandbox: &Sandbox,
 ) -> std::io::Result<Run> {
     let (reader, writer) = std::io::pipe()?;
     let writer_err = writer.try_clone()?;
@@ -229,7 +243,18 @@ pub(crate) async fn run(
         .stderr(writer_err)
         .process_group(0)
         .kill_on_drop(true);
-    let spawned = cmd.spawn();
+    // Held until the end: the command's TMPDIR is removed when it is dropped.
+    let _sandboxed = sandbox.prepare(&mut cmd).map_err(std::io::Error::other)?;
+    let spawned = cmd.spawn().map_err(|error| {
+        if sandbox.is_enforced() {
+            std::io::Error::new(
+                error.kind(),
+                format!("starting it in the Landlock sandbox failed: {error}"),
+            )
+        } else {
+            error
+        }
+    });
     // Dropping the command closes our copies of the pipe's write end, so EOF can come.
     drop(cmd);
     let mut child = spawned?;

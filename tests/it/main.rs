@@ -54,5 +54,7 @@ mod email;
 mod search_history;
 // The owner's memory stays private: shared rooms get no MEMORY.md, USER.md or memory_write.
 mod privacy;
+// The model of trust (#16): the shell sandbox, secrets redacted, untrusted text fenced.
+mod trust;
 // Regressions of reported issues (`issue_N_…`) against the real binary.
 mod regression;

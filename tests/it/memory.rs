@@ -75,7 +75,8 @@ async fn prompt_holds_exactly_memory_summary_and_the_tail() {
     assert_eq!(
         system,
         format!(
-            "{BASE_PROMPT}\n\n## Your Memory\n\n- likes tea\n\n## Conversation Summary\n\nSummary of m0, m1, m2, m3."
+            "{BASE_PROMPT}\n\n{}\n\n## Your Memory\n\n- likes tea\n\n## Conversation Summary\n\nSummary of m0, m1, m2, m3.",
+            squidbot::core::untrusted::SYSTEM_RULE
         )
     );
     let sent: Vec<(String, String)> = last["messages"].as_array().unwrap()[1..]

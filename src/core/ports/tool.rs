@@ -154,6 +154,9 @@ pub struct ToolOutput {
     pub content: String,
     /// Whether the call failed.
     pub is_error: bool,
+    /// Whether the text comes from outside (a web page, a search engine, an MCP server, a
+    /// stranger's file): the agent loop then fences it as untrusted data (`core::untrusted`).
+    pub untrusted: bool,
 }
 
 impl ToolOutput {
@@ -162,6 +165,7 @@ impl ToolOutput {
         Self {
             content: content.into(),
             is_error: false,
+            untrusted: false,
         }
     }
 
@@ -176,7 +180,14 @@ impl ToolOutput {
         Self {
             content,
             is_error: true,
+            untrusted: false,
         }
+    }
+
+    /// This result, marked as text from outside (see [`ToolOutput::untrusted`]).
+    pub fn from_outside(mut self) -> Self {
+        self.untrusted = true;
+        self
     }
 }
 

@@ -263,7 +263,8 @@ impl TypedTool for FetchUrlTool {
             "fetch_url fetched a page."
         );
         let format = arguments.format;
-        ToolOutput::ok(render(fetched, format, max_chars).await)
+        // The page is someone else's text: the agent loop fences it as untrusted data.
+        ToolOutput::ok(render(fetched, format, max_chars).await).from_outside()
     }
 }
 

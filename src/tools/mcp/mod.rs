@@ -52,7 +52,11 @@ impl Tool for McpTool {
     }
 
     async fn call(&self, arguments: Value, _context: &ToolContext) -> ToolOutput {
-        self.server.call(&self.remote_name, arguments).await
+        // Whatever a server returns, errors included, is its text, not the owner's.
+        self.server
+            .call(&self.remote_name, arguments)
+            .await
+            .from_outside()
     }
 }
 

@@ -86,10 +86,10 @@ async fn check_round_trip(hub: &McpHub, server: &str) {
     let parameters: Value = serde_json::from_str(echo.spec().parameters().get()).unwrap();
     assert_eq!(parameters["properties"]["text"]["type"], "string");
     let out = echo.call(json!({"text": "hi"}), &context()).await;
-    assert_eq!(out, ToolOutput::ok("hi"));
+    assert_eq!(out, ToolOutput::ok("hi").from_outside());
     let add = find(hub, &format!("{server}__add"));
     let out = add.call(json!({"a": 2, "b": 3}), &context()).await;
-    assert_eq!(out, ToolOutput::ok("5"));
+    assert_eq!(out, ToolOutput::ok("5").from_outside());
     let fail = find(hub, &format!("{server}__fail"));
     let out = fail.call(json!({}), &context()).await;
     assert!(out.is_error);
@@ -148,7 +148,7 @@ async fn http_server_round_trips_and_reconnects() {
     let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
     let _server = serve_http(listener).await;
     let out = echo.call(json!({"text": "back"}), &context()).await;
-    assert_eq!(out, ToolOutput::ok("back"));
+    assert_eq!(out, ToolOutput::ok("back").from_outside());
     let status = hub.status().await;
     assert!(status[0].connected);
     assert_eq!(status[0].last_error, None);
@@ -236,7 +236,7 @@ async fn server_down_at_startup_joins_as_late_tools_once_it_answers() {
     assert_eq!(names, ["late__echo", "late__add", "late__fail"]);
     let echo = hub.late_tools().remove(0);
     let out = echo.call(json!({"text": "hi"}), &context()).await;
-    assert_eq!(out, ToolOutput::ok("hi"));
+    assert_eq!(out, ToolOutput::ok("hi").from_outside());
     assert!(hub.status().await[0].connected);
     assert!(hub.tools().is_empty(), "the startup set never changes");
 }

@@ -177,7 +177,7 @@ impl SpawnHub {
         limits: SpawnLimits,
         pool: impl Fn(&str) -> Result<Arc<dyn LlmClient>, E>,
     ) -> Result<Self, SpawnError> {
-        let mut tools = ToolRegistry::new();
+        let mut tools = parts.tools.emptied();
         for name in parts.tools.names() {
             if SPAWN_TOOL_NAMES.contains(&name) {
                 continue;
@@ -319,7 +319,7 @@ impl SpawnHub {
             Some(names) => names,
             None => &profile.tools,
         };
-        let mut tools = ToolRegistry::new();
+        let mut tools = self.tools.emptied();
         if wanted.is_empty() {
             tools = self.tools.clone();
         } else {

@@ -171,7 +171,8 @@ impl TypedTool for WebSearchTool {
             }
         };
         match self.provider.search(&self.client, query, max_results).await {
-            Ok(hits) => ToolOutput::ok(format_hits(query, &hits, max_results)),
+            // Titles and snippets are the web's text: fenced as untrusted data.
+            Ok(hits) => ToolOutput::ok(format_hits(query, &hits, max_results)).from_outside(),
             Err(error) => {
                 tracing::info!(provider = self.provider.name(), error = %error, "Web search failed.");
                 ToolOutput::error(format!("Search failed: {error}"))

@@ -161,11 +161,17 @@ async fn duckduckgo_parses_the_html_page_skipping_ads() {
 async fn empty_results_say_so_for_every_provider() {
     let (base, _) = serve(200, r#"{"results": []}"#).await;
     let out = run(searxng(&base, None), json!({"query": "nothing"})).await;
-    assert_eq!(out, ToolOutput::ok("No results found for: nothing"));
+    assert_eq!(
+        out,
+        ToolOutput::ok("No results found for: nothing").from_outside()
+    );
 
     let (base, _) = serve(200, r#"{"type": "search"}"#).await;
     let out = run(brave(&base), json!({"query": "nothing"})).await;
-    assert_eq!(out, ToolOutput::ok("No results found for: nothing"));
+    assert_eq!(
+        out,
+        ToolOutput::ok("No results found for: nothing").from_outside()
+    );
 
     let (base, _) = serve(
         200,
@@ -173,7 +179,10 @@ async fn empty_results_say_so_for_every_provider() {
     )
     .await;
     let out = run(ddg(&base), json!({"query": "nothing"})).await;
-    assert_eq!(out, ToolOutput::ok("No results found for: nothing"));
+    assert_eq!(
+        out,
+        ToolOutput::ok("No results found for: nothing").from_outside()
+    );
 }
 
 #[tokio::test]

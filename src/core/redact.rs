@@ -1,0 +1,240 @@
+//! [`Redactor`]: every secret squidbot knows, replaced by `[redacted]` in tool output.
+//!
+//! The secrets are collected once, at assembly (the configuration's resolved credentials and
+//! the variables they name), and every tool result passes through [`Redactor::redact`] in the
+//! tool set before it is stored, shown to the model, delivered or logged. So a key that a
+//! command prints (`cat` of a file it was written to, an `env` dump, an error message quoting a
+//! header) never reaches a session file, a summary, MEMORY.md, a prompt or a reply.
+//!
+//! Matching uses aho-corasick over every secret at once, with overlapping matches: when two
+//! secrets overlap in the text (the end of one is the start of another), the union of both is
+//! replaced, so no part of either is left visible. Besides each value as it is, its JSON-escaped
+//! and percent-encoded forms are matched, which is how a secret with a quote or a space shows
+//! up in JSON output or a URL. Secrets shorter than [`MIN_SECRET_LEN`] bytes are not matched:
+//! replacing every occurrence of a four-letter word would wreck ordinary output, and such a
+//! value is no real secret; the assembly logs the fields it skipped.
+
+use std::borrow::Cow;
+
+use aho_corasick::{AhoCorasick, MatchKind};
+
+/// What a secret is replaced by.
+pub const REDACTED: &str = "[redacted]";
+
+/// Secrets shorter than this (in bytes) are not redacted (see the module docs).
+pub const MIN_SECRET_LEN: usize = 8;
+
+/// Replaces known secrets in text. Cheap to share; built once.
+#[derive(Debug, Default)]
+pub struct Redactor {
+    matcher: Option<AhoCorasick>,
+    n_secrets: usize,
+}
+
+impl Redactor {
+    /// A redactor that changes nothing (no secrets known).
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// A redactor for `secrets`; values shorter than [`MIN_SECRET_LEN`] are left out (see
+    /// [`Redactor::too_short`] to name them).
+    pub fn new<S: AsRef<str>>(secrets: impl IntoIterator<Item = S>) -> Self {
+        let mut patterns: Vec<String> = Vec::new();
+        let mut n_secrets = 0;
+        for secret in secrets {
+            let secret = secret.as_ref();
+            if Self::too_short(secret) {
+                continue;
+            }
+            n_secrets += 1;
+            for form in forms(secret) {
+                if !patterns.contains(&form) {
+                    patterns.push(form);
+                }
+            }
+        }
+        if patterns.is_empty() {
+            return Self::none();
+        }
+        let matcher = AhoCorasick::builder()
+            .match_kind(MatchKind::Standard)
+            .build(&patterns);
+        match matcher {
+            Ok(matcher) => Self {
+                matcher: Some(matcher),
+                n_secrets,
+            },
+            Err(error) => {
+                // Only a pattern set beyond aho-corasick's size limits fails; a handful of
+                // secrets never is. Say so loudly rather than pretend to redact.
+                tracing::error!(error = %error, "Secret redactor could not be built; tool output is not redacted.");
+                Self::none()
+            }
+        }
+    }
+
+    /// Whether `secret` is too short to be redacted.
+    pub fn too_short(secret: &str) -> bool {
+        secret.len() < MIN_SECRET_LEN
+    }
+
+    /// How many secrets are redacted.
+    pub fn len(&self) -> usize {
+        self.n_secrets
+    }
+
+    /// Whether no secret is redacted.
+    pub fn is_empty(&self) -> bool {
+        self.n_secrets == 0
+    }
+
+    /// Whether `text` contains a known secret.
+    pub fn finds(&self, text: &str) -> bool {
+        self.matcher
+            .as_ref()
+            .is_some_and(|matcher| matcher.is_match(text))
+    }
+
+    /// `text` with every known secret replaced by [`REDACTED`]; borrowed when none occurs.
+    pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let Some(matcher) = &self.matcher else {
+            return Cow::Borrowed(text);
+        };
+        // The byte ranges of all matches, overlapping ones included, merged into maximal
+        // covered runs. The patterns are valid UTF-8, so every match starts and ends on a
+        // character boundary of the (valid UTF-8) text.
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        let mut found: Vec<(usize, usize)> = matcher
+            .find_overlapping_iter(text)
+            .map(|m| (m.start(), m.end()))
+            .collect();
+        if found.is_empty() {
+            return Cow::Borrowed(text);
+        }
+        found.sort_unstable();
+        for (start, end) in found {
+            match runs.last_mut() {
+                Some(last) if start <= last.1 => last.1 = last.1.max(end),
+                _ => runs.push((start, end)),
+            }
+        }
+        let mut out = String::with_capacity(text.len());
+        let mut at = 0;
+        for (start, end) in runs {
+            out.push_str(&text[at..start]);
+            out.push_str(REDACTED);
+            at = end;
+        }
+        out.push_str(&text[at..]);
+        Cow::Owned(out)
+    }
+}
+
+/// The forms a secret takes in output: as it is, JSON-escaped, percent-encoded.
+fn forms(secret: &str) -> Vec<String> {
+    let mut forms = vec![secret.to_owned()];
+    let json = serde_json::to_string(secret).unwrap_or_default();
+    let json = json
+        .strip_prefix('"')
+        .and_then(|s| s.strip_suffix('"'))
+        .unwrap_or(secret);
+    let percent = percent_encoded(secret);
+    for form in [json.to_owned(), percent] {
+        if !forms.contains(&form) {
+            forms.push(form);
+        }
+    }
+    forms
+}
+
+/// `text` with every byte outside RFC 3986's unreserved set percent-encoded.
+fn percent_encoded(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(secrets: &[&str], text: &str, expected: &str) {
+        let redactor = Redactor::new(secrets.iter().copied());
+        assert_eq!(redactor.redact(text), expected, "secrets {secrets:?}");
+    }
+
+    #[test]
+    fn secrets_are_replaced_wherever_they_occur() {
+        check(
+            &["sk-live-123456"],
+            "key=sk-live-123456\n",
+            "key=[redacted]\n",
+        );
+        check(
+            &["sk-live-123456"],
+            "sk-live-123456sk-live-123456 end",
+            "[redacted] end",
+        );
+        check(&["sk-live-123456"], "nothing here", "nothing here");
+        check(&[], "sk-live-123456", "sk-live-123456");
+        // Unicode around and inside secrets stays well-formed.
+        check(&["pässwörd-42"], "é pässwörd-42 é", "é [redacted] é");
+    }
+
+    #[test]
+    fn overlapping_secrets_leave_no_part_visible() {
+        // The second starts inside the first: their union is one redaction.
+        check(
+            &["abcdefgh12", "gh12345678"],
+            "x abcdefgh12345678 y",
+            "x [redacted] y",
+        );
+        // One inside another, in either order of configuration.
+        check(
+            &["0123456789", "23456789"],
+            "a 0123456789 b",
+            "a [redacted] b",
+        );
+        check(
+            &["23456789", "0123456789"],
+            "a 0123456789 b",
+            "a [redacted] b",
+        );
+        // Adjacent but not overlapping: still no gap between them.
+        check(&["aaaaaaaa", "bbbbbbbb"], "aaaaaaaabbbbbbbb", "[redacted]");
+    }
+
+    #[test]
+    fn escaped_forms_are_redacted() {
+        check(
+            &["pass \"word\" 99"],
+            r#"{"password":"pass \"word\" 99"}"#,
+            r#"{"password":"[redacted]"}"#,
+        );
+        check(
+            &["p@ss word/99"],
+            "https://u:p%40ss%20word%2F99@host/",
+            "https://u:[redacted]@host/",
+        );
+    }
+
+    #[test]
+    fn short_secrets_are_left_out() {
+        let redactor = Redactor::new(["1234", "long-enough-secret"]);
+        assert_eq!(redactor.len(), 1);
+        assert_eq!(
+            redactor.redact("1234 long-enough-secret"),
+            "1234 [redacted]"
+        );
+        assert!(Redactor::too_short("1234567"));
+        assert!(!Redactor::too_short("12345678"));
+        assert!(Redactor::none().is_empty());
+    }
+}

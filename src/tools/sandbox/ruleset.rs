@@ -1,0 +1,138 @@
+//! Landlock: the kernel's ABI, the ruleset of one command, and restricting the child.
+//!
+//! The ruleset is built in the parent with the `landlock` crate at [`CompatLevel::HardRequirement`]
+//! for every access right of the kernel's ABI (up to [`TESTED_ABI`]): if the kernel cannot
+//! enforce any part of it, building fails and the command is not run, instead of running under
+//! a silently weaker sandbox. The child, between `fork` and `exec`, only makes two system calls
+//! on the ready ruleset's file descriptor (`prctl(PR_SET_NO_NEW_PRIVS)` and
+//! `landlock_restrict_self`): both are async-signal-safe and allocate nothing, which is all a
+//! forked child of a multi-threaded process may do.
+
+use std::io;
+use std::os::fd::{OwnedFd, RawFd};
+use std::path::Path;
+
+use landlock::{
+    ABI, Access as _, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, Scope, path_beneath_rules,
+};
+
+use super::SandboxError;
+use super::rules::{Access, PathRule};
+
+/// The newest ABI whose rights this module grants and denies knowingly (file system rights of
+/// ABI 5, TCP of ABI 4, signal and abstract-socket scopes of ABI 6). Newer kernels are used at
+/// this ABI; ABI 7 adds audit flags only.
+pub const TESTED_ABI: i32 = 6;
+
+/// `LANDLOCK_CREATE_RULESET_VERSION`: asks `landlock_create_ruleset` for the ABI version.
+const CREATE_RULESET_VERSION: libc::c_uint = 1;
+
+/// The kernel's Landlock ABI version, or why there is none.
+pub fn kernel_abi() -> Result<i32, String> {
+    // SAFETY: with a null attribute pointer, size 0 and the version flag, the call only
+    // returns a number; it reads and writes no memory.
+    let version = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            CREATE_RULESET_VERSION,
+        )
+    };
+    if version > 0 {
+        return Ok(i32::try_from(version).unwrap_or(i32::MAX));
+    }
+    match io::Error::last_os_error().raw_os_error() {
+        Some(libc::EOPNOTSUPP) => Err("Landlock is built into this kernel but not enabled \
+                                       (add `landlock` to the `lsm=` boot parameter)"
+            .to_owned()),
+        _ => Err(
+            "this kernel has no Landlock (it needs Linux 5.13 or later with \
+                  CONFIG_SECURITY_LANDLOCK)"
+                .to_owned(),
+        ),
+    }
+}
+
+/// The ruleset of one command (its temporary directory `tmp` read-write on top of `rules`),
+/// ready to be applied by [`restrict_self`]. `kernel_abi` is [`kernel_abi`]'s answer.
+pub fn build(
+    kernel_abi: i32,
+    rules: &[PathRule],
+    tmp: &Path,
+    network: bool,
+) -> Result<OwnedFd, SandboxError> {
+    let abi = ABI::from(kernel_abi.min(TESTED_ABI));
+    if !network && abi < ABI::V4 {
+        return Err(SandboxError::NetworkUnenforceable { abi: kernel_abi });
+    }
+    let all = AccessFs::from_all(abi);
+    let read = AccessFs::from_read(abi);
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(all)?;
+    if !network {
+        ruleset = ruleset.handle_access(AccessNet::from_all(abi))?;
+    }
+    if abi >= ABI::V6 {
+        // The command may not signal the daemon or anything else outside its own sandbox;
+        // without network it may not reach abstract UNIX sockets outside it either.
+        ruleset = if network {
+            ruleset.scope(Scope::Signal)?
+        } else {
+            ruleset.scope(Scope::Signal | Scope::AbstractUnixSocket)?
+        };
+    }
+    let mut created = ruleset.create()?;
+    for rule in rules {
+        let access = match rule.access {
+            Access::Read => read,
+            Access::ReadWrite => all,
+        };
+        created = created.add_rules(path_beneath_rules([&rule.path], access))?;
+    }
+    if !tmp.is_dir() {
+        return Err(SandboxError::TempDir(io::Error::from(
+            io::ErrorKind::NotFound,
+        )));
+    }
+    created = created.add_rules(path_beneath_rules([tmp], all))?;
+    let fd: Option<OwnedFd> = created.into();
+    fd.ok_or(SandboxError::NotEnforced)
+}
+
+/// Makes the daemon non-dumpable: its `/proc/<pid>/environ`, `mem` and `fd/` (where secrets
+/// live) are then closed to processes of the same user that lack `CAP_SYS_PTRACE`, which
+/// sandboxed commands do ([`restrict_self`] drops it). Landlock alone does not close them: a
+/// sandboxed command could read its parent's `environ` on this project's kernels.
+pub fn protect_daemon() {
+    // SAFETY: prctl takes integers only.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0) } != 0 {
+        tracing::warn!(error = %io::Error::last_os_error(), "Could not make the daemon non-dumpable.");
+    }
+}
+
+/// Restricts the calling process with the ruleset `fd`: run in the child between `fork` and
+/// `exec`, so it makes system calls only (see the module docs). It also empties the
+/// capability bounding set (a daemon running as root would otherwise hand `CAP_SYS_PTRACE`
+/// and the rest to the command); without `CAP_SETPCAP` there is nothing to drop, and the
+/// calls fail harmlessly.
+pub fn restrict_self(fd: RawFd) -> io::Result<()> {
+    for capability in 0..64 {
+        // SAFETY: prctl takes integers only; an unknown capability or a missing CAP_SETPCAP
+        // is an error that changes nothing.
+        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, capability as libc::c_ulong, 0, 0, 0) };
+    }
+    // SAFETY: prctl takes integers only. No new privileges is what allows an unprivileged
+    // process to restrict itself, and it keeps set-uid programs from escaping the ruleset.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: landlock_restrict_self takes a descriptor and flags; the ruleset descriptor is
+    // open in this process (inherited from the parent, which keeps it open until spawn ends).
+    if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd, 0 as libc::c_uint) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
