@@ -97,7 +97,20 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     let expired_approvals = match assembly.agent.approvals() {
         Some(approvals) => {
             let status = approvals.clone();
-            state.add_section(Arc::new(status_fn("approvals", move || status.open())));
+            // The one-time codes stay out: `/status` needs no token.
+            let open = move || {
+                let open = status.open().into_iter().map(|request| {
+                    serde_json::json!({
+                        "id": request.id,
+                        "session": request.session,
+                        "tool": request.tool,
+                        "command": request.command,
+                        "expires_at": request.expires_at,
+                    })
+                });
+                open.collect::<Vec<_>>()
+            };
+            state.add_section(Arc::new(status_fn("approvals", open)));
             approvals.recover(Arc::new(ApprovalFile::new(&loaded.home)))
         }
         None => Vec::new(),

@@ -56,5 +56,7 @@ mod search_history;
 mod privacy;
 // The model of trust (#16): the shell sandbox, secrets redacted, untrusted text fenced.
 mod trust;
+// The owner approves risky shell commands (#16 item 2) through the real gateway.
+mod approvals;
 // Regressions of reported issues (`issue_N_…`) against the real binary.
 mod regression;

@@ -1,0 +1,363 @@
+//! The owner's approval of risky commands through the real binary (#16 item 2): an approved
+//! command runs once, a refused, expired or restart-orphaned one never runs, the rest of a
+//! refused turn is refused without asking, and scheduled jobs never ask.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::process::Command;
+
+use crate::daemon::{Gateway, TOKEN, sse_events};
+use crate::support::scripted_llm::{Reply, ScriptedLlm};
+
+/// One shell call as the model's whole round.
+fn shell(command: &str) -> Reply {
+    Reply::ToolCalls {
+        text: String::new(),
+        calls: vec![(
+            "c0".to_owned(),
+            "shell".to_owned(),
+            json!({ "command": command }).to_string(),
+        )],
+    }
+}
+
+/// The result of the only tool call answered in `request`.
+fn last_result(request: &Value) -> String {
+    let messages = request["messages"].as_array().unwrap();
+    let result = messages.iter().rev().find(|m| m["role"] == "tool").unwrap();
+    result["content"].as_str().unwrap().to_owned()
+}
+
+/// A reader of `GET /v1/sessions/{id}/events`.
+struct Events {
+    response: reqwest::Response,
+    seen: String,
+    taken: usize,
+}
+
+impl Events {
+    async fn open(gw: &Gateway, id: &str) -> Self {
+        let response = gw
+            .http
+            .get(format!("{}/v1/sessions/{id}/events", gw.base))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        Self {
+            response,
+            seen: String::new(),
+            taken: 0,
+        }
+    }
+
+    /// The next event named `name` (within 20 s).
+    async fn next(&mut self, name: &str) -> Value {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let events = sse_events(&self.seen);
+            if let Some((index, (_, data))) = events
+                .iter()
+                .enumerate()
+                .skip(self.taken)
+                .find(|(_, (n, _))| n == name)
+            {
+                self.taken = index + 1;
+                return data.clone();
+            }
+            let chunk = tokio::time::timeout_at(deadline, self.response.chunk())
+                .await
+                .unwrap_or_else(|_| panic!("no {name} event within 20 s; saw {}", self.seen));
+            let chunk = chunk.unwrap().expect("the events stream ended");
+            self.seen.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+}
+
+/// Answers approval `id` of session `session` over HTTP; the status and body.
+async fn decide(gw: &Gateway, session: &str, id: &str, body: Value) -> (u16, Value) {
+    let response = gw
+        .http
+        .post(format!("{}/v1/sessions/{session}/approvals/{id}", gw.base))
+        .bearer_auth(TOKEN)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// Sends `text` to `http:<id>` in the background; the turn's (status, body) when it ends.
+fn say_later(gw: &Gateway, id: &str, text: &str) -> tokio::task::JoinHandle<(u16, Value)> {
+    let http = gw.http.clone();
+    let url = format!("{}/v1/sessions/{id}/messages", gw.base);
+    let text = text.to_owned();
+    tokio::spawn(async move {
+        let response = http
+            .post(url)
+            .bearer_auth(TOKEN)
+            .json(&json!({ "text": text }))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    })
+}
+
+#[tokio::test]
+async fn an_approved_command_runs_once_and_a_refusal_ends_the_asking() {
+    let llm = ScriptedLlm::start().await;
+    let gw = Gateway::start(&llm.url(), "", &[]).await;
+    let workspace = gw.home().join("workspace");
+    llm.enqueue(shell("echo ran >> ran.txt"));
+    llm.enqueue(shell("echo again >> ran.txt"));
+    llm.enqueue(shell("touch later.txt"));
+    llm.enqueue(Reply::Text("done".to_owned()));
+    let mut events = Events::open(&gw, "ops").await;
+    let turn = say_later(&gw, "ops", "write the file");
+
+    let first = events.next("approval").await;
+    assert_eq!(first["session"], "ops");
+    assert_eq!(first["tool"], "shell");
+    assert_eq!(first["command"], "echo ran >> ran.txt");
+    assert!(first["expires_at"].as_str().is_some(), "{first}");
+    assert!(!workspace.join("ran.txt").exists(), "ran before approval");
+    let status = gw.get_json("/status").await;
+    assert_eq!(status["approvals"][0]["id"], first["id"], "{status}");
+    let id = first["id"].as_str().unwrap();
+    let (code, body) = decide(&gw, "ops", id, json!({"decision": "approve"})).await;
+    assert_eq!(
+        (code, &body["decision"]),
+        (200, &json!("approve")),
+        "{body}"
+    );
+    let (code, _) = decide(&gw, "ops", id, json!({"decision": "approve"})).await;
+    assert_eq!(code, 404, "an answered request cannot be answered again");
+
+    let second = events.next("approval").await;
+    assert_eq!(second["command"], "echo again >> ran.txt");
+    let (code, _) = decide(
+        &gw,
+        "other",
+        second["id"].as_str().unwrap(),
+        json!({"decision": "approve"}),
+    )
+    .await;
+    assert_eq!(code, 404, "another session cannot answer it");
+    let (code, _) = decide(
+        &gw,
+        "ops",
+        second["id"].as_str().unwrap(),
+        json!({"decision": "maybe"}),
+    )
+    .await;
+    assert_eq!(code, 400);
+    let (code, _) = decide(
+        &gw,
+        "ops",
+        second["id"].as_str().unwrap(),
+        json!({"decision": "deny"}),
+    )
+    .await;
+    assert_eq!(code, 200);
+
+    let (code, body) = turn.await.unwrap();
+    assert_eq!((code, &body["reply"]), (200, &json!("done")), "{body}");
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("ran.txt")).unwrap(),
+        "ran\n"
+    );
+    assert!(!workspace.join("later.txt").exists());
+    let requests = llm.requests();
+    assert_eq!(last_result(&requests[1]), "exit code 0\n(no output)");
+    let refused = last_result(&requests[2]);
+    assert!(
+        refused.contains("the owner refused") && refused.contains("Do not try"),
+        "{refused}"
+    );
+    let after = last_result(&requests[3]);
+    assert!(
+        after.contains("refused earlier in this turn"),
+        "asked again after a no: {after}"
+    );
+    assert_eq!(gw.get_json("/status").await["approvals"], json!([]));
+}
+
+#[tokio::test]
+async fn an_unanswered_request_expires_and_the_owner_answers_in_words() {
+    let llm = ScriptedLlm::start().await;
+    let extra = "tools:\n  shell:\n    approval_timeout_seconds: 1\n";
+    let gw = Gateway::start(&llm.url(), extra, &[]).await;
+    let workspace = gw.home().join("workspace");
+    llm.enqueue(shell("touch expired.txt"));
+    llm.enqueue(Reply::Text("gave up".to_owned()));
+    let mut events = Events::open(&gw, "ops").await;
+    let turn = say_later(&gw, "ops", "touch it");
+    let approval = events.next("approval").await;
+    let (code, body) = turn.await.unwrap();
+    assert_eq!((code, &body["reply"]), (200, &json!("gave up")), "{body}");
+    let result = last_result(&llm.requests()[1]);
+    assert!(result.contains("did not approve in time"), "{result}");
+    let id = approval["id"].as_str().unwrap();
+    let (code, _) = decide(&gw, "ops", id, json!({"decision": "approve"})).await;
+    assert_eq!(code, 410, "an expired request answers Gone");
+    let (code, _) = decide(
+        &gw,
+        "ops",
+        "0000000000000000",
+        json!({"decision": "approve"}),
+    )
+    .await;
+    assert_eq!(code, 404);
+    assert!(!workspace.join("expired.txt").exists());
+
+    // `yes CODE` in a message is an answer, handled beside the waiting turn's queue; the code
+    // is read from the question the owner was shown.
+    llm.enqueue(shell("touch worded.txt"));
+    llm.enqueue(Reply::Text("done".to_owned()));
+    let gw_slow = Gateway::start(&llm.url(), "", &[]).await;
+    let mut events = Events::open(&gw_slow, "ops").await;
+    let turn = say_later(&gw_slow, "ops", "touch it");
+    let approval = events.next("approval").await;
+    let code = code_of(&gw_slow, approval["id"].as_str().unwrap()).await;
+    let (status, body) = gw_slow
+        .say("ops", &format!("yes {}", code.to_lowercase()))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body["reply"].as_str().unwrap().starts_with("Approved"),
+        "{body}"
+    );
+    let (_, body) = turn.await.unwrap();
+    assert_eq!(body["reply"], "done", "{body}");
+    assert!(gw_slow.home().join("workspace/worded.txt").exists());
+    let history = std::fs::read_to_string(gw_slow.session_file("ops")).unwrap();
+    assert!(
+        !history.contains(&format!("yes {}", code.to_lowercase())),
+        "an answer is not a turn"
+    );
+}
+
+/// The one-time code of open request `id`, from the gateway's file of open requests (a
+/// Matrix or mail owner reads it in the question; `/status` leaves codes out).
+async fn code_of(gw: &Gateway, id: &str) -> String {
+    let kept = std::fs::read_to_string(gw.home().join("state/approvals.json")).unwrap();
+    let open: Vec<Value> = serde_json::from_str(&kept).unwrap();
+    let request = open.iter().find(|r| r["id"] == id).unwrap();
+    assert!(
+        gw.get_text("/status")
+            .await
+            .find(request["code"].as_str().unwrap())
+            .is_none()
+    );
+    request["code"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn a_request_open_at_a_crash_never_runs_and_the_owner_is_told() {
+    let llm = ScriptedLlm::start().await;
+    let mut gw = Gateway::start(&llm.url(), "", &[]).await;
+    llm.enqueue(shell("touch orphan.txt"));
+    let mut events = Events::open(&gw, "ops").await;
+    let turn = say_later(&gw, "ops", "touch it");
+    let approval = events.next("approval").await;
+    let id = approval["id"].as_str().unwrap().to_owned();
+    let kept = std::fs::read_to_string(gw.home().join("state/approvals.json")).unwrap();
+    assert!(kept.contains(&id), "{kept}");
+    turn.abort();
+    gw.child.kill().await.unwrap();
+    drop(events);
+
+    // The same home and port again.
+    let mut command = Command::new(env!("CARGO_BIN_EXE_squidbot"));
+    command
+        .arg("gateway")
+        .env("SQUIDBOT_HOME", gw.home())
+        .env("HOME", gw.home())
+        .env_remove("SQUIDBOT_CONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    gw.child = command.spawn().unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while gw
+        .http
+        .get(format!("{}/readyz", gw.base))
+        .send()
+        .await
+        .map(|r| r.status().as_u16())
+        .ok()
+        != Some(200)
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the gateway did not come back"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (code, _) = decide(&gw, "ops", &id, json!({"decision": "approve"})).await;
+    assert_eq!(code, 410, "a request of the previous run is expired");
+    let mut events = Events::open(&gw, "ops").await;
+    let note = events.next("message").await;
+    let text = note["text"].as_str().unwrap();
+    assert!(
+        text.contains("touch orphan.txt") && text.contains("did not run"),
+        "{text}"
+    );
+    assert!(!gw.home().join("workspace/orphan.txt").exists());
+    let kept = std::fs::read_to_string(gw.home().join("state/approvals.json")).unwrap();
+    assert!(!kept.contains(&id), "{kept}");
+    assert_eq!(llm.request_count(), 1, "the turn was not resumed");
+    gw.terminate().await;
+}
+
+#[tokio::test]
+async fn a_scheduled_job_never_asks_and_never_runs_what_is_not_allowed() {
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(|request| {
+        let last = request["messages"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()
+            .clone();
+        if last["role"] == "tool" {
+            Reply::Text(format!("result: {}", last["content"].as_str().unwrap()))
+        } else {
+            shell("touch cron.txt")
+        }
+    });
+    let gw = Gateway::start(&llm.url(), "", &[]).await;
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_squidbot"))
+        .args([
+            "cron",
+            "add",
+            "touch",
+            "touch the file",
+            "every 1",
+            "--target",
+            "http:jobs",
+        ])
+        .env("SQUIDBOT_HOME", gw.home())
+        .env_remove("SQUIDBOT_CONFIG")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut events = Events::open(&gw, "jobs").await;
+    let delivered = events.next("message").await;
+    let text = delivered["text"].as_str().unwrap();
+    assert!(text.contains("scheduled jobs never ask"), "{text}");
+    assert!(!gw.home().join("workspace/cron.txt").exists());
+    assert!(!events.seen.contains("event: approval"), "{}", events.seen);
+    assert_eq!(gw.get_json("/status").await["approvals"], json!([]));
+}
