@@ -245,3 +245,60 @@ async fn chat_commands_are_answered_at_the_terminal_without_the_llm() {
     assert_eq!(llm.request_count(), 0, "commands never reach the LLM");
     assert!(!home.path().join("sessions/cli_3Alocal.jsonl").exists());
 }
+
+/// One shell call as the model's whole round.
+fn shell_call(command: &str) -> Reply {
+    Reply::ToolCalls {
+        text: String::new(),
+        calls: vec![(
+            "c0".into(),
+            "shell".into(),
+            serde_json::json!({ "command": command }).to_string(),
+        )],
+    }
+}
+
+// See: #16 (item 2: the terminal asks y/N)
+#[tokio::test]
+async fn the_terminal_asks_before_a_risky_command_and_only_y_runs_it() {
+    let llm = ScriptedLlm::start().await;
+    llm.enqueue(shell_call("touch yes.txt"));
+    llm.enqueue(Reply::Text("Made it.".into()));
+    llm.enqueue(shell_call("touch no.txt"));
+    llm.enqueue(Reply::Text("Did not.".into()));
+    let (home, mut repl) = asked(&llm, "make yes.txt").await;
+    let workspace = home.path().join("workspace");
+
+    let seen = wait_for(&mut repl.stderr, |text| {
+        text.contains("Run it once? [y/N] ")
+    })
+    .await;
+    assert!(seen, "no y/N prompt:\n{}", *repl.stdout.borrow());
+    repl.stdout_shows("touch yes.txt").await;
+    assert!(!workspace.join("yes.txt").exists(), "ran before the answer");
+    repl.type_line("y").await;
+    repl.stdout_shows("Made it.").await;
+    assert!(workspace.join("yes.txt").exists());
+    repl.prompted(2).await;
+
+    repl.type_line("make no.txt").await;
+    let seen = wait_for(&mut repl.stderr, |text| {
+        text.matches("Run it once? [y/N] ").count() == 2
+    })
+    .await;
+    assert!(seen, "no second y/N prompt");
+    repl.type_line("").await;
+    repl.stdout_shows("Did not.").await;
+    assert!(!workspace.join("no.txt").exists());
+    let refused = role_and_content(
+        llm.requests()[3]["messages"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap(),
+    );
+    assert!(refused.1.contains("the owner refused"), "{refused:?}");
+    repl.prompted(3).await;
+    drop(repl.stdin.take());
+    assert_eq!(repl.exit_status().await.code(), Some(0));
+}
