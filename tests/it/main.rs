@@ -35,6 +35,8 @@ mod matrix;
 mod matrix_keys;
 // Matrix rooms with someone besides the owner get none of the owner's private memory.
 mod matrix_privacy;
+// Approvals answered in a Matrix room: only the owner's `yes CODE` counts.
+mod matrix_approvals;
 // `squidbot cron`: add, list, enable, disable, remove through the binary.
 mod cron_cli;
 // spawn with profiles: sub-agent sessions, tools, prompts, pools, concurrency, pruning.

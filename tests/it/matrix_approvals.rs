@@ -1,0 +1,79 @@
+//! Approvals in Matrix (#16 item 2), against the real Synapse: the question goes to the room
+//! with a one-time code, someone else's `yes CODE` changes nothing, and the owner's runs the
+//! command once.
+
+use serde_json::{Value, json};
+
+use crate::matrix::{BotGateway, group_room};
+use crate::support::matrix_client::{Homeserver, Human};
+use crate::support::scripted_llm::{Reply, ScriptedLlm};
+
+/// The model: a shell call for a message asking to touch, the tool's result as the answer.
+fn model(request: &Value) -> Reply {
+    let messages = request["messages"].as_array().unwrap();
+    let last = messages.last().unwrap();
+    if last["role"] == "tool" {
+        return Reply::Text(format!("result: {}", last["content"].as_str().unwrap()));
+    }
+    Reply::ToolCalls {
+        text: String::new(),
+        calls: vec![(
+            "c0".into(),
+            "shell".into(),
+            json!({ "command": "touch from-matrix.txt" }).to_string(),
+        )],
+    }
+}
+
+/// The code in an approval question (`… Answer `yes CODE` …`).
+fn code_in(question: &str) -> String {
+    let start = question.find("`yes ").expect("a code in the question") + 5;
+    question[start..start + 6].to_owned()
+}
+
+// See: #16 (item 2)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_owners_yes_in_the_room_runs_the_command_once() {
+    let hs = Homeserver::shared();
+    let (bot, a, b) = (hs.register("bot"), hs.register("alice"), hs.register("bob"));
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(model);
+    let home = tempfile::tempdir().unwrap();
+    let extra = format!(
+        "    group_policy: open\n    allowlist: [\"{}\", \"{}\"]\nowner:\n  matrix: [\"{}\"]",
+        a.user_id, b.user_id, a.user_id
+    );
+    let _gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
+    let (alice, bob) = tokio::join!(Human::login(&hs, &a), Human::login(&hs, &b));
+    let room = group_room(&alice, &bob, &bot).await;
+    let file = home.path().join("workspace/from-matrix.txt");
+
+    bob.say(&room, "please touch the file").await;
+    let seen = alice.wait_messages(&room, &bot.user_id, 1).await;
+    let question = seen[0].content.body().to_owned();
+    assert!(question.contains("touch from-matrix.txt"), "{question}");
+    let code = code_in(&question);
+    assert!(!file.exists(), "ran before the answer");
+
+    bob.say(&room, &format!("yes {code}")).await;
+    let seen = alice.wait_messages(&room, &bot.user_id, 2).await;
+    assert_eq!(
+        seen[1].content.body(),
+        "Only the owner can answer an approval."
+    );
+    assert!(!file.exists(), "someone else's yes ran it");
+
+    alice.say(&room, &format!("yes {code}")).await;
+    let seen = alice.wait_messages(&room, &bot.user_id, 4).await;
+    let bodies: Vec<&str> = seen.iter().map(|m| m.content.body()).collect();
+    assert!(
+        bodies.contains(&"Approved: `touch from-matrix.txt` runs once."),
+        "{bodies:?}"
+    );
+    assert!(
+        bodies.contains(&"result: exit code 0\n(no output)"),
+        "{bodies:?}"
+    );
+    assert!(file.exists());
+    assert_eq!(llm.request_count(), 2, "the answers were not turns");
+}
