@@ -21,6 +21,7 @@ use squidbot::channels::email::smtp::SmtpOutbox;
 use squidbot::config::{Config, EmailConfig, MatrixConfig};
 use squidbot::core::message::{Message, Role};
 use squidbot::core::ports::llm::{ChatRequest, LlmClient};
+use squidbot::core::ports::usage::{CallTag, Purpose};
 use squidbot::llm::{Endpoint, OpenAiCompatLlm, Timeouts, http_client};
 
 /// The limit for one network probe (LLM call, HTTP GET, TCP connect).
@@ -181,6 +182,7 @@ async fn llm_checks(config: &Config) -> Vec<Check> {
         let request = ChatRequest {
             messages: &ping,
             tools: &[],
+            call: CallTag::new(Purpose::Doctor),
         };
         let serves = models
             .iter()

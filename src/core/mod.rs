@@ -6,6 +6,7 @@
 
 pub mod agent_loop;
 pub mod backoff;
+pub mod budget;
 pub mod command;
 pub mod consolidation;
 pub mod liveness;
@@ -17,5 +18,6 @@ pub mod ports;
 pub mod session;
 pub mod session_locks;
 pub mod tool_registry;
+pub mod usage;
 pub mod window;
 pub mod zone;

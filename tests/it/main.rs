@@ -50,5 +50,8 @@ mod email;
 // `search_history` through the binary: ranked recall, the asking turn left out, summaries,
 // unforgeable output, index rebuilds.
 mod search_history;
+// Token usage: the ledger, /metrics, /status, `squidbot usage` and budgets, against the
+// usage the scripted LLM reported.
+mod usage;
 // Regressions of reported issues (`issue_N_…`) against the real binary.
 mod regression;
