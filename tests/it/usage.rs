@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::cli::Home;
-use crate::daemon::Gateway;
+use crate::daemon::{Gateway, TOKEN, sse_events};
 use crate::harness::default_reply;
 use crate::support::bin::{stderr, stdout};
 use crate::support::scripted_llm::{Reply, Reported, ScriptedLlm};
@@ -200,8 +200,9 @@ async fn a_daily_budget_stops_the_next_call_says_so_and_holds_across_a_restart()
         "the first call used the budget up"
     );
     let calls = llm.request_count();
+    // A failed turn answers the API with its message as `error`.
     let (_, body) = gateway.say("a", "again").await;
-    let reply = body["reply"].as_str().unwrap_or_default().to_owned();
+    let reply = body["error"].as_str().unwrap_or_default().to_owned();
     assert!(
         reply.starts_with("Stopped: the daily token budget is used up")
             && reply.contains("budgets.daily_tokens")
@@ -218,7 +219,7 @@ async fn a_daily_budget_stops_the_next_call_says_so_and_holds_across_a_restart()
     gateway.restart().await;
     let (_, body) = gateway.say("b", "after the restart").await;
     assert!(
-        body["reply"]
+        body["error"]
             .as_str()
             .unwrap_or_default()
             .starts_with("Stopped: the daily token budget"),
@@ -367,4 +368,84 @@ async fn a_torn_ledger_line_is_skipped_and_the_budget_still_counts_the_rest() {
     let (prompt, _, _) = reported_sum(&llm.reported());
     assert_eq!(table["total"]["calls"], 2, "{table}");
     assert_eq!(table["total"]["prompt_tokens"], prompt);
+}
+
+#[tokio::test]
+async fn cron_runs_over_budget_are_skipped_visibly_and_the_owner_told_once() {
+    let llm = ScriptedLlm::start().await;
+    llm.report_usage();
+    llm.set_handler(default_reply);
+    let extra = "agents:\n  heartbeat:\n    enabled: false\nbudgets:\n  daily_tokens: 20\n";
+    let gateway = Gateway::start_yaml(&config(&llm.url(), extra)).await;
+    let (_, body) = gateway.say("a", "hello").await;
+    assert_eq!(body["reply"], "re: hello");
+    let calls = llm.request_count();
+
+    let mut events = gateway
+        .http
+        .get(format!("{}/v1/sessions/inbox/events", gateway.base))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(events.status(), 200);
+    let output = Home::at(gateway.home())
+        .run(&[
+            "cron",
+            "add",
+            "ping",
+            "say pong",
+            "every 1",
+            "--target",
+            "http:inbox",
+        ])
+        .await;
+    assert!(output.status.success(), "{}", stderr(&output));
+
+    // The first skipped run tells the owner; later ones are only counted.
+    let mut body = String::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
+    while !body.contains("event: message") {
+        let chunk = tokio::time::timeout_at(deadline, events.chunk())
+            .await
+            .expect("a notice within 40 s");
+        body.push_str(&String::from_utf8_lossy(&chunk.unwrap().unwrap()));
+    }
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let status = loop {
+        let status = gateway.get_json("/status").await;
+        if status["usage"]["skipped"]["cron"]["count"]
+            .as_u64()
+            .unwrap_or(0)
+            >= 3
+            || Instant::now() > deadline
+        {
+            break status;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let skipped = &status["usage"]["skipped"]["cron"];
+    assert!(skipped["count"].as_u64().unwrap() >= 3, "{status:#}");
+    assert_eq!(skipped["last_budget"], "budgets.daily_tokens");
+    // Whatever else arrived on the stream meanwhile: no second notice.
+    while let Ok(Ok(Some(chunk))) =
+        tokio::time::timeout(Duration::from_millis(200), events.chunk()).await
+    {
+        body.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let notices: Vec<(String, Value)> = sse_events(&body)
+        .into_iter()
+        .filter(|(name, _)| name == "message")
+        .collect();
+    assert_eq!(notices.len(), 1, "{body}");
+    let text = notices[0].1["text"].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("Stopped: the daily token budget"),
+        "{text}"
+    );
+    assert_eq!(llm.request_count(), calls, "no LLM call for a skipped run");
+    assert!(
+        !gateway.session_file("inbox").exists(),
+        "a skipped run writes nothing to the history"
+    );
 }
