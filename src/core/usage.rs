@@ -214,26 +214,44 @@ impl UsageMeter {
         let now = self.clock.now().to_utc();
         let zone = &self.settings.zone;
         let today = budget::local_date(zone, now);
-        let mut folded = self.folded();
-        let totals = folded.days.get(&today).copied().unwrap_or_default();
-        let spent = Spent {
-            today_tokens: totals.tokens(),
-            today_cost: totals.cost,
-            turn_tokens: call.turn.map_or(0, |turn| turn.tokens()),
-        };
-        let Some(exceeded) = self.settings.budgets.exceeded(call.purpose, spent) else {
-            return Ok(());
+        let scheduled = call.purpose.is_scheduled();
+        let (exceeded, told) = {
+            let mut folded = self.folded();
+            let totals = folded.days.get(&today).copied().unwrap_or_default();
+            let spent = Spent {
+                today_tokens: totals.tokens(),
+                today_cost: totals.cost,
+                turn_tokens: call.turn.map_or(0, |turn| turn.tokens()),
+            };
+            let Some(exceeded) = self.settings.budgets.exceeded(call.purpose, spent) else {
+                return Ok(());
+            };
+            if scheduled {
+                let skips = folded.skipped.entry(call.purpose.as_str()).or_default();
+                skips.count += 1;
+                skips.last_budget = exceeded.kind.field();
+                skips.last_at = Some(now);
+            }
+            let told = folded.notified.contains(&(exceeded.kind, today));
+            (exceeded, told)
         };
         let budget = exceeded.kind.field();
-        let scheduled = call.purpose.is_scheduled();
-        if scheduled {
-            let skips = folded.skipped.entry(call.purpose.as_str()).or_default();
-            skips.count += 1;
-            skips.last_budget = budget;
-            skips.last_at = Some(now);
-        }
-        let first_today = folded.notified.insert((exceeded.kind, today));
-        let notify = !scheduled || first_today;
+        let notify = if !scheduled {
+            true
+        } else if told {
+            false
+        } else {
+            let first = self
+                .ledger
+                .first_notice(budget, today)
+                .await
+                .unwrap_or_else(|error| {
+                    tracing::warn!(error = %error, "Budget notices unreadable; telling the owner.");
+                    true
+                });
+            self.folded().notified.insert((exceeded.kind, today));
+            first
+        };
         tracing::info!(
             purpose = call.purpose.as_str(),
             budget,
@@ -452,6 +470,7 @@ mod tests {
     struct MemoryLedger {
         records: Mutex<Vec<UsageRecord>>,
         read: Mutex<usize>,
+        notices: Mutex<HashSet<(String, NaiveDate)>>,
     }
 
     #[async_trait]
@@ -459,6 +478,14 @@ mod tests {
         async fn append(&self, record: &UsageRecord) -> Result<(), LedgerError> {
             self.records.lock().unwrap().push(record.clone());
             Ok(())
+        }
+
+        async fn first_notice(&self, budget: &str, day: NaiveDate) -> Result<bool, LedgerError> {
+            Ok(self
+                .notices
+                .lock()
+                .unwrap()
+                .insert((budget.to_owned(), day)))
         }
 
         async fn poll(&self) -> Result<Vec<UsageRecord>, LedgerError> {

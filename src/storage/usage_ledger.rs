@@ -8,6 +8,10 @@
 //! costs one call's worth of budget, while an fsync per LLM call would cost every call a disk
 //! flush. Readers take only whole lines and skip a line that does not parse (the torn one), so
 //! every file stays loadable after a crash.
+//!
+//! `usage/notices.jsonl` remembers, one line per budget and day, that the owner was told a
+//! budget was reached, so a skipped heartbeat tick or cron run tells them once a day across
+//! processes and restarts; it is read and appended under its own `flock`.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -16,7 +20,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use chrono::{DateTime, Datelike, Months, Utc};
+use chrono::{DateTime, Datelike, Months, NaiveDate, Utc};
+use serde::{Deserialize, Serialize};
 
 use crate::core::ports::usage::{LedgerError, UsageLedger, UsageRecord};
 use crate::storage::FileLock;
@@ -59,7 +64,7 @@ impl UsageLedgerFile {
             Ok(entries) => entries
                 .filter_map(Result::ok)
                 .map(|entry| entry.path())
-                .filter(|path| path.extension().is_some_and(|ext| ext == "jsonl"))
+                .filter(|path| is_month_file(path))
                 .collect(),
             Err(error) if error.kind() == io::ErrorKind::NotFound => Vec::new(),
             Err(source) => {
@@ -81,6 +86,15 @@ impl UsageLedgerFile {
 /// `2026-11` for a time in November 2026 (UTC).
 fn month_of(time: DateTime<Utc>) -> String {
     format!("{:04}-{:02}", time.year(), time.month())
+}
+
+/// Whether `path` is a month file (`2026-11.jsonl`), not the notices.
+fn is_month_file(path: &Path) -> bool {
+    path.extension().is_some_and(|ext| ext == "jsonl")
+        && path
+            .file_name()
+            .and_then(|name| name.to_str())
+            .is_some_and(|name| name.starts_with(|c: char| c.is_ascii_digit()))
 }
 
 fn month_file(dir: &Path, month: &str) -> PathBuf {
@@ -156,6 +170,44 @@ fn append_line(dir: &Path, record: &UsageRecord) -> Result<(), LedgerError> {
     file.write_all(&line).map_err(io_error(&path))
 }
 
+/// One line of `notices.jsonl`.
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+struct Notice {
+    budget: String,
+    day: NaiveDate,
+}
+
+/// Appends the notice of `budget` on `day` unless the file holds it already; whether it was new.
+fn note_first(dir: &Path, budget: &str, day: NaiveDate) -> Result<bool, LedgerError> {
+    fs::create_dir_all(dir).map_err(io_error(dir))?;
+    let path = dir.join("notices.jsonl");
+    let _lock = FileLock::exclusive(&path).map_err(io_error(&path))?;
+    let text = fs::read_to_string(&path).map_err(io_error(&path))?;
+    let notice = Notice {
+        budget: budget.to_owned(),
+        day,
+    };
+    let known = text
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Notice>(line).ok())
+        .any(|seen| seen == notice);
+    if known {
+        return Ok(false);
+    }
+    let mut line =
+        serde_json::to_vec(&notice).map_err(|error| io_error(&path)(io::Error::other(error)))?;
+    line.push(b'\n');
+    if !text.is_empty() && !text.ends_with('\n') {
+        line.insert(0, b'\n');
+    }
+    let mut file = OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .map_err(io_error(&path))?;
+    file.write_all(&line).map_err(io_error(&path))?;
+    Ok(true)
+}
+
 /// Reads what was appended since `cursor` (the previous and current month on the first poll).
 fn poll_files(
     dir: &Path,
@@ -190,6 +242,14 @@ impl UsageLedger for UsageLedgerFile {
         let dir = self.dir.clone();
         let record = record.clone();
         tokio::task::spawn_blocking(move || append_line(&dir, &record))
+            .await
+            .unwrap_or_else(|error| Err(io_error(&self.dir)(io::Error::other(error))))
+    }
+
+    async fn first_notice(&self, budget: &str, day: NaiveDate) -> Result<bool, LedgerError> {
+        let dir = self.dir.clone();
+        let budget = budget.to_owned();
+        tokio::task::spawn_blocking(move || note_first(&dir, &budget, day))
             .await
             .unwrap_or_else(|error| Err(io_error(&self.dir)(io::Error::other(error))))
     }
@@ -247,6 +307,25 @@ mod tests {
         let (records, _) = read_from(&path, offset).unwrap();
         assert_eq!(records, vec![record("2026-11-03T10:02:00Z", 30)]);
         assert_eq!(ledger.read_all().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_budget_notice_is_first_once_per_day() {
+        let home = tempfile::tempdir().unwrap();
+        let dir = home.path().join("usage");
+        let day = |text: &str| text.parse::<NaiveDate>().unwrap();
+        assert!(note_first(&dir, "budgets.daily_tokens", day("2026-11-24")).unwrap());
+        assert!(!note_first(&dir, "budgets.daily_tokens", day("2026-11-24")).unwrap());
+        assert!(note_first(&dir, "budgets.daily_cost", day("2026-11-24")).unwrap());
+        assert!(note_first(&dir, "budgets.daily_tokens", day("2026-11-25")).unwrap());
+        // A torn line does not hide the notices before it.
+        let path = dir.join("notices.jsonl");
+        let mut text = fs::read_to_string(&path).unwrap();
+        text.push_str("{\"budg");
+        fs::write(&path, text).unwrap();
+        assert!(!note_first(&dir, "budgets.daily_cost", day("2026-11-24")).unwrap());
+        assert!(note_first(&dir, "budgets.cron_tokens", day("2026-11-24")).unwrap());
+        assert!(!note_first(&dir, "budgets.cron_tokens", day("2026-11-24")).unwrap());
     }
 
     #[test]

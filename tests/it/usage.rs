@@ -19,7 +19,15 @@ fn ledger(home: &Path) -> Vec<Value> {
     let Ok(entries) = std::fs::read_dir(home.join("usage")) else {
         return Vec::new();
     };
-    let mut files: Vec<_> = entries.map(|e| e.unwrap().path()).collect();
+    let mut files: Vec<_> = entries
+        .map(|e| e.unwrap().path())
+        .filter(|path| {
+            path.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("20")
+        })
+        .collect();
     files.sort();
     files
         .iter()
@@ -376,7 +384,7 @@ async fn cron_runs_over_budget_are_skipped_visibly_and_the_owner_told_once() {
     llm.report_usage();
     llm.set_handler(default_reply);
     let extra = "agents:\n  heartbeat:\n    enabled: false\nbudgets:\n  daily_tokens: 20\n";
-    let gateway = Gateway::start_yaml(&config(&llm.url(), extra)).await;
+    let mut gateway = Gateway::start_yaml(&config(&llm.url(), extra)).await;
     let (_, body) = gateway.say("a", "hello").await;
     assert_eq!(body["reply"], "re: hello");
     let calls = llm.request_count();
@@ -448,4 +456,32 @@ async fn cron_runs_over_budget_are_skipped_visibly_and_the_owner_told_once() {
         !gateway.session_file("inbox").exists(),
         "a skipped run writes nothing to the history"
     );
+
+    // After a restart the budget still holds, and the owner, told today, is not told again.
+    gateway.restart().await;
+    let mut events = gateway
+        .http
+        .get(format!("{}/v1/sessions/inbox/events", gateway.base))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let status = gateway.get_json("/status").await;
+        let count = status["usage"]["skipped"]["cron"]["count"].as_u64();
+        if count.unwrap_or(0) >= 2 || Instant::now() > deadline {
+            assert!(count.unwrap_or(0) >= 2, "{status:#}");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut body = String::new();
+    while let Ok(Ok(Some(chunk))) =
+        tokio::time::timeout(Duration::from_millis(200), events.chunk()).await
+    {
+        body.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(!body.contains("event: message"), "{body}");
+    assert_eq!(llm.request_count(), calls);
 }

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::core::origin::Origin;
@@ -197,6 +197,10 @@ pub trait UsageLedger: Send + Sync {
     /// The records appended (by any process) since the previous poll; the first poll returns
     /// those of the previous and the current month. A torn or unreadable line is skipped.
     async fn poll(&self) -> Result<Vec<UsageRecord>, LedgerError>;
+
+    /// Notes that the owner is being told that `budget` was reached on `day`; false when they
+    /// already were (by any process, before any restart), so they are told once a day.
+    async fn first_notice(&self, budget: &str, day: NaiveDate) -> Result<bool, LedgerError>;
 }
 
 /// Something that wants to see every record as it is made (the gateway's metrics).
