@@ -340,7 +340,7 @@ impl AgentLoop {
         let mut tools_called = Vec::new();
         let mut breaker = LoopBreaker::default();
         let spend = TurnSpend::default();
-        let call = CallTag {
+        let tag = CallTag {
             purpose: Purpose::of(&request.origin),
             session: Some(session),
             turn: Some(&spend),
@@ -352,7 +352,7 @@ impl AgentLoop {
                 () = request.cancel.cancelled() => {
                     return Err(self.cancelled(session, channel, &mut tail).await);
                 }
-                call = self.call_llm(llm, &prompt, &tools, sink, call) => call,
+                call = self.call_llm(llm, &prompt, &tools, sink, tag) => call,
             };
             let response = match call {
                 Ok(response) => response,
