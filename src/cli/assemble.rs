@@ -16,6 +16,7 @@ use squidbot::config::{ApprovalConfig, Config, LoadedConfig};
 use squidbot::core::agent_loop::AgentLoop;
 use squidbot::core::approval::{ApprovalMode, ApprovalSettings, Approvals};
 use squidbot::core::backoff::Backoff;
+use squidbot::core::budget::Budgets;
 use squidbot::core::memory_manager::{MemoryManager, MemorySettings};
 use squidbot::core::origin::Origin;
 use squidbot::core::ports::channel::TurnTools;
@@ -25,17 +26,20 @@ use squidbot::core::ports::llm::LlmClient;
 use squidbot::core::ports::prompt::AppendedPrompt;
 use squidbot::core::ports::store::{HistoryStore, MemoryStore};
 use squidbot::core::ports::tool::Tool;
+use squidbot::core::ports::usage::UsageObserver;
 use squidbot::core::redact::Redactor;
 use squidbot::core::session::SessionId;
 use squidbot::core::session_locks::SessionLocks;
 use squidbot::core::tool_registry::ToolRegistry;
+use squidbot::core::usage::{BudgetedLlm, MeterSettings, Price, UsageMeter};
+use squidbot::core::zone::Zone;
 use squidbot::cron::store::CronJobs;
 use squidbot::cron::tools::{CronAddTool, registry_tools};
 use squidbot::gateway::{MeteredLlm, Metrics};
 use squidbot::llm::{Endpoint, LlmPool, OpenAiCompatLlm, RetryPolicy, Timeouts, http_client};
 use squidbot::skills::catalog::search_dirs;
 use squidbot::skills::{SkillCatalog, SkilledPrompt, bundled};
-use squidbot::storage::{HistoryIndex, JsonlStore, MemoryFile, WorkspacePrompt};
+use squidbot::storage::{HistoryIndex, JsonlStore, MemoryFile, UsageLedgerFile, WorkspacePrompt};
 use squidbot::tools::mcp::{CONNECT_TIMEOUT, McpHub};
 use squidbot::tools::sandbox::{Sandbox, SandboxSettings};
 use squidbot::tools::shell_policy::AllowList;
@@ -73,7 +77,7 @@ pub struct Assembly {
 struct Pools {
     client: reqwest::Client,
     timeouts: Timeouts,
-    metrics: Option<Arc<Metrics>>,
+    metering: Metering,
 }
 
 /// The tools built for each turn: `memory_write` bound to the turn's session, `cron_add`
@@ -138,19 +142,18 @@ impl Assembly {
         }
         let timeouts = timeouts(config);
         let client = http_client(&timeouts).context("building the HTTP client")?;
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let metering = Metering {
+            usage: usage_meter(config, &loaded.home, clock.clone(), metrics.clone()),
+            metrics,
+        };
         let default_pool = &config.llm.default_pool;
-        let llm = build_pool(config, default_pool, &client, &timeouts, metrics.as_ref())?;
+        let llm = build_pool(config, default_pool, &client, &timeouts, &metering)?;
         let consolidation_pool = config.pool_or_default(&config.agents.consolidation_pool);
         let consolidation_llm = if consolidation_pool == default_pool {
             llm.clone()
         } else {
-            build_pool(
-                config,
-                consolidation_pool,
-                &client,
-                &timeouts,
-                metrics.as_ref(),
-            )?
+            build_pool(config, consolidation_pool, &client, &timeouts, &metering)?
         };
 
         let workspace = &config.agents.workspace;
@@ -177,7 +180,6 @@ impl Assembly {
             Some(consolidation_llm),
             settings,
         );
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let cron = CronJobs::new(&loaded.home);
         // Every tool result of every turn, sub-agents' included, is redacted by this.
         let redactor = Arc::new(redactor(config));
@@ -243,7 +245,7 @@ impl Assembly {
                 locks: locks.clone(),
             };
             let hub = SpawnHub::new(&config.tools.spawn, parts, SpawnLimits::default(), |pool| {
-                build_pool(config, pool, &client, &timeouts, metrics.as_ref())
+                build_pool(config, pool, &client, &timeouts, &metering)
             })
             .context("setting up tools.spawn")?;
             let hub = Arc::new(hub);
@@ -261,11 +263,12 @@ impl Assembly {
             clock.clone(),
         )
         .with_approvals(Some(approvals), approval_settings(config))
-        .with_owner(config.owner());
+        .with_owner(config.owner())
+        .with_usage(metering.usage.clone());
         let pools = Pools {
             client,
             timeouts,
-            metrics,
+            metering,
         };
         Ok(Self {
             agent: Arc::new(agent),
@@ -302,6 +305,11 @@ impl Assembly {
         self.spawn.as_ref()
     }
 
+    /// The usage meter: ledger, totals and budgets (for `/status`).
+    pub fn usage(&self) -> &Arc<UsageMeter> {
+        &self.pools.metering.usage
+    }
+
     /// The skill catalog behind the prompt (for `/status`).
     pub fn skills(&self) -> &SkillCatalog {
         &self.skills
@@ -327,7 +335,7 @@ impl Assembly {
             name,
             &pools.client,
             &pools.timeouts,
-            pools.metrics.as_ref(),
+            &pools.metering,
         )
     }
 
@@ -465,8 +473,9 @@ fn build_pool(
     pool: &str,
     client: &reqwest::Client,
     timeouts: &Timeouts,
-    metrics: Option<&Arc<Metrics>>,
+    metering: &Metering,
 ) -> Result<Arc<dyn LlmClient>> {
+    let metrics = metering.metrics.as_ref();
     let Some(members) = config.pool_members(pool) else {
         bail!("LLM pool {pool:?} is not configured");
     };
@@ -498,5 +507,60 @@ fn build_pool(
         base_delay: Duration::from_millis(r.base_delay_ms),
         max_delay: Duration::from_millis(r.max_delay_ms),
     };
-    Ok(Arc::new(LlmPool::new(pool, members, retry)))
+    let pool: Arc<dyn LlmClient> = Arc::new(LlmPool::new(pool, members, retry));
+    Ok(Arc::new(BudgetedLlm::new(pool, metering.usage.clone())))
+}
+
+/// What every pool is measured by: the per-model call counters (gateway only) and the usage
+/// meter (ledger and budgets).
+#[derive(Clone)]
+struct Metering {
+    metrics: Option<Arc<Metrics>>,
+    usage: Arc<UsageMeter>,
+}
+
+/// The usage meter of `config`: the ledger under `home`, the models' prices, the budgets in
+/// the owner's zone; `metrics`, when given, sees every record.
+pub fn usage_meter(
+    config: &Config,
+    home: &Path,
+    clock: Arc<dyn Clock>,
+    metrics: Option<Arc<Metrics>>,
+) -> Arc<UsageMeter> {
+    let b = &config.budgets;
+    let limit = |n: u64| (n > 0).then_some(n);
+    let budgets = Budgets {
+        daily_tokens: limit(b.daily_tokens),
+        daily_cost: (b.daily_cost > 0.0).then_some(b.daily_cost),
+        turn_tokens: limit(b.turn_tokens),
+        heartbeat_tokens: limit(b.heartbeat_tokens),
+        cron_tokens: limit(b.cron_tokens),
+    };
+    let prices = config
+        .llm
+        .models
+        .iter()
+        .filter_map(|(name, model)| {
+            let price = model.price?;
+            let price = Price {
+                input: price.input,
+                output: price.output,
+                cached_input: price.cached_input.unwrap_or(price.input),
+            };
+            Some((name.clone(), price))
+        })
+        .collect();
+    // Validation has checked the zone; `local` is only the fallback of an impossible case.
+    let zone = Zone::parse(b.zone_name(config)).unwrap_or(Zone::Local);
+    let settings = MeterSettings {
+        budgets,
+        prices,
+        zone,
+    };
+    let observers: Vec<Arc<dyn UsageObserver>> = metrics
+        .into_iter()
+        .map(|metrics| metrics as Arc<dyn UsageObserver>)
+        .collect();
+    let ledger = Arc::new(UsageLedgerFile::new(home));
+    Arc::new(UsageMeter::new(ledger, settings, clock, observers))
 }

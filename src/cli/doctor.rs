@@ -22,10 +22,15 @@ use squidbot::channels::email::imap;
 use squidbot::channels::email::smtp::SmtpOutbox;
 use squidbot::config::{Config, EmailConfig, MatrixConfig};
 use squidbot::core::message::{Message, Role};
+use squidbot::core::ports::clock::SystemClock;
 use squidbot::core::ports::llm::{ChatRequest, LlmClient};
+use squidbot::core::ports::usage::{CallTag, Purpose};
 use squidbot::core::redact::Redactor;
+use squidbot::core::usage::BudgetedLlm;
 use squidbot::llm::{Endpoint, OpenAiCompatLlm, Timeouts, http_client};
 use squidbot::tools::sandbox::Sandbox;
+
+use super::assemble::usage_meter;
 
 /// The limit for one network probe (LLM call, HTTP GET, TCP connect).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -95,7 +100,7 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
         }
     }
     let config = &loaded.config;
-    for check in llm_checks(config).await {
+    for check in llm_checks(config, &loaded.home).await {
         report(check)?;
     }
     for check in channel_checks(config).await {
@@ -136,8 +141,9 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
 
 /// One `max_tokens: 1` "ping" to each model of every pool (the default pool, the heartbeat's,
 /// the spawn profiles' and any other), each model once, so a fallback or a pool used only at
-/// night fails here rather than when it is needed.
-async fn llm_checks(config: &Config) -> Vec<Check> {
+/// night fails here rather than when it is needed. The pings go into the usage ledger (purpose
+/// `doctor`, pool `model:<name>`); no budget stops them.
+async fn llm_checks(config: &Config, home: &Path) -> Vec<Check> {
     let pool = &config.llm.default_pool;
     if config.pool_members(pool).is_none_or(|m| m.is_empty()) {
         return vec![Check::fail(
@@ -182,6 +188,7 @@ async fn llm_checks(config: &Config) -> Vec<Check> {
         "ping",
         Utc::now().fixed_offset(),
     ))];
+    let meter = usage_meter(config, home, Arc::new(SystemClock), None);
     let mut checks = Vec::new();
     for member in members {
         let api_base = member.provider.api_base.clone();
@@ -195,10 +202,14 @@ async fn llm_checks(config: &Config) -> Vec<Check> {
             max_tokens: Some(1),
             max_context_tokens: None,
         };
-        let llm = OpenAiCompatLlm::new(client.clone(), endpoint, timeouts);
+        let llm = BudgetedLlm::new(
+            Arc::new(OpenAiCompatLlm::new(client.clone(), endpoint, timeouts)),
+            meter.clone(),
+        );
         let request = ChatRequest {
             messages: &ping,
             tools: &[],
+            call: CallTag::new(Purpose::Doctor),
         };
         let serves = models
             .iter()

@@ -20,6 +20,7 @@ use squidbot::channels::heartbeat::HeartbeatChannel;
 use squidbot::channels::http::{HttpChannel, HttpSettings};
 use squidbot::channels::matrix::{MatrixChannel, MatrixTurnTools};
 use squidbot::core::ports::channel::{ActivityLog, Channel, Dispatch, Outboxes, TurnTools};
+use squidbot::core::usage::UsageMeter;
 use squidbot::cron::CronChannel;
 use squidbot::gateway::approval_notice;
 use squidbot::gateway::fault::FaultChannel;
@@ -59,6 +60,7 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
             "off (no shell tool)".to_owned()
         }
     })));
+    state.add_section(Arc::new(UsageSection(assembly.usage().clone())));
     if !config.tools.mcp_servers.is_empty() {
         state.add_section(Arc::new(McpSection(assembly.mcp())));
     }
@@ -269,6 +271,20 @@ impl StatusSection for McpSection {
 }
 
 /// The skills section of `/status`: every skill with its availability and location.
+/// `/status` → `usage`: today's and this month's totals, the budgets, skipped ticks and runs.
+struct UsageSection(Arc<UsageMeter>);
+
+#[async_trait::async_trait]
+impl StatusSection for UsageSection {
+    fn key(&self) -> &str {
+        "usage"
+    }
+
+    async fn render(&self) -> serde_json::Value {
+        serde_json::to_value(self.0.status().await).unwrap_or_default()
+    }
+}
+
 struct SkillsSection(SkillCatalog);
 
 #[async_trait::async_trait]

@@ -10,6 +10,7 @@
 //! - `doctor`: `squidbot doctor`, checks config, LLM, channels, paths and the listen address.
 //! - `import`: `squidbot import DIR`, brings an original (Python) squidbot home over.
 //! - `service`: `squidbot service install|uninstall|status`, the gateway as a systemd unit.
+//! - `usage`: `squidbot usage`, the usage ledger summed by day, session, model or purpose.
 
 /// `println!` that never panics (see `squidbot::console::out`): a closed stdout drops the line,
 /// any other write failure is the `io::Result` it evaluates to.
@@ -36,6 +37,7 @@ mod onboard;
 mod service;
 mod skills;
 mod status;
+mod usage;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -79,6 +81,8 @@ enum Command {
     Import(import::ImportArgs),
     /// Run the gateway as a systemd service: install, uninstall, status.
     Service(service::ServiceArgs),
+    /// Sum the LLM usage ledger by day, session, model, purpose or pool.
+    Usage(usage::UsageArgs),
 }
 
 /// The most threads doing blocking file work at once.
@@ -120,6 +124,7 @@ pub fn main() -> ExitCode {
             Command::Doctor => doctor::run(cli.config.as_deref()).await,
             Command::Import(args) => import::run(cli.config.as_deref(), args).await,
             Command::Service(args) => service::run(cli.config.as_deref(), args),
+            Command::Usage(args) => usage::run(cli.config.as_deref(), args),
         }
     });
     match result {

@@ -34,11 +34,13 @@ use std::path::PathBuf;
 
 pub use load::{ConfigLocation, LoadedConfig, load, load_from_str, resolve_path};
 pub use schema::{
-    AgentsConfig, Config, CronConfig, DEFAULT_HEARTBEAT_PROMPT, GatewayConfig, HeartbeatConfig,
-    HttpConfig, MissedRuns, OwnerAlias, OwnerConfig, PoolMember, SkillsConfig,
+    AgentsConfig, BudgetsConfig, Config, CronConfig, DEFAULT_HEARTBEAT_PROMPT, GatewayConfig,
+    HeartbeatConfig, HttpConfig, MissedRuns, OwnerAlias, OwnerConfig, PoolMember, SkillsConfig,
 };
 pub use schema_channels::{ChannelsConfig, EmailConfig, GroupPolicy, MatrixConfig};
-pub use schema_llm::{LlmConfig, LlmRetry, LlmTimeouts, ModelConfig, PoolEntry, ProviderConfig};
+pub use schema_llm::{
+    LlmConfig, LlmRetry, LlmTimeouts, ModelConfig, PoolEntry, PriceConfig, ProviderConfig,
+};
 pub use schema_tools::{
     ApprovalConfig, McpServerConfig, McpTransport, ShellSandbox, ShellToolConfig, SpawnConfig,
     SpawnProfile, ToolToggle, ToolsConfig, WebSearchConfig, WebSearchProvider,

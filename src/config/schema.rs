@@ -34,6 +34,42 @@ pub struct Config {
     pub cron: CronConfig,
     /// The daemon (`squidbot gateway`).
     pub gateway: GatewayConfig,
+    /// Limits on LLM tokens and cost.
+    pub budgets: BudgetsConfig,
+}
+
+/// `budgets`: limits on what the LLM may spend. When one is reached no further LLM call is
+/// made: a turn ends with a message naming the budget and when it resets, heartbeat ticks and
+/// cron runs are skipped (the owner is told once per budget and day, `/status` counts the
+/// skips). Spending is read back from the usage ledger (`$SQUIDBOT_HOME/usage/`) at start and
+/// shared by the gateway and `squidbot agent`. `0` means no limit.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct BudgetsConfig {
+    /// Tokens (prompt plus completion) per day, every purpose together. Default: `0`.
+    pub daily_tokens: u64,
+    /// Cost per day (in the currency of `llm.models.<name>.price`). Default: `0`.
+    pub daily_cost: f64,
+    /// Tokens per turn a person started (and per sub-agent job). Default: `0`.
+    pub turn_tokens: u64,
+    /// Tokens per heartbeat tick. Default: `0`.
+    pub heartbeat_tokens: u64,
+    /// Tokens per cron run. Default: `0`.
+    pub cron_tokens: u64,
+    /// The zone whose midnight starts a new day (an IANA name, `UTC`, `local` or `±HH:MM`).
+    /// Default: empty, meaning `agents.heartbeat.timezone`.
+    pub timezone: String,
+}
+
+impl BudgetsConfig {
+    /// The zone name in effect: `timezone`, else the heartbeat's.
+    pub fn zone_name<'a>(&'a self, config: &'a Config) -> &'a str {
+        if self.timezone.trim().is_empty() {
+            &config.agents.heartbeat.timezone
+        } else {
+            &self.timezone
+        }
+    }
 }
 
 /// One model of a resolved pool, with the names it is configured under.

@@ -71,6 +71,23 @@ pub struct ModelConfig {
     /// The model's context window in tokens; consolidation starts early when a prompt would not
     /// fit. Default: `100000`.
     pub max_context_tokens: u32,
+    /// What the model costs, for the usage ledger, `squidbot usage` and `budgets.daily_cost`.
+    /// Default: none (its calls cost 0).
+    pub price: Option<PriceConfig>,
+}
+
+/// `llm.models.<name>.price`: prices per million tokens, in one currency of your choice
+/// (every cost squidbot shows is in it).
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct PriceConfig {
+    /// Per million prompt (input) tokens. Default: `0`.
+    pub input: f64,
+    /// Per million completion (output) tokens. Default: `0`.
+    pub output: f64,
+    /// Per million prompt tokens the provider served from its cache. Default: the `input`
+    /// price.
+    pub cached_input: Option<f64>,
 }
 
 impl Default for ModelConfig {
@@ -80,6 +97,7 @@ impl Default for ModelConfig {
             model: String::new(),
             max_tokens: 8192,
             max_context_tokens: 100_000,
+            price: None,
         }
     }
 }

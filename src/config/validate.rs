@@ -134,6 +134,7 @@ pub(crate) fn validate(config: &mut Config, index: &LineIndex, env: EnvLookup<'_
     check_tools(config, &mut checker);
     check_channels(config, &mut checker);
     check_rest(config, &mut checker);
+    check_budgets(config, &mut checker);
 
     let mut warnings = Vec::new();
     if config.agents.history_context_messages.is_some() {
@@ -441,6 +442,37 @@ fn check_channels(config: &Config, checker: &mut Checker<'_>) {
         );
         let field = "channels.email.replies_per_hour";
         checker.positive(email.replies_per_hour.into(), field);
+    }
+}
+
+fn check_budgets(config: &Config, checker: &mut Checker<'_>) {
+    let budgets = &config.budgets;
+    if !(budgets.daily_cost.is_finite() && budgets.daily_cost >= 0.0) {
+        checker.report(
+            "budgets.daily_cost",
+            "must be a number of at least 0 (0: no limit)",
+        );
+    }
+    if !budgets.timezone.trim().is_empty()
+        && let Err(error) = crate::core::zone::Zone::parse(&budgets.timezone)
+    {
+        checker.report("budgets.timezone", error.to_string());
+    }
+    for (name, model) in &config.llm.models {
+        let Some(price) = &model.price else { continue };
+        let prices = [
+            ("input", Some(price.input)),
+            ("output", Some(price.output)),
+            ("cached_input", price.cached_input),
+        ];
+        for (key, value) in prices {
+            if let Some(value) = value
+                && !(value.is_finite() && value >= 0.0)
+            {
+                let field = format!("llm.models.{name}.price.{key}");
+                checker.report(&field, "must be a price of at least 0 per million tokens");
+            }
+        }
     }
 }
 

@@ -37,10 +37,12 @@ use crate::core::ports::clock::Clock;
 use crate::core::ports::llm::{ChatRequest, ChatResponse, LlmClient, LlmError, StreamEvent};
 use crate::core::ports::store::{StoreError, StoredMessage, Tail};
 use crate::core::ports::tool::{Tool, ToolContext, ToolOutput};
+use crate::core::ports::usage::{CallTag, Purpose, TurnSpend};
 use crate::core::session::SessionId;
 use crate::core::session_locks::SessionLocks;
 use crate::core::tool_registry::{ToolRegistry, ToolSet};
 use crate::core::untrusted;
+use crate::core::usage::UsageMeter;
 
 /// The most tool rounds a turn may take before it is stopped.
 pub const DEFAULT_MAX_TOOL_ROUNDS: usize = 20;
@@ -181,6 +183,7 @@ pub struct AgentLoop {
     tool_result_cap: usize,
     approvals: Option<Arc<Approvals>>,
     approval_settings: ApprovalSettings,
+    usage: Option<Arc<UsageMeter>>,
 }
 
 impl AgentLoop {
@@ -203,6 +206,7 @@ impl AgentLoop {
             tool_result_cap: DEFAULT_TOOL_RESULT_CAP,
             approvals: None,
             approval_settings: ApprovalSettings::default(),
+            usage: None,
         }
     }
 
@@ -221,6 +225,12 @@ impl AgentLoop {
     /// The registry of open approval requests, where answers are resolved.
     pub fn approvals(&self) -> Option<&Arc<Approvals>> {
         self.approvals.as_ref()
+    }
+
+    /// Adds today's usage to the `/status` line.
+    pub fn with_usage(mut self, usage: Arc<UsageMeter>) -> Self {
+        self.usage = Some(usage);
+        self
     }
 
     /// Overrides the tool-round limit (at least 1).
@@ -269,11 +279,12 @@ impl AgentLoop {
     /// does not wait for the session's running turn.
     pub async fn status_line(&self, session: &SessionId) -> Result<String, StoreError> {
         let tail = self.memory.load_tail(session).await?;
-        Ok(command::status_line(
-            &self.llm.describe(),
-            &tail,
-            self.clock.now().to_utc(),
-        ))
+        let mut line = command::status_line(&self.llm.describe(), &tail, self.clock.now().to_utc());
+        if let Some(usage) = &self.usage {
+            line.push_str(" · ");
+            line.push_str(&usage.status_line().await);
+        }
+        Ok(line)
     }
 
     /// Runs one turn and delivers its reply (or a short error) through `sink`.
@@ -285,6 +296,21 @@ impl AgentLoop {
         let session = request.session.clone();
         let _guard = self.locks.lock(&session).await;
         let channel = session.channel().to_owned();
+        // A heartbeat tick or cron run over budget is skipped before anything is written.
+        let purpose = Purpose::of(&request.origin);
+        if purpose.is_scheduled() {
+            let llm = request.llm.as_deref().unwrap_or(self.llm.as_ref());
+            let call = CallTag {
+                session: Some(&session),
+                ..CallTag::new(purpose)
+            };
+            if let Err(error) = llm.admit(call).await {
+                if error.should_tell() {
+                    self.deliver(sink, &error.user_message()).await;
+                }
+                return Err(TurnError::Llm(error));
+            }
+        }
 
         let mut user = Message::new(Role::User, request.text.clone(), self.clock.now());
         user.channel = Some(channel.clone());
@@ -376,6 +402,12 @@ impl AgentLoop {
         };
         let mut tools_called = Vec::new();
         let mut breaker = LoopBreaker::default();
+        let spend = TurnSpend::default();
+        let tag = CallTag {
+            purpose: Purpose::of(&request.origin),
+            session: Some(session),
+            turn: Some(&spend),
+        };
 
         for round in 0..self.max_tool_rounds {
             let call = tokio::select! {
@@ -383,13 +415,15 @@ impl AgentLoop {
                 () = request.cancel.cancelled() => {
                     return Err(self.cancelled(session, channel, &mut tail).await);
                 }
-                call = self.call_llm(llm, &prompt, &tools, sink) => call,
+                call = self.call_llm(llm, &prompt, &tools, sink, tag) => call,
             };
             let response = match call {
                 Ok(response) => response,
                 Err(error) => {
                     tracing::warn!(session = %session, error = %error, "LLM call failed; told the user.");
-                    self.deliver(sink, &error.user_message()).await;
+                    if error.should_tell() {
+                        self.deliver(sink, &error.user_message()).await;
+                    }
                     return Err(TurnError::Llm(error));
                 }
             };
@@ -535,11 +569,13 @@ impl AgentLoop {
         prompt: &[Arc<Message>],
         tools: &ToolSet<'_>,
         sink: &dyn ReplySink,
+        call: CallTag<'_>,
     ) -> Result<ChatResponse, LlmError> {
         let specs = tools.specs();
         let request = ChatRequest {
             messages: prompt,
             tools: &specs,
+            call,
         };
         if !sink.streaming() {
             return llm.chat(request, &|_| {}).await;

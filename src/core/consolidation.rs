@@ -9,6 +9,8 @@ use std::sync::Arc;
 use crate::core::message::{Message, Role};
 use crate::core::origin::Origin;
 use crate::core::ports::llm::{ChatRequest, LlmClient};
+use crate::core::ports::usage::{CallTag, Purpose};
+use crate::core::session::SessionId;
 
 const SUMMARY_SYSTEM: &str = "You are a memory consolidation assistant. You write concise, \
 factual summaries of conversation history. Output only the summary text: no preamble, no \
@@ -52,24 +54,38 @@ pub fn transcript<'a>(messages: impl IntoIterator<Item = &'a Message>) -> String
     out
 }
 
-/// Asks the LLM for a summary of `transcript` (which holds `n_messages` messages).
-pub async fn summarize(llm: &dyn LlmClient, transcript: &str, n_messages: usize) -> Option<String> {
+/// Asks the LLM for a summary of `transcript` (which holds `n_messages` messages of
+/// `session`).
+pub async fn summarize(
+    llm: &dyn LlmClient,
+    session: &SessionId,
+    transcript: &str,
+    n_messages: usize,
+) -> Option<String> {
     let sentences = (n_messages / 10).max(5);
     let prompt = format!(
         "Summarize the following conversation into a concise memory entry. Keep key facts, \
          decisions, preferences and open tasks; drop small talk.\n\nConversation:\n{transcript}\n\
          Write about {sentences} sentences."
     );
-    complete(llm, SUMMARY_SYSTEM, &prompt, "Consolidation").await
+    let call = CallTag {
+        session: Some(session),
+        ..CallTag::new(Purpose::Consolidation)
+    };
+    complete(llm, call, SUMMARY_SYSTEM, &prompt, "Consolidation").await
 }
 
-/// Asks the LLM to rewrite an overlong summary into a compact one.
-pub async fn compress(llm: &dyn LlmClient, summary: &str) -> Option<String> {
+/// Asks the LLM to rewrite an overlong summary of `session` into a compact one.
+pub async fn compress(llm: &dyn LlmClient, session: &SessionId, summary: &str) -> Option<String> {
     let prompt = format!(
         "This session summary has grown too long:\n\n{summary}\n\nRewrite it as a compact \
          summary of about 8 sentences. Keep all facts, decisions and context."
     );
-    complete(llm, META_SYSTEM, &prompt, "Meta-consolidation").await
+    let call = CallTag {
+        session: Some(session),
+        ..CallTag::new(Purpose::Compression)
+    };
+    complete(llm, call, META_SYSTEM, &prompt, "Meta-consolidation").await
 }
 
 /// Counts words the way the limit is defined: whitespace-separated tokens.
@@ -77,7 +93,13 @@ pub fn word_count(text: &str) -> usize {
     text.split_whitespace().count()
 }
 
-async fn complete(llm: &dyn LlmClient, system: &str, prompt: &str, what: &str) -> Option<String> {
+async fn complete(
+    llm: &dyn LlmClient,
+    call: CallTag<'_>,
+    system: &str,
+    prompt: &str,
+    what: &str,
+) -> Option<String> {
     let now = chrono::Utc::now().fixed_offset();
     let messages = [
         Arc::new(Message::new(Role::System, system, now)),
@@ -86,6 +108,7 @@ async fn complete(llm: &dyn LlmClient, system: &str, prompt: &str, what: &str) -
     let request = ChatRequest {
         messages: &messages,
         tools: &[],
+        call,
     };
     match llm.chat(request, &|_| {}).await {
         Ok(response) if !response.text.trim().is_empty() => Some(response.text.trim().to_owned()),

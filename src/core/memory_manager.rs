@@ -278,7 +278,7 @@ impl MemoryManager {
         let text = consolidation::transcript(messages[..cut].iter().copied());
         let mut summary = tail.summary.trim_end().to_owned();
         if !text.is_empty() {
-            let Some(entry) = consolidation::summarize(llm, &text, cut).await else {
+            let Some(entry) = consolidation::summarize(llm, session, &text, cut).await else {
                 return Ok(Consolidation::Failed);
             };
             if !summary.is_empty() {
@@ -288,7 +288,7 @@ impl MemoryManager {
         }
         let mut compressed = false;
         if consolidation::word_count(&summary) > self.settings.summary_word_limit
-            && let Some(short) = consolidation::compress(llm, &summary).await
+            && let Some(short) = consolidation::compress(llm, session, &summary).await
         {
             summary = short;
             compressed = true;

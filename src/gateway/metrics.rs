@@ -20,6 +20,7 @@ use crate::core::liveness::Pulse;
 use crate::core::ports::llm::{
     ChatRequest, ChatResponse, ContextBudget, LlmClient, LlmError, StreamObserver,
 };
+use crate::core::ports::usage::{UsageObserver, UsageRecord};
 
 /// Declares a one-label set, so every family gets a label name that says what it counts.
 macro_rules! label {
@@ -46,6 +47,22 @@ label!(ToolName, tool);
 label!(ChannelName, channel);
 label!(ConsolidationResult, result);
 
+/// The labels of the token counter: which model, for what, which kind of token.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TokenLabels {
+    model: String,
+    purpose: String,
+    /// `prompt`, `completion` or `cached` (cached tokens are also counted as prompt tokens).
+    kind: &'static str,
+}
+
+/// The labels of the cost counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CostLabels {
+    model: String,
+    purpose: String,
+}
+
 /// Every metric the gateway exports.
 pub struct Metrics {
     registry: Registry,
@@ -59,6 +76,8 @@ pub struct Metrics {
     channel_inbound_age: Family<ChannelName, Gauge<f64, AtomicU64>>,
     channel_round_age: Family<ChannelName, Gauge<f64, AtomicU64>>,
     channel_stalled: Family<ChannelName, Gauge>,
+    llm_tokens: Family<TokenLabels, Counter>,
+    llm_cost: Family<CostLabels, Counter<f64, AtomicU64>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -132,6 +151,18 @@ impl Metrics {
             "1 when no round of the channel succeeded within its limit (then /readyz fails)",
             channel_stalled.clone(),
         );
+        let llm_tokens = Family::<TokenLabels, Counter>::default();
+        registry.register(
+            "llm_tokens",
+            "LLM tokens by model, purpose and kind (prompt, completion, cached), as reported by the provider or estimated",
+            llm_tokens.clone(),
+        );
+        let llm_cost = Family::<CostLabels, Counter<f64, AtomicU64>>::default();
+        registry.register(
+            "llm_cost",
+            "LLM cost by model and purpose, in the currency of the configured prices",
+            llm_cost.clone(),
+        );
         for outcome in ["replied", "failed", "cancelled", "dropped"] {
             let _ = turns.get_or_create(&Outcome::of(outcome));
         }
@@ -150,6 +181,8 @@ impl Metrics {
             channel_inbound_age,
             channel_round_age,
             channel_stalled,
+            llm_tokens,
+            llm_cost,
         }
     }
 
@@ -216,6 +249,29 @@ impl Metrics {
             tracing::error!("Encoding metrics failed.");
         }
         out
+    }
+}
+
+impl UsageObserver for Metrics {
+    fn observe(&self, record: &UsageRecord) {
+        let purpose = record.purpose.as_str();
+        for (kind, tokens) in [
+            ("prompt", record.prompt_tokens),
+            ("completion", record.completion_tokens),
+            ("cached", record.cached_tokens),
+        ] {
+            let labels = TokenLabels {
+                model: record.model.clone(),
+                purpose: purpose.to_owned(),
+                kind,
+            };
+            self.llm_tokens.get_or_create(&labels).inc_by(tokens);
+        }
+        let labels = CostLabels {
+            model: record.model.clone(),
+            purpose: purpose.to_owned(),
+        };
+        self.llm_cost.get_or_create(&labels).inc_by(record.cost);
     }
 }
 

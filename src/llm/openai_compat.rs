@@ -6,6 +6,8 @@
 //! without streaming, and a server that ignores `stream: true` and answers with plain JSON is
 //! read as such. The API key only ever goes into the `Authorization` header.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -42,6 +44,9 @@ pub struct OpenAiCompatLlm {
     endpoint: Endpoint,
     timeouts: Timeouts,
     name: String,
+    /// Set once the server rejected `stream_options` (HTTP 400 naming it); later requests go
+    /// without it, and their usage is estimated unless the server reports it anyway.
+    no_stream_options: Arc<AtomicBool>,
 }
 
 impl OpenAiCompatLlm {
@@ -53,6 +58,7 @@ impl OpenAiCompatLlm {
             endpoint,
             timeouts,
             name,
+            no_stream_options: Arc::default(),
         }
     }
 
@@ -77,7 +83,25 @@ impl OpenAiCompatLlm {
             self.endpoint.max_tokens,
             self.endpoint.supports_reasoning_content,
         );
-        let response = self.send(&body).await?;
+        if self.no_stream_options.load(Ordering::Relaxed) {
+            body.stream_options = None;
+        }
+        let response = match self.send(&body).await {
+            Err(LlmError::Server {
+                status: 400,
+                detail,
+                ..
+            }) if body.stream_options.is_some() && detail.contains("stream_options") => {
+                tracing::info!(
+                    model = self.model_name(),
+                    "The server rejects stream_options; asking without it from now on."
+                );
+                self.no_stream_options.store(true, Ordering::Relaxed);
+                body.stream_options = None;
+                self.send(&body).await?
+            }
+            response => response?,
+        };
         let is_json = response
             .headers()
             .get(CONTENT_TYPE)
@@ -94,6 +118,7 @@ impl OpenAiCompatLlm {
                     "Empty streamed response; retrying once without streaming."
                 );
                 body.stream = false;
+                body.stream_options = None;
                 let response = self.send(&body).await?;
                 self.read_completion(response, observer).await
             }

@@ -126,6 +126,7 @@ impl LlmClient for LlmPool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::ports::usage::{CallTag, Purpose};
     use std::sync::Mutex;
     use std::time::Duration;
 
@@ -197,6 +198,7 @@ mod tests {
         let request = ChatRequest {
             messages: &[],
             tools: &[],
+            call: CallTag::new(Purpose::Turn),
         };
         let response = pool
             .chat(request, &|event| events.lock().unwrap().push(event))
@@ -221,6 +223,7 @@ mod tests {
         let request = ChatRequest {
             messages: &[],
             tools: &[],
+            call: CallTag::new(Purpose::Turn),
         };
         let error = pool.chat(request, &|_| {}).await.unwrap_err();
         assert!(matches!(error, LlmError::Config(_)));

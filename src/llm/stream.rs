@@ -18,7 +18,8 @@ use serde_json::Value;
 
 use crate::core::message::ToolCall;
 use crate::core::ports::llm::{ChatResponse, LlmError, StreamEvent, StreamObserver};
-use crate::llm::wire::{Chunk, Completion, Delta, ToolCallDelta, error_payload};
+use crate::core::ports::usage::TokenUsage;
+use crate::llm::wire::{Chunk, Completion, Delta, ToolCallDelta, error_payload, usage_of};
 
 /// How many bytes of a bad payload go into an error's detail.
 const DETAIL_BYTES: usize = 300;
@@ -40,11 +41,15 @@ pub(crate) struct Accumulator {
     reasoning: String,
     calls: Vec<PartialCall>,
     finished: bool,
+    usage: Option<TokenUsage>,
 }
 
 impl Accumulator {
     /// Applies one streamed chunk, reporting new text to the observer.
     pub(crate) fn apply_chunk(&mut self, chunk: Chunk, observer: StreamObserver<'_>) {
+        if let Some(usage) = chunk.usage.as_ref().and_then(usage_of) {
+            self.usage = Some(usage);
+        }
         for choice in chunk.choices {
             if let Some(delta) = choice.delta {
                 self.apply_delta(delta, observer);
@@ -121,6 +126,7 @@ impl Accumulator {
             tool_calls,
             reasoning_content: Some(self.reasoning).filter(|r| !r.is_empty()),
             model: model.to_owned(),
+            usage: self.usage,
         }
     }
 }
@@ -293,7 +299,10 @@ pub(crate) fn parse_completion(
             model: model.to_owned(),
             detail: "the completion has no message".to_owned(),
         })?;
-    let mut accumulator = Accumulator::default();
+    let mut accumulator = Accumulator {
+        usage: completion.usage.as_ref().and_then(usage_of),
+        ..Accumulator::default()
+    };
     accumulator.apply_delta(
         Delta {
             content: message.content,
@@ -406,6 +415,32 @@ mod tests {
             *seen.lock().unwrap(),
             vec![StreamEvent::TextDelta("Hi".into())]
         );
+    }
+
+    #[test]
+    fn usage_comes_from_the_last_chunk_that_has_it() {
+        let mut accumulator = Accumulator::default();
+        let chunks = [
+            json!({"choices":[{"delta":{"content":"Hi"}}],"usage":null}),
+            json!({"choices":[{"delta":{},"finish_reason":"stop"}],"usage":null}),
+            json!({"choices":[],"usage":{"prompt_tokens":40,"completion_tokens":3,
+                "prompt_tokens_details":{"cached_tokens":32}}}),
+        ];
+        for value in chunks {
+            accumulator.apply_chunk(chunk(value), &|_| {});
+        }
+        let usage = accumulator.finish("m").usage.unwrap();
+        assert_eq!((usage.prompt, usage.completion, usage.cached), (40, 3, 32));
+        let mut silent = Accumulator::default();
+        silent.apply_chunk(
+            chunk(json!({"choices":[{"delta":{"content":"x"}}]})),
+            &|_| {},
+        );
+        assert_eq!(silent.finish("m").usage, None);
+        let body = json!({"choices":[{"message":{"content":"done"}}],
+            "usage":{"prompt_tokens":7,"completion_tokens":1}});
+        let response = parse_completion(body.to_string().as_bytes(), "m", &|_| {}).unwrap();
+        assert_eq!(response.usage.map(|u| u.total()), Some(8));
     }
 
     #[test]

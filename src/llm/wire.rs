@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use crate::core::message::{Message, Role, ToolCall};
 use crate::core::ports::tool::ToolSpec;
+use crate::core::ports::usage::TokenUsage;
 
 /// The body of `POST /chat/completions`.
 #[derive(Debug, Serialize)]
@@ -23,6 +24,10 @@ pub(crate) struct RequestBody<'a> {
     messages: Vec<WireMessage<'a>>,
     /// Flipped to `false` for the non-streamed retry.
     pub(crate) stream: bool,
+    /// `{"include_usage": true}`, so a streamed answer ends with its token counts; dropped
+    /// for a non-streamed request (OpenAI rejects it there) and for a server that rejects it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) stream_options: Option<StreamOptions>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<WireTool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -45,10 +50,19 @@ impl<'a> RequestBody<'a> {
                 .map(|message| WireMessage::new(message, with_reasoning))
                 .collect(),
             stream: true,
+            stream_options: Some(StreamOptions {
+                include_usage: true,
+            }),
             tools: tools.iter().map(|spec| WireTool::new(spec)).collect(),
             max_tokens,
         }
     }
+}
+
+/// The `stream_options` of a streamed request.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub(crate) struct StreamOptions {
+    include_usage: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -151,6 +165,10 @@ impl<'a> WireTool<'a> {
 pub(crate) struct Chunk {
     pub(crate) choices: Vec<ChunkChoice>,
     pub(crate) error: Option<Value>,
+    /// Token counts: in the last chunk (`include_usage`), or in every chunk (vLLM's continuous
+    /// usage), so the last one seen wins. A value, read by [`usage_of`], so an odd shape can
+    /// never fail the chunk.
+    pub(crate) usage: Option<Value>,
 }
 
 /// One choice of a streamed chunk.
@@ -194,6 +212,8 @@ pub(crate) struct FunctionDelta {
 pub(crate) struct Completion {
     pub(crate) choices: Vec<CompletionChoice>,
     pub(crate) error: Option<Value>,
+    /// Token counts, read by [`usage_of`].
+    pub(crate) usage: Option<Value>,
 }
 
 /// One choice of a non-streamed response.
@@ -211,6 +231,51 @@ pub(crate) struct CompletionMessage {
     pub(crate) reasoning_content: Option<String>,
     pub(crate) reasoning: Option<String>,
     pub(crate) tool_calls: Option<Vec<ToolCallDelta>>,
+}
+
+/// The token counts of a `usage` object, in the spellings servers use: OpenAI's
+/// `prompt_tokens` / `completion_tokens` with `prompt_tokens_details.cached_tokens`; the
+/// Responses-style `input_tokens` / `output_tokens` with `input_tokens_details.cached_tokens`;
+/// DeepSeek's `prompt_cache_hit_tokens`; Anthropic-style `cache_read_input_tokens`; a bare
+/// `cached_tokens`. `None` when it holds neither prompt nor completion tokens.
+pub(crate) fn usage_of(usage: &Value) -> Option<TokenUsage> {
+    let number = |keys: &[&str]| keys.iter().find_map(|key| number_at(usage, key));
+    let prompt = number(&["prompt_tokens", "input_tokens"]);
+    let completion = number(&["completion_tokens", "output_tokens"]);
+    if prompt.is_none() && completion.is_none() {
+        return None;
+    }
+    let cached = ["prompt_tokens_details", "input_tokens_details"]
+        .iter()
+        .find_map(|details| {
+            usage
+                .get(details)
+                .and_then(|d| number_at(d, "cached_tokens"))
+        })
+        .or_else(|| {
+            number(&[
+                "prompt_cache_hit_tokens",
+                "cache_read_input_tokens",
+                "cached_tokens",
+            ])
+        })
+        .unwrap_or(0);
+    Some(TokenUsage {
+        prompt: prompt.unwrap_or(0),
+        completion: completion.unwrap_or(0),
+        cached,
+    })
+}
+
+/// A non-negative count at `key`, written as an integer or a float.
+fn number_at(value: &Value, key: &str) -> Option<u64> {
+    let number = value.get(key)?;
+    number.as_u64().or_else(|| {
+        number
+            .as_f64()
+            .filter(|n| n.is_finite() && *n >= 0.0)
+            .map(|n| n as u64)
+    })
 }
 
 /// A server-reported error payload (`{"error": ...}`): its message and an HTTP-like code.
@@ -267,6 +332,7 @@ mod tests {
             json!({
                 "model": "m",
                 "stream": true,
+                "stream_options": {"include_usage": true},
                 "messages": [
                     {"role": "assistant", "content": "", "tool_calls": [
                         {"id": "c1", "type": "function", "function": {"name": "shell", "arguments": "{\"command\":\"ls\"}"}},
@@ -296,6 +362,44 @@ mod tests {
             spec.parameters().get()
         );
         assert!(body.contains(&expected), "{body}");
+    }
+
+    #[test]
+    fn usage_is_read_in_every_common_spelling() {
+        let check = |usage: Value, expected: Option<(u64, u64, u64)>| {
+            let got = usage_of(&usage).map(|u| (u.prompt, u.completion, u.cached));
+            assert_eq!(got, expected, "{usage}");
+        };
+        check(
+            json!({"prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150,
+                "prompt_tokens_details": {"cached_tokens": 100}}),
+            Some((120, 30, 100)),
+        );
+        check(
+            json!({"input_tokens": 50, "output_tokens": 5,
+                "input_tokens_details": {"cached_tokens": 7}}),
+            Some((50, 5, 7)),
+        );
+        check(
+            json!({"prompt_tokens": 9, "completion_tokens": 1, "prompt_cache_hit_tokens": 8,
+                "prompt_cache_miss_tokens": 1}),
+            Some((9, 1, 8)),
+        );
+        check(
+            json!({"prompt_tokens": 9, "completion_tokens": 1, "cache_read_input_tokens": 4}),
+            Some((9, 1, 4)),
+        );
+        check(
+            json!({"prompt_tokens": 9, "completion_tokens": 2, "prompt_tokens_details": null}),
+            Some((9, 2, 0)),
+        );
+        check(
+            json!({"prompt_tokens": 9.0, "completion_tokens": "x"}),
+            Some((9, 0, 0)),
+        );
+        check(json!({"total_tokens": 9}), None);
+        check(json!(null), None);
+        check(json!("weird"), None);
     }
 
     #[test]

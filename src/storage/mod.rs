@@ -12,6 +12,7 @@
 //! - [`tail_cache`]: recently loaded tails, validated by file stamps ([`tail_cache::TailCache`]).
 //! - [`memory_file`]: the global MEMORY.md with its previous version ([`MemoryFile`]).
 //! - [`import`]: bringing an original (Python) squidbot home over, idempotently.
+//! - [`usage_ledger`]: one record per LLM call, a JSONL file per month ([`UsageLedgerFile`]).
 //! - [`bootstrap`]: the workspace's bootstrap files as the base prompt ([`WorkspacePrompt`]).
 //!
 //! **Architecture Invariant:** only this module writes squidbot's state files, and a file two
@@ -30,6 +31,7 @@ pub mod jsonl_store;
 pub mod memory_file;
 pub mod safe_id;
 pub mod tail_cache;
+pub mod usage_ledger;
 
 pub use activity_log::ActivityFile;
 pub use approval_file::ApprovalFile;
@@ -39,6 +41,7 @@ pub use history_index::HistoryIndex;
 pub use home_lock::HomeLock;
 pub use jsonl_store::JsonlStore;
 pub use memory_file::MemoryFile;
+pub use usage_ledger::UsageLedgerFile;
 
 use crate::core::ports::store::StoreError;
 

@@ -11,18 +11,30 @@ use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 /// A fresh `$SQUIDBOT_HOME` (also `HOME`) for one test.
 pub struct Home {
-    dir: tempfile::TempDir,
+    path: PathBuf,
+    /// The directory removed on drop, unless the home belongs to someone else.
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl Home {
     pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
         Self {
-            dir: tempfile::tempdir().unwrap(),
+            path: dir.path().to_owned(),
+            _dir: Some(dir),
+        }
+    }
+
+    /// The home at `path`, owned elsewhere (a running gateway's).
+    pub fn at(path: &Path) -> Self {
+        Self {
+            path: path.to_owned(),
+            _dir: None,
         }
     }
 
     pub fn path(&self) -> &Path {
-        self.dir.path()
+        &self.path
     }
 
     pub fn config(&self) -> PathBuf {

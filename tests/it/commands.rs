@@ -32,7 +32,11 @@ async fn help_and_status_are_answered_without_the_llm_or_the_history() {
         line.starts_with("model: default: small (scripted-model) · conversation: 2 messages"),
         "{line}"
     );
-    assert!(line.ends_with("never summarized"), "{line}");
+    // Then today's LLM usage: the one turn's call, estimated (the server reports none).
+    assert!(
+        line.contains("never summarized · usage today: ") && line.contains(" · this month: "),
+        "{line}"
+    );
     assert_eq!(llm.request_count(), 1);
     let history = std::fs::read_to_string(gw.session_file("cmds")).unwrap();
     assert_eq!(history.lines().count(), 2, "only the real turn: {history}");

@@ -17,6 +17,27 @@ pub struct Gateway {
     pub base: String,
     pub home: tempfile::TempDir,
     pub http: reqwest::Client,
+    /// The environment it was started with, for [`Gateway::restart`].
+    env: Vec<(String, String)>,
+}
+
+/// Starts `squidbot gateway` on `home`.
+fn spawn_gateway(home: &Path, env: &[(String, String)], log: Stdio) -> Child {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_squidbot"));
+    command
+        .arg("gateway")
+        .env("SQUIDBOT_HOME", home)
+        .env("HOME", home)
+        .env_remove("SQUIDBOT_CONFIG")
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .kill_on_drop(true);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    command.spawn().unwrap()
 }
 
 fn free_port() -> u16 {
@@ -31,6 +52,27 @@ impl Gateway {
     /// Starts a gateway talking to `llm_url`, with `extra` YAML appended and `env` set.
     pub async fn start(llm_url: &str, extra: &str, env: &[(&str, &str)]) -> Self {
         Self::start_with_token(llm_url, Some(TOKEN), extra, env).await
+    }
+
+    /// Starts a gateway from `yaml`, a whole config but for its `gateway` section, which is
+    /// appended (HTTP listen address and token).
+    pub async fn start_yaml(yaml: &str) -> Self {
+        let home = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let config = format!(
+            "{yaml}gateway:\n  shutdown_grace_seconds: 10\n  http:\n    listen: 127.0.0.1:{port}\n    token: {TOKEN}\n"
+        );
+        std::fs::write(home.path().join("squidbot.yaml"), config).unwrap();
+        let child = spawn_gateway(home.path(), &[], Stdio::piped());
+        let gateway = Self {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            home,
+            http: reqwest::Client::new(),
+            env: Vec::new(),
+        };
+        gateway.wait_ready().await;
+        gateway
     }
 
     /// Like [`Gateway::start`], with the message API's token chosen (`None`: no token).
@@ -51,15 +93,29 @@ impl Gateway {
         env: &[(&str, &str)],
         log: Stdio,
     ) -> Self {
+        let home = tempfile::tempdir().unwrap();
         let token_line = token
             .map(|t| format!("    token: {t}\n"))
             .unwrap_or_default();
-        let config = |port: u16| {
-            format!(
-                "llm:\n  providers:\n    local:\n      api_base: \"{llm_url}\"\n  models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\nagents:\n  heartbeat:\n    enabled: false\ngateway:\n  shutdown_grace_seconds: 10\n  http:\n    listen: 127.0.0.1:{port}\n{token_line}{extra}"
-            )
+        let port = free_port();
+        let config = format!(
+            "llm:\n  providers:\n    local:\n      api_base: \"{llm_url}\"\n  models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\nagents:\n  heartbeat:\n    enabled: false\ngateway:\n  shutdown_grace_seconds: 10\n  http:\n    listen: 127.0.0.1:{port}\n{token_line}{extra}"
+        );
+        std::fs::write(home.path().join("squidbot.yaml"), config).unwrap();
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let child = spawn_gateway(home.path(), &env, log);
+        let gateway = Self {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            home,
+            http: reqwest::Client::new(),
+            env,
         };
-        Self::start_with_config(config, env, log).await
+        gateway.wait_ready().await;
+        gateway
     }
 
     /// Starts a gateway whose whole config is `config(port)`, with `env` set and the log
@@ -72,29 +128,27 @@ impl Gateway {
         let home = tempfile::tempdir().unwrap();
         let port = free_port();
         std::fs::write(home.path().join("squidbot.yaml"), config(port)).unwrap();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_squidbot"));
-        command
-            .arg("gateway")
-            .env("SQUIDBOT_HOME", home.path())
-            .env("HOME", home.path())
-            .env_remove("SQUIDBOT_CONFIG")
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .kill_on_drop(true);
-        for (key, value) in env {
-            command.env(key, value);
-        }
-        let child = command.spawn().unwrap();
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let child = spawn_gateway(home.path(), &env, log);
         let gateway = Self {
             child,
             base: format!("http://127.0.0.1:{port}"),
             home,
             http: reqwest::Client::new(),
+            env,
         };
         gateway.wait_ready().await;
         gateway
+    }
+
+    /// Stops the gateway (SIGTERM) and starts it again on the same home, config and port.
+    pub async fn restart(&mut self) {
+        self.terminate().await;
+        self.child = spawn_gateway(self.home.path(), &self.env, Stdio::piped());
+        self.wait_ready().await;
     }
 
     async fn wait_ready(&self) {

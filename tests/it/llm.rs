@@ -80,6 +80,9 @@ async fn chat(
     let request = ChatRequest {
         messages: &messages,
         tools: &tools,
+        call: squidbot::core::ports::usage::CallTag::new(
+            squidbot::core::ports::usage::Purpose::Turn,
+        ),
     };
     let result = client
         .chat(request, &|event| events.lock().unwrap().push(event))

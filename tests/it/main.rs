@@ -60,5 +60,8 @@ mod privacy;
 mod trust;
 // The owner approves risky shell commands (#16 item 2) through the real gateway.
 mod approvals;
+// Token usage: the ledger, /metrics, /status, `squidbot usage` and budgets, against the
+// usage the scripted LLM reported.
+mod usage;
 // Regressions of reported issues (`issue_N_…`) against the real binary.
 mod regression;

@@ -98,6 +98,21 @@ fn semantic_errors_name_line_and_field() {
             r#":13: agents.heartbeat.timezone: unknown time zone "Mars/Base""#,
         ),
         (
+            format!("{BASE}budgets:\n  timezone: Mars/Base\n"),
+            r#":12: budgets.timezone: unknown time zone "Mars/Base""#,
+        ),
+        (
+            format!("{BASE}budgets:\n  daily_tokens: 5\n  daily_cost: -1\n"),
+            ":13: budgets.daily_cost: must be a number of at least 0",
+        ),
+        (
+            BASE.replace(
+                "{provider: openrouter, model: openai/gpt-4o}",
+                "{provider: openrouter, model: openai/gpt-4o, price: {input: -2, output: 1}}",
+            ),
+            ":7: llm.models.gpt4o.price.input: must be a price of at least 0",
+        ),
+        (
             format!("{BASE}agents:\n  heartbeat:\n    target: nowhere\n"),
             ":13: agents.heartbeat.target: ",
         ),

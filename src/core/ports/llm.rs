@@ -13,6 +13,7 @@ use async_trait::async_trait;
 
 use crate::core::message::{Message, ToolCall};
 use crate::core::ports::tool::ToolSpec;
+use crate::core::ports::usage::{CallTag, TokenUsage};
 
 /// One request: the prompt and the tools the model may call.
 #[derive(Debug, Clone, Copy)]
@@ -23,6 +24,9 @@ pub struct ChatRequest<'a> {
     /// Tool definitions offered to the model (may be empty); borrowed from the tools, so a
     /// turn never copies the schemas.
     pub tools: &'a [&'a ToolSpec],
+    /// Why the call is made and for which session and turn: what the usage ledger records and
+    /// the budgets check.
+    pub call: CallTag<'a>,
 }
 
 /// What arrives while a call streams.
@@ -51,6 +55,8 @@ pub struct ChatResponse {
     pub reasoning_content: Option<String>,
     /// The configured model name that answered.
     pub model: String,
+    /// The tokens the provider reported for the call, if it reported any.
+    pub usage: Option<TokenUsage>,
 }
 
 /// The context budget of the model(s) behind a client, in tokens.
@@ -140,6 +146,17 @@ pub enum LlmError {
     /// The request could not be built or the configuration is unusable.
     #[error("{0}")]
     Config(String),
+    /// A budget (`budgets.*`) is used up, so the call was not made.
+    #[error("{budget} reached")]
+    Budget {
+        /// The budget's config field (`budgets.daily_tokens`).
+        budget: &'static str,
+        /// What the person reads: which budget, and when it resets.
+        message: String,
+        /// Whether someone should be told: always in a person's turn; once per budget and day
+        /// for a heartbeat tick or a cron run, which are otherwise skipped quietly.
+        notify: bool,
+    },
 }
 
 impl LlmError {
@@ -151,7 +168,9 @@ impl LlmError {
             | Self::Timeout { .. }
             | Self::Protocol { .. } => true,
             Self::Server { status, .. } => *status >= 500 || *status == 408,
-            Self::Auth { .. } | Self::NotFound { .. } | Self::Config(_) => false,
+            Self::Auth { .. } | Self::NotFound { .. } | Self::Config(_) | Self::Budget { .. } => {
+                false
+            }
         }
     }
 
@@ -169,7 +188,14 @@ impl LlmError {
             Self::Server { status, .. } => format!("Error: the LLM failed (HTTP {status}). Try again later."),
             Self::Protocol { .. } => "Error: the LLM sent a response squidbot could not read. Try again.".to_owned(),
             Self::Config(detail) => format!("Error: LLM configuration problem: {detail}"),
+            Self::Budget { message, .. } => message.clone(),
         }
+    }
+
+    /// Whether the person or owner should read [`LlmError::user_message`]: false only for a
+    /// budget stop already reported today.
+    pub fn should_tell(&self) -> bool {
+        !matches!(self, Self::Budget { notify: false, .. })
     }
 }
 
@@ -182,6 +208,13 @@ pub trait LlmClient: Send + Sync {
         request: ChatRequest<'_>,
         observer: StreamObserver<'_>,
     ) -> Result<ChatResponse, LlmError>;
+
+    /// Whether a call tagged `call` may be made now; a client that enforces budgets answers
+    /// [`LlmError::Budget`] when one is used up. The default admits everything.
+    async fn admit(&self, call: CallTag<'_>) -> Result<(), LlmError> {
+        let _ = call;
+        Ok(())
+    }
 
     /// The tightest context budget among the models behind this client, if any is configured.
     fn context_budget(&self) -> Option<ContextBudget>;

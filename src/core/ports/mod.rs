@@ -10,3 +10,4 @@ pub mod llm;
 pub mod prompt;
 pub mod store;
 pub mod tool;
+pub mod usage;

@@ -6,6 +6,12 @@
 //! reply is rendered as SSE for `stream: true` and as a plain `chat.completion` otherwise, and the
 //! fault replies reproduce what real servers do: statuses with `Retry-After`, connections reset
 //! mid-stream, stalls before headers or between chunks, malformed SSE and llama.cpp's empty body.
+//!
+//! With [`ScriptedLlm::report_usage`] every answer carries `usage` the way OpenAI sends it: in
+//! the completion, or streamed as a last chunk with no choices, only when the request asked with
+//! `stream_options.include_usage`. The counts differ per call (prompt from the request's size,
+//! completion from the answer's) and are kept in [`ScriptedLlm::reported`], so a test compares
+//! squidbot's ledger against what the server really said.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -84,12 +90,25 @@ impl Reply {
 
 type Handler = Arc<dyn Fn(&Value) -> Reply + Send + Sync>;
 
+/// The usage the server reported for one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Reported {
+    pub prompt: u64,
+    pub completion: u64,
+    pub cached: u64,
+}
+
 #[derive(Default)]
 struct Script {
     queue: VecDeque<Reply>,
     per_model: HashMap<String, VecDeque<Reply>>,
     handler: Option<Handler>,
     requests: Vec<Value>,
+    /// Whether answers carry `usage`.
+    usage: bool,
+    /// Whether a request with `stream_options` is refused with a 400 naming it.
+    reject_stream_options: bool,
+    reported: Vec<(String, Reported)>,
 }
 
 /// The running server; dropping it stops accepting connections.
@@ -144,6 +163,21 @@ impl ScriptedLlm {
         self.lock().handler = Some(Arc::new(f));
     }
 
+    /// From now on every answer reports its `usage` (as OpenAI does; see the module doc).
+    pub fn report_usage(&self) {
+        self.lock().usage = true;
+    }
+
+    /// From now on a request carrying `stream_options` gets the HTTP 400 strict servers send.
+    pub fn reject_stream_options(&self) {
+        self.lock().reject_stream_options = true;
+    }
+
+    /// Every usage reported, with the model asked, in order.
+    pub fn reported(&self) -> Vec<(String, Reported)> {
+        self.lock().reported.clone()
+    }
+
     /// Every request body received, in order.
     pub fn requests(&self) -> Vec<Value> {
         self.lock().requests.clone()
@@ -187,21 +221,70 @@ async fn complete(State(script): State<Arc<Mutex<Script>>>, body: Bytes) -> Resp
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()));
     let model = request["model"].as_str().unwrap_or("").to_owned();
     let stream = request["stream"].as_bool().unwrap_or(false);
-    let reply = {
+    let (reply, usage) = {
         let mut script = script.lock().unwrap_or_else(|poison| poison.into_inner());
         script.requests.push(request.clone());
+        if script.reject_stream_options && request.get("stream_options").is_some() {
+            let body = json!({"error": {"message": "Unrecognized request argument supplied: stream_options", "type": "invalid_request_error", "code": 400}});
+            return plain_status(400, body.to_string());
+        }
         let queued = script
             .per_model
             .get_mut(&model)
             .and_then(VecDeque::pop_front)
             .or_else(|| script.queue.pop_front());
-        match (queued, &script.handler) {
+        let reply = match (queued, &script.handler) {
             (Some(reply), _) => reply,
             (None, Some(handler)) => handler(&request),
             (None, None) => Reply::Text("ok".to_owned()),
-        }
+        };
+        let asked = !stream || request["stream_options"]["include_usage"] == true;
+        let usage = match answer_size(&reply) {
+            Some(size) if script.usage && asked => {
+                let prompt = request["messages"].to_string().len() as u64 / 4 + 3;
+                let reported = Reported {
+                    prompt,
+                    completion: size as u64 / 4 + 1,
+                    cached: prompt / 3,
+                };
+                script.reported.push((model.clone(), reported));
+                Some(json!({
+                    "prompt_tokens": reported.prompt,
+                    "completion_tokens": reported.completion,
+                    "total_tokens": reported.prompt + reported.completion,
+                    "prompt_tokens_details": {"cached_tokens": reported.cached},
+                }))
+            }
+            _ => None,
+        };
+        (reply, usage)
     };
-    render(reply, model, stream).await
+    render(reply, model, stream, usage).await
+}
+
+/// The size of an answer's text and calls, for the answers that report usage.
+fn answer_size(reply: &Reply) -> Option<usize> {
+    match reply {
+        Reply::Text(text) => Some(text.len()),
+        Reply::TextWithReasoning { text, reasoning } => Some(text.len() + reasoning.len()),
+        Reply::ToolCalls { text, calls } => Some(
+            text.len()
+                + calls
+                    .iter()
+                    .map(|(_, name, args)| name.len() + args.len())
+                    .sum::<usize>(),
+        ),
+        Reply::Delay { then, .. } | Reply::Gated { then, .. } => answer_size(then),
+        _ => None,
+    }
+}
+
+fn plain_status(status: u16, body: String) -> Response {
+    Response::builder()
+        .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body))
+        .expect("status response")
 }
 
 /// One piece of a scripted body.
@@ -212,20 +295,25 @@ enum Step {
     Fail,
 }
 
-fn render(reply: Reply, model: String, stream: bool) -> BoxFuture<'static, Response> {
+fn render(
+    reply: Reply,
+    model: String,
+    stream: bool,
+    usage: Option<Value>,
+) -> BoxFuture<'static, Response> {
     Box::pin(async move {
         match reply {
             Reply::Delay { ms, then } => {
                 tokio::time::sleep(Duration::from_millis(ms)).await;
-                render(*then, model, stream).await
+                render(*then, model, stream, usage).await
             }
             Reply::Gated { gate, then } => {
                 gate.wait().await;
-                render(*then, model, stream).await
+                render(*then, model, stream, usage).await
             }
             Reply::StallHeaders { for_ms } => {
                 tokio::time::sleep(Duration::from_millis(for_ms)).await;
-                render(Reply::Text("ok".to_owned()), model, stream).await
+                render(Reply::Text("ok".to_owned()), model, stream, None).await
             }
             Reply::Status {
                 status,
@@ -286,11 +374,11 @@ fn render(reply: Reply, model: String, stream: bool) -> BoxFuture<'static, Respo
                 let whole = format!("{text}{rest}");
                 plain("application/json", completion(&model, &whole, None, &[]))
             }
-            Reply::Text(text) => answer(&model, stream, &text, None, &[]),
+            Reply::Text(text) => answer(&model, stream, &text, None, &[], usage),
             Reply::TextWithReasoning { text, reasoning } => {
-                answer(&model, stream, &text, Some(&reasoning), &[])
+                answer(&model, stream, &text, Some(&reasoning), &[], usage)
             }
-            Reply::ToolCalls { text, calls } => answer(&model, stream, &text, None, &calls),
+            Reply::ToolCalls { text, calls } => answer(&model, stream, &text, None, &calls, usage),
         }
     })
 }
@@ -336,12 +424,15 @@ fn answer(
     text: &str,
     reasoning: Option<&str>,
     calls: &[(String, String, String)],
+    usage: Option<Value>,
 ) -> Response {
     if !stream {
-        return plain(
-            "application/json",
-            completion(model, text, reasoning, calls),
-        );
+        let mut body: Value =
+            serde_json::from_str(&completion(model, text, reasoning, calls)).expect("completion");
+        if let Some(usage) = usage {
+            body["usage"] = usage;
+        }
+        return plain("application/json", body.to_string());
     }
     let mut steps = Vec::new();
     if let Some(reasoning) = reasoning {
@@ -376,7 +467,19 @@ fn answer(
     } else {
         "tool_calls"
     };
-    steps.extend(finish_events(model, reason));
+    let mut finish = finish_events(model, reason);
+    if let Some(usage) = usage {
+        let chunk = json!({
+            "id": "chatcmpl-scripted",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": model,
+            "choices": [],
+            "usage": usage,
+        });
+        finish.insert(1, Step::Send(format!("data: {chunk}\n\n")));
+    }
+    steps.extend(finish);
     streamed(true, steps)
 }
 

@@ -1,0 +1,210 @@
+//! **API Boundary.** The usage port: what one LLM call cost, and the ledger that keeps it.
+//!
+//! Every LLM call is tagged with why it was made ([`Purpose`]) and for which session
+//! ([`CallTag`]), so the ledger can say where tokens went and the budgets can tell a turn from
+//! a heartbeat tick. The ledger is append-only and shared between processes (the gateway and
+//! `squidbot agent`), so [`UsageLedger::poll`] hands back what anyone appended since the last
+//! poll: that is how a budget spent by one process stops the other.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::core::origin::Origin;
+use crate::core::session::SessionId;
+
+/// Why an LLM call was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Purpose {
+    /// A round of a turn a person started.
+    Turn,
+    /// Summarizing old messages into the session summary.
+    Consolidation,
+    /// Compressing an overlong summary (meta-consolidation).
+    Compression,
+    /// A round of a heartbeat tick.
+    Heartbeat,
+    /// A round of a cron job's run.
+    Cron,
+    /// A round of a sub-agent's job.
+    Spawn,
+    /// `squidbot doctor`'s ping.
+    Doctor,
+}
+
+impl Purpose {
+    /// Every purpose, in the order tables list them.
+    pub const ALL: [Purpose; 7] = [
+        Self::Turn,
+        Self::Consolidation,
+        Self::Compression,
+        Self::Heartbeat,
+        Self::Cron,
+        Self::Spawn,
+        Self::Doctor,
+    ];
+
+    /// The purpose of a turn's rounds, by who started the turn.
+    pub fn of(origin: &Origin) -> Self {
+        match origin {
+            Origin::Person { .. } => Self::Turn,
+            Origin::Heartbeat => Self::Heartbeat,
+            Origin::Cron { .. } => Self::Cron,
+            Origin::SubAgent { .. } => Self::Spawn,
+        }
+    }
+
+    /// The name used in the ledger, metrics and tables.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Turn => "turn",
+            Self::Consolidation => "consolidation",
+            Self::Compression => "compression",
+            Self::Heartbeat => "heartbeat",
+            Self::Cron => "cron",
+            Self::Spawn => "spawn",
+            Self::Doctor => "doctor",
+        }
+    }
+
+    /// Whether nobody waits for this call's answer: a heartbeat tick or a cron run, which a
+    /// budget skips quietly (the owner is told once a day) instead of answering.
+    pub fn is_scheduled(self) -> bool {
+        matches!(self, Self::Heartbeat | Self::Cron)
+    }
+}
+
+/// Tokens of one call, as the provider reported them or as estimated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenUsage {
+    /// Prompt (input) tokens, cached ones included.
+    pub prompt: u64,
+    /// Completion (output) tokens, reasoning included.
+    pub completion: u64,
+    /// Prompt tokens the provider served from its cache (priced lower by most).
+    pub cached: u64,
+}
+
+impl TokenUsage {
+    /// Prompt plus completion: what the token budgets count.
+    pub fn total(&self) -> u64 {
+        self.prompt.saturating_add(self.completion)
+    }
+}
+
+/// Tokens a turn has spent so far, shared by its rounds (the turn budgets count it).
+#[derive(Debug, Default)]
+pub struct TurnSpend(AtomicU64);
+
+impl TurnSpend {
+    /// Tokens spent so far.
+    pub fn tokens(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// Adds a call's tokens.
+    pub fn add(&self, tokens: u64) {
+        self.0.fetch_add(tokens, Ordering::Relaxed);
+    }
+}
+
+/// What an LLM call is for: carried on the request so that whoever meters it knows.
+#[derive(Clone, Copy, Debug)]
+pub struct CallTag<'a> {
+    /// Why the call is made.
+    pub purpose: Purpose,
+    /// The session it serves, if any.
+    pub session: Option<&'a SessionId>,
+    /// The spend of the turn it belongs to, if it is a round of a turn.
+    pub turn: Option<&'a TurnSpend>,
+}
+
+impl CallTag<'_> {
+    /// A call for `purpose` outside any session or turn.
+    pub const fn new(purpose: Purpose) -> Self {
+        CallTag {
+            purpose,
+            session: None,
+            turn: None,
+        }
+    }
+}
+
+/// One line of the ledger: one LLM call that answered.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UsageRecord {
+    /// When the answer arrived.
+    pub time: DateTime<Utc>,
+    /// The session served (`http:abc`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// Why the call was made.
+    pub purpose: Purpose,
+    /// The pool asked (`default`).
+    pub pool: String,
+    /// The configured model that answered (after any fallback).
+    pub model: String,
+    /// Prompt tokens, cached ones included.
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+    /// Cached prompt tokens.
+    #[serde(default)]
+    pub cached_tokens: u64,
+    /// The cost in the currency of the configured prices (0 for a model without a price).
+    #[serde(default)]
+    pub cost: f64,
+    /// Whether the tokens are squidbot's estimate because the provider reported none.
+    #[serde(default)]
+    pub estimated: bool,
+}
+
+impl UsageRecord {
+    /// The tokens of the record.
+    pub fn usage(&self) -> TokenUsage {
+        TokenUsage {
+            prompt: self.prompt_tokens,
+            completion: self.completion_tokens,
+            cached: self.cached_tokens,
+        }
+    }
+}
+
+/// Why the ledger could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    /// A ledger file could not be opened, locked, read or appended to.
+    #[error("usage ledger {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The append-only record of LLM calls, shared by every squidbot process of a home.
+#[async_trait]
+pub trait UsageLedger: Send + Sync {
+    /// Appends one record, whole, so a concurrent writer never interleaves with it.
+    async fn append(&self, record: &UsageRecord) -> Result<(), LedgerError>;
+
+    /// The records appended (by any process) since the previous poll; the first poll returns
+    /// those of the previous and the current month. A torn or unreadable line is skipped.
+    async fn poll(&self) -> Result<Vec<UsageRecord>, LedgerError>;
+
+    /// Notes that the owner is being told that `budget` was reached on `day`; false when they
+    /// already were (by any process, before any restart), so they are told once a day.
+    async fn first_notice(&self, budget: &str, day: NaiveDate) -> Result<bool, LedgerError>;
+}
+
+/// Something that wants to see every record as it is made (the gateway's metrics).
+pub trait UsageObserver: Send + Sync {
+    /// Called once per answered call, after the record was made.
+    fn observe(&self, record: &UsageRecord);
+}

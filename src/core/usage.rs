@@ -1,0 +1,686 @@
+//! [`UsageMeter`]: the running totals of tokens and cost, the budgets checked before each LLM
+//! call, and [`BudgetedLlm`], the client decorator through which every call is admitted and
+//! recorded.
+//!
+//! The totals are folded from the ledger, never kept apart from it: a call's record is
+//! appended, and the next poll (before the next call, or for `/status`) reads it back together
+//! with whatever another process (`squidbot agent` beside the gateway) appended. So the budgets
+//! hold across processes and restarts, and the hot path costs one poll of a file that grew by a
+//! line. A record that cannot be appended (disk full) is folded in directly, so this process
+//! still counts it.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Datelike, NaiveDate, Utc};
+use serde::Serialize;
+
+use crate::core::budget::{self, BudgetKind, Budgets, Spent};
+use crate::core::ports::clock::Clock;
+use crate::core::ports::llm::{
+    ChatRequest, ChatResponse, ContextBudget, LlmClient, LlmError, StreamObserver,
+};
+use crate::core::ports::usage::{CallTag, TokenUsage, UsageLedger, UsageObserver, UsageRecord};
+use crate::core::window::approx_tokens;
+use crate::core::zone::Zone;
+
+/// Days of daily totals kept in memory (the budgets need today; `/status` this month).
+const KEPT_DAYS: usize = 62;
+
+/// A model's prices per million tokens.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Price {
+    /// Per million prompt tokens not served from the cache.
+    pub input: f64,
+    /// Per million completion tokens.
+    pub output: f64,
+    /// Per million cached prompt tokens.
+    pub cached_input: f64,
+}
+
+impl Price {
+    /// The cost of `usage` at these prices.
+    pub fn cost(&self, usage: &TokenUsage) -> f64 {
+        let cached = usage.cached.min(usage.prompt);
+        let fresh = usage.prompt - cached;
+        (fresh as f64 * self.input
+            + cached as f64 * self.cached_input
+            + usage.completion as f64 * self.output)
+            / 1_000_000.0
+    }
+}
+
+/// What the meter needs to know from the configuration.
+#[derive(Clone, Debug)]
+pub struct MeterSettings {
+    /// The limits.
+    pub budgets: Budgets,
+    /// Prices by configured model name; a model without one costs nothing.
+    pub prices: HashMap<String, Price>,
+    /// The owner's zone, in which days begin.
+    pub zone: Zone,
+}
+
+/// Sums of some records.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Totals {
+    /// Calls answered.
+    pub calls: u64,
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+    /// Cached prompt tokens.
+    pub cached_tokens: u64,
+    /// Cost.
+    pub cost: f64,
+    /// Calls whose tokens are estimates.
+    pub estimated_calls: u64,
+}
+
+impl Totals {
+    /// Adds one record.
+    pub fn add(&mut self, record: &UsageRecord) {
+        self.calls += 1;
+        self.prompt_tokens += record.prompt_tokens;
+        self.completion_tokens += record.completion_tokens;
+        self.cached_tokens += record.cached_tokens;
+        self.cost += record.cost;
+        self.estimated_calls += u64::from(record.estimated);
+    }
+
+    /// Prompt plus completion tokens.
+    pub fn tokens(&self) -> u64 {
+        self.prompt_tokens + self.completion_tokens
+    }
+}
+
+/// Heartbeat ticks or cron runs a budget skipped.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Skips {
+    /// How many since start.
+    pub count: u64,
+    /// The budget of the last one.
+    pub last_budget: &'static str,
+    /// When the last one was.
+    pub last_at: Option<DateTime<Utc>>,
+}
+
+/// One budget as `/status` shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct BudgetReport {
+    /// Its limit.
+    pub limit: f64,
+    /// Spent today (daily budgets only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub used_today: Option<f64>,
+    /// Whether today's spend reached it (daily budgets only).
+    pub reached: bool,
+}
+
+/// The usage part of `/status`.
+#[derive(Clone, Debug, Serialize)]
+pub struct UsageStatus {
+    /// The zone the days are counted in.
+    pub timezone: String,
+    /// Today's totals.
+    pub today: Totals,
+    /// This month's totals (from the 1st, in the same zone).
+    pub month: Totals,
+    /// When the daily budgets reset.
+    pub resets_at: DateTime<Utc>,
+    /// The configured budgets by field name.
+    pub budgets: BTreeMap<&'static str, BudgetReport>,
+    /// Heartbeat ticks and cron runs skipped for a budget, by purpose.
+    pub skipped: BTreeMap<&'static str, Skips>,
+}
+
+/// The mutable part of the meter.
+#[derive(Default)]
+struct Folded {
+    days: BTreeMap<NaiveDate, Totals>,
+    notified: HashSet<(BudgetKind, NaiveDate)>,
+    skipped: BTreeMap<&'static str, Skips>,
+}
+
+/// Running totals, budgets and the ledger behind them; one per process, shared by every
+/// [`BudgetedLlm`].
+pub struct UsageMeter {
+    ledger: Arc<dyn UsageLedger>,
+    settings: MeterSettings,
+    clock: Arc<dyn Clock>,
+    observers: Vec<Arc<dyn UsageObserver>>,
+    /// A std lock: held only to fold records or read totals, never across an await.
+    folded: Mutex<Folded>,
+}
+
+impl std::fmt::Debug for UsageMeter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UsageMeter")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl UsageMeter {
+    /// A meter over `ledger`; `observers` see every record this process makes.
+    pub fn new(
+        ledger: Arc<dyn UsageLedger>,
+        settings: MeterSettings,
+        clock: Arc<dyn Clock>,
+        observers: Vec<Arc<dyn UsageObserver>>,
+    ) -> Self {
+        Self {
+            ledger,
+            settings,
+            clock,
+            observers,
+            folded: Mutex::default(),
+        }
+    }
+
+    fn folded(&self) -> std::sync::MutexGuard<'_, Folded> {
+        self.folded.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Reads what was appended to the ledger since the last refresh into the totals.
+    pub async fn refresh(&self) {
+        match self.ledger.poll().await {
+            Ok(records) if records.is_empty() => {}
+            Ok(records) => {
+                let mut folded = self.folded();
+                for record in &records {
+                    self.fold(&mut folded, record);
+                }
+            }
+            Err(error) => {
+                tracing::warn!(error = %error, "Usage ledger unreadable; budgets use the totals known so far.");
+            }
+        }
+    }
+
+    fn fold(&self, folded: &mut Folded, record: &UsageRecord) {
+        let day = budget::local_date(&self.settings.zone, record.time);
+        folded.days.entry(day).or_default().add(record);
+        while folded.days.len() > KEPT_DAYS {
+            folded.days.pop_first();
+        }
+    }
+
+    /// Whether a call tagged `call` may be made now (after a refresh).
+    pub async fn admit(&self, call: CallTag<'_>) -> Result<(), LlmError> {
+        self.refresh().await;
+        let now = self.clock.now().to_utc();
+        let zone = &self.settings.zone;
+        let today = budget::local_date(zone, now);
+        let scheduled = call.purpose.is_scheduled();
+        let (exceeded, told) = {
+            let mut folded = self.folded();
+            let totals = folded.days.get(&today).copied().unwrap_or_default();
+            let spent = Spent {
+                today_tokens: totals.tokens(),
+                today_cost: totals.cost,
+                turn_tokens: call.turn.map_or(0, |turn| turn.tokens()),
+            };
+            let Some(exceeded) = self.settings.budgets.exceeded(call.purpose, spent) else {
+                return Ok(());
+            };
+            if scheduled {
+                let skips = folded.skipped.entry(call.purpose.as_str()).or_default();
+                skips.count += 1;
+                skips.last_budget = exceeded.kind.field();
+                skips.last_at = Some(now);
+            }
+            let told = folded.notified.contains(&(exceeded.kind, today));
+            (exceeded, told)
+        };
+        let budget = exceeded.kind.field();
+        let notify = if !scheduled {
+            true
+        } else if told {
+            false
+        } else {
+            let first = self
+                .ledger
+                .first_notice(budget, today)
+                .await
+                .unwrap_or_else(|error| {
+                    tracing::warn!(error = %error, "Budget notices unreadable; telling the owner.");
+                    true
+                });
+            self.folded().notified.insert((exceeded.kind, today));
+            first
+        };
+        tracing::info!(
+            purpose = call.purpose.as_str(),
+            budget,
+            notify,
+            "Budget reached; LLM call not made."
+        );
+        Err(LlmError::Budget {
+            budget,
+            message: exceeded.message(zone, now),
+            notify,
+        })
+    }
+
+    /// Records an answered call: its tokens (reported, or estimated from `request` and the
+    /// answer), its cost, the turn's spend; appends it to the ledger and shows it to the
+    /// observers.
+    pub async fn record(&self, pool: &str, request: &ChatRequest<'_>, response: &ChatResponse) {
+        let (usage, estimated) = match response.usage {
+            Some(usage) => (usage, false),
+            None => (estimate(request, response), true),
+        };
+        let cost = self
+            .settings
+            .prices
+            .get(&response.model)
+            .map_or(0.0, |price| price.cost(&usage));
+        let record = UsageRecord {
+            time: self.clock.now().to_utc(),
+            session: request.call.session.map(ToString::to_string),
+            purpose: request.call.purpose,
+            pool: pool.strip_prefix("pool:").unwrap_or(pool).to_owned(),
+            model: response.model.clone(),
+            prompt_tokens: usage.prompt,
+            completion_tokens: usage.completion,
+            cached_tokens: usage.cached,
+            cost,
+            estimated,
+        };
+        if let Some(turn) = request.call.turn {
+            turn.add(usage.total());
+        }
+        if let Err(error) = self.ledger.append(&record).await {
+            tracing::warn!(error = %error, "Usage record not written; counted in memory only.");
+            let mut folded = self.folded();
+            self.fold(&mut folded, &record);
+        }
+        for observer in &self.observers {
+            observer.observe(&record);
+        }
+    }
+
+    /// Today's and this month's totals, the budgets and the skips, after a refresh.
+    pub async fn status(&self) -> UsageStatus {
+        self.refresh().await;
+        let now = self.clock.now().to_utc();
+        let zone = &self.settings.zone;
+        let today = budget::local_date(zone, now);
+        let folded = self.folded();
+        let today_totals = folded.days.get(&today).copied().unwrap_or_default();
+        let mut month = Totals::default();
+        for (_, totals) in folded
+            .days
+            .range(today.with_day(1).unwrap_or(today)..=today)
+        {
+            month.calls += totals.calls;
+            month.prompt_tokens += totals.prompt_tokens;
+            month.completion_tokens += totals.completion_tokens;
+            month.cached_tokens += totals.cached_tokens;
+            month.cost += totals.cost;
+            month.estimated_calls += totals.estimated_calls;
+        }
+        let b = &self.settings.budgets;
+        let mut budgets = BTreeMap::new();
+        let mut daily = |kind: BudgetKind, limit: Option<f64>, used: f64| {
+            if let Some(limit) = limit {
+                let report = BudgetReport {
+                    limit,
+                    used_today: Some(used),
+                    reached: used >= limit,
+                };
+                budgets.insert(kind.field(), report);
+            }
+        };
+        daily(
+            BudgetKind::DailyTokens,
+            b.daily_tokens.map(|n| n as f64),
+            today_totals.tokens() as f64,
+        );
+        daily(BudgetKind::DailyCost, b.daily_cost, today_totals.cost);
+        for (kind, limit) in [
+            (BudgetKind::TurnTokens, b.turn_tokens),
+            (BudgetKind::HeartbeatTokens, b.heartbeat_tokens),
+            (BudgetKind::CronTokens, b.cron_tokens),
+        ] {
+            if let Some(limit) = limit {
+                let report = BudgetReport {
+                    limit: limit as f64,
+                    used_today: None,
+                    reached: false,
+                };
+                budgets.insert(kind.field(), report);
+            }
+        }
+        UsageStatus {
+            timezone: zone.to_string(),
+            today: today_totals,
+            month,
+            resets_at: budget::next_midnight(zone, now),
+            budgets,
+            skipped: folded.skipped.clone(),
+        }
+    }
+
+    /// The chat `/status` part: today's and this month's tokens and cost, and a reached daily
+    /// budget.
+    pub async fn status_line(&self) -> String {
+        let status = self.status().await;
+        let reached: Vec<&str> = status
+            .budgets
+            .iter()
+            .filter(|(_, report)| report.reached)
+            .map(|(name, _)| *name)
+            .collect();
+        let mut line = format!(
+            "usage today: {} tokens, cost {:.4} · this month: {} tokens, cost {:.4}",
+            status.today.tokens(),
+            status.today.cost,
+            status.month.tokens(),
+            status.month.cost
+        );
+        if !reached.is_empty() {
+            line.push_str(" · budget reached: ");
+            line.push_str(&reached.join(", "));
+        }
+        line
+    }
+}
+
+/// The tokens of a call whose provider reported none: about four characters a token over the
+/// prompt, the tool schemas and the answer.
+pub fn estimate(request: &ChatRequest<'_>, response: &ChatResponse) -> TokenUsage {
+    let tool_chars: usize = request
+        .tools
+        .iter()
+        .map(|spec| serde_json::to_string(spec).map_or(0, |text| text.len()))
+        .sum();
+    let prompt = approx_tokens(request.messages.iter().map(Arc::as_ref)) + tool_chars / 4;
+    let calls: usize = response
+        .tool_calls
+        .iter()
+        .map(|call| call.name.len() + call.arguments.to_string().len())
+        .sum();
+    let answer =
+        response.text.len() + response.reasoning_content.as_ref().map_or(0, String::len) + calls;
+    TokenUsage {
+        prompt: prompt as u64,
+        completion: answer.div_ceil(4) as u64,
+        cached: 0,
+    }
+}
+
+/// An [`LlmClient`] (a pool) whose every call is admitted by the meter first and recorded
+/// after; built once per pool, so the record names the pool.
+pub struct BudgetedLlm {
+    inner: Arc<dyn LlmClient>,
+    meter: Arc<UsageMeter>,
+}
+
+impl BudgetedLlm {
+    /// `inner` metered by `meter`.
+    pub fn new(inner: Arc<dyn LlmClient>, meter: Arc<UsageMeter>) -> Self {
+        Self { inner, meter }
+    }
+}
+
+#[async_trait]
+impl LlmClient for BudgetedLlm {
+    async fn chat(
+        &self,
+        request: ChatRequest<'_>,
+        observer: StreamObserver<'_>,
+    ) -> Result<ChatResponse, LlmError> {
+        self.meter.admit(request.call).await?;
+        let response = self.inner.chat(request, observer).await?;
+        self.meter
+            .record(self.inner.name(), &request, &response)
+            .await;
+        Ok(response)
+    }
+
+    async fn admit(&self, call: CallTag<'_>) -> Result<(), LlmError> {
+        self.meter.admit(call).await
+    }
+
+    fn context_budget(&self) -> Option<ContextBudget> {
+        self.inner.context_budget()
+    }
+
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::ports::usage::{LedgerError, Purpose, TurnSpend};
+    use crate::core::session::SessionId;
+
+    /// A ledger in memory: polls hand out what was appended since the last poll.
+    #[derive(Default)]
+    struct MemoryLedger {
+        records: Mutex<Vec<UsageRecord>>,
+        read: Mutex<usize>,
+        notices: Mutex<HashSet<(String, NaiveDate)>>,
+    }
+
+    #[async_trait]
+    impl UsageLedger for MemoryLedger {
+        async fn append(&self, record: &UsageRecord) -> Result<(), LedgerError> {
+            self.records.lock().unwrap().push(record.clone());
+            Ok(())
+        }
+
+        async fn first_notice(&self, budget: &str, day: NaiveDate) -> Result<bool, LedgerError> {
+            Ok(self
+                .notices
+                .lock()
+                .unwrap()
+                .insert((budget.to_owned(), day)))
+        }
+
+        async fn poll(&self) -> Result<Vec<UsageRecord>, LedgerError> {
+            let records = self.records.lock().unwrap();
+            let mut read = self.read.lock().unwrap();
+            let new = records[*read..].to_vec();
+            *read = records.len();
+            Ok(new)
+        }
+    }
+
+    /// A clock the test moves.
+    struct PinnedClock(Mutex<DateTime<Utc>>);
+
+    impl Clock for PinnedClock {
+        fn now(&self) -> chrono::DateTime<chrono::FixedOffset> {
+            self.0.lock().unwrap().fixed_offset()
+        }
+    }
+
+    fn utc(text: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(text).unwrap().to_utc()
+    }
+
+    fn meter(budgets: Budgets, now: &str) -> (Arc<UsageMeter>, Arc<PinnedClock>) {
+        let clock = Arc::new(PinnedClock(Mutex::new(utc(now))));
+        let prices = HashMap::from([(
+            "m".to_owned(),
+            Price {
+                input: 1.0,
+                output: 2.0,
+                cached_input: 0.5,
+            },
+        )]);
+        let settings = MeterSettings {
+            budgets,
+            prices,
+            zone: Zone::parse("Europe/Berlin").unwrap(),
+        };
+        let ledger = Arc::new(MemoryLedger::default());
+        let meter = UsageMeter::new(ledger, settings, clock.clone(), Vec::new());
+        (Arc::new(meter), clock)
+    }
+
+    fn response(prompt: u64, completion: u64, cached: u64) -> ChatResponse {
+        ChatResponse {
+            text: "answer".into(),
+            model: "m".into(),
+            usage: Some(TokenUsage {
+                prompt,
+                completion,
+                cached,
+            }),
+            ..ChatResponse::default()
+        }
+    }
+
+    async fn spend(meter: &UsageMeter, call: CallTag<'_>, response: &ChatResponse) {
+        let request = ChatRequest {
+            messages: &[],
+            tools: &[],
+            call,
+        };
+        meter.record("pool:default", &request, response).await;
+    }
+
+    #[test]
+    fn cost_prices_cached_tokens_apart() {
+        let price = Price {
+            input: 3.0,
+            output: 15.0,
+            cached_input: 0.3,
+        };
+        let usage = TokenUsage {
+            prompt: 1_000_000,
+            completion: 100_000,
+            cached: 400_000,
+        };
+        let cost = price.cost(&usage);
+        assert!((cost - (0.6 * 3.0 + 0.4 * 0.3 + 0.1 * 15.0)).abs() < 1e-12);
+    }
+
+    #[tokio::test]
+    async fn the_daily_budget_stops_calls_until_the_owners_midnight() {
+        let budgets = Budgets {
+            daily_tokens: Some(100),
+            ..Budgets::default()
+        };
+        // 22:30 UTC is 23:30 in Berlin.
+        let (meter, clock) = meter(budgets, "2026-11-24T22:30:00Z");
+        let turn = CallTag::new(Purpose::Turn);
+        assert!(meter.admit(turn).await.is_ok());
+        spend(&meter, turn, &response(90, 10, 0)).await;
+        let error = meter.admit(turn).await.unwrap_err();
+        assert!(
+            matches!(&error, LlmError::Budget { budget: "budgets.daily_tokens", notify: true, message }
+                if message.contains("in 0 h 30 min")),
+            "{error:?}"
+        );
+        // Midnight in Berlin (23:00 UTC) starts a new day.
+        *clock.0.lock().unwrap() = utc("2026-11-24T23:00:00Z");
+        assert!(meter.admit(turn).await.is_ok());
+        let status = meter.status().await;
+        assert_eq!(status.today.calls, 0);
+        assert_eq!(status.month.tokens(), 100);
+    }
+
+    #[tokio::test]
+    async fn scheduled_calls_are_skipped_and_the_owner_told_once_a_day() {
+        let budgets = Budgets {
+            daily_cost: Some(0.0001),
+            ..Budgets::default()
+        };
+        let (meter, _) = meter(budgets, "2026-11-24T10:00:00Z");
+        let turn = CallTag::new(Purpose::Turn);
+        spend(&meter, turn, &response(1000, 100, 0)).await;
+        let heartbeat = CallTag::new(Purpose::Heartbeat);
+        let notify = |result: Result<(), LlmError>| match result {
+            Err(LlmError::Budget { notify, .. }) => notify,
+            other => panic!("{other:?}"),
+        };
+        assert!(notify(meter.admit(heartbeat).await));
+        assert!(!notify(meter.admit(heartbeat).await));
+        assert!(!notify(meter.admit(CallTag::new(Purpose::Cron)).await));
+        // A person always gets the answer.
+        assert!(notify(meter.admit(turn).await));
+        let status = meter.status().await;
+        assert_eq!(status.skipped["heartbeat"].count, 2);
+        assert_eq!(status.skipped["cron"].last_budget, "budgets.daily_cost");
+        assert!(status.budgets["budgets.daily_cost"].reached);
+    }
+
+    #[tokio::test]
+    async fn a_turn_budget_counts_only_its_own_rounds() {
+        let budgets = Budgets {
+            turn_tokens: Some(50),
+            ..Budgets::default()
+        };
+        let (meter, _) = meter(budgets, "2026-11-24T10:00:00Z");
+        let session = SessionId::parse("http:a").unwrap();
+        let first = TurnSpend::default();
+        let call = CallTag {
+            purpose: Purpose::Turn,
+            session: Some(&session),
+            turn: Some(&first),
+        };
+        spend(&meter, call, &response(40, 10, 0)).await;
+        assert_eq!(first.tokens(), 50);
+        let error = meter.admit(call).await.unwrap_err();
+        assert!(matches!(
+            error,
+            LlmError::Budget {
+                budget: "budgets.turn_tokens",
+                ..
+            }
+        ));
+        let second = TurnSpend::default();
+        let fresh = CallTag {
+            turn: Some(&second),
+            ..call
+        };
+        assert!(meter.admit(fresh).await.is_ok());
+        // Consolidation has no turn budget.
+        assert!(
+            meter
+                .admit(CallTag {
+                    purpose: Purpose::Consolidation,
+                    ..call
+                })
+                .await
+                .is_ok()
+        );
+    }
+
+    #[tokio::test]
+    async fn an_answer_without_usage_is_estimated_and_marked() {
+        let (meter, _) = meter(Budgets::default(), "2026-11-24T10:00:00Z");
+        let mut silent = response(0, 0, 0);
+        silent.usage = None;
+        silent.text = "x".repeat(40);
+        let prompt = [Arc::new(crate::core::message::Message::new(
+            crate::core::message::Role::User,
+            "y".repeat(400),
+            utc("2026-11-24T10:00:00Z").fixed_offset(),
+        ))];
+        let request = ChatRequest {
+            messages: &prompt,
+            tools: &[],
+            call: CallTag::new(Purpose::Turn),
+        };
+        meter.record("pool:default", &request, &silent).await;
+        let status = meter.status().await;
+        assert_eq!(status.today.estimated_calls, 1);
+        assert_eq!(status.today.completion_tokens, 10);
+        assert!(status.today.prompt_tokens >= 100, "{:?}", status.today);
+        assert!(status.today.cost > 0.0);
+    }
+}
