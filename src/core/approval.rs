@@ -440,17 +440,17 @@ impl TurnApprovals {
         if let Some(who) = who {
             return Err(Refusal::Unattended(who.to_owned()));
         }
-        if self.session.channel() == "email" {
-            if let Origin::Person { sender } = &self.origin
-                && !self
-                    .approvals
-                    .as_ref()
-                    .is_some_and(|a| a.owner().is("email", sender))
-            {
-                return Err(Refusal::Unattended(
-                    "the mail is not from the owner, who alone can approve".to_owned(),
-                ));
-            }
+        // A mail question goes to the sender; only the owner's mailbox can answer it.
+        if self.session.channel() == "email"
+            && let Origin::Person { sender } = &self.origin
+            && !self
+                .approvals
+                .as_ref()
+                .is_some_and(|a| a.owner().is("email", sender))
+        {
+            return Err(Refusal::Unattended(
+                "the mail is not from the owner, who alone can approve".to_owned(),
+            ));
         }
         let Some(approvals) = &self.approvals else {
             return Err(Refusal::Unattended(

@@ -9,7 +9,9 @@
 //!
 //! A person's `/help`, `/stop` or `/status` ([`ChatCommand`]) is answered here, beside the
 //! queue rather than in it: `/stop` must reach the turn it cancels while that turn runs, and
-//! neither of the others should wait behind it. Commands are not written to the history.
+//! neither of the others should wait behind it. Commands are not written to the history. The
+//! owner's answer to an open approval (`yes CODE` / `no CODE`) is taken the same way: the turn
+//! waiting for it holds its session's queue.
 //!
 //! Each turn's audience is decided here, when it starts, from the readers its reply sink names
 //! ([`AgentLoop::audience`]): a room's members as they are then, not when the message came.

@@ -90,7 +90,9 @@ async fn shell_commands_are_sandboxed_and_secrets_never_leave_a_tool() {
     let log_dir = tempfile::tempdir().unwrap();
     let log_path = log_dir.path().join("gateway.log");
     let log = std::fs::File::create(&log_path).unwrap();
-    let gw = gateway(&llm, "", log.into()).await;
+    // The sandbox must hold on its own: nothing asks the owner here.
+    let no_approvals = "tools:\n  shell:\n    approval: off\n";
+    let gw = gateway(&llm, no_approvals, log.into()).await;
     let workspace = gw.home().join("workspace");
     let planted = workspace.join("planted.txt");
     std::fs::write(&planted, format!("the key is {PROVIDER_KEY}\n")).unwrap();
