@@ -1,3 +1,6 @@
+//! The judgement on real command lines: every bypass from the table asks, read-only lines
+//! run, reasons name the culprit, and subcommand entries allow only their subcommand.
+
 use super::*;
 
 /// Command lines that must ask the owner, each a trick from peers' bug reports on approvals

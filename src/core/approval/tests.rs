@@ -1,3 +1,6 @@
+//! The registry and the gate against a store in memory: one-time codes, only the owner's
+//! answer, expiry, cancellation, recovery after a restart, and who never asks.
+
 use std::sync::Mutex as StdMutex;
 
 use super::*;

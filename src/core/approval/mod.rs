@@ -508,5 +508,4 @@ impl Default for ApprovalSettings {
 }
 
 #[cfg(test)]
-#[path = "approval_tests.rs"]
 mod tests;
