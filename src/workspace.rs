@@ -24,6 +24,9 @@
 use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
 
+/// The workspace files that describe the owner (see [`WorkspaceGuard::is_owners_private`]).
+const PRIVATE_FILES: [&str; 3] = ["MEMORY.md", "MEMORY.md.prev", "USER.md"];
+
 /// Why a path was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum PathError {
@@ -115,6 +118,14 @@ impl WorkspaceGuard {
     /// Whether paths are confined to the workspace.
     pub fn restricted(&self) -> bool {
         self.restrict
+    }
+
+    /// Whether `path` (resolved) is one of the owner's private files, which turns others take
+    /// part in neither read nor change: MEMORY.md (and its previous version) and USER.md.
+    pub fn is_owners_private(&self, path: &Path) -> bool {
+        PRIVATE_FILES
+            .iter()
+            .any(|name| path == self.root.join(name))
     }
 
     /// The resolved path for reading `input`: inside the workspace or a readable skill

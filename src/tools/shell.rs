@@ -109,8 +109,16 @@ impl ShellTool {
         if self.approval == ApprovalMode::Off {
             return Ok(());
         }
-        let Judgement::Ask(reason) = judge(command, &self.allow) else {
-            return Ok(());
+        let reason = if context.audience.is_owner() {
+            match judge(command, &self.allow) {
+                Judgement::Allowed => return Ok(()),
+                Judgement::Ask(reason) => reason,
+            }
+        } else {
+            // Any command, `cat` included, could show the others the owner's private files
+            // (MEMORY.md, USER.md) that their turns leave out of the prompt.
+            "others take part in this conversation, so every command needs the owner's approval"
+                .to_owned()
         };
         let refusal = match &context.approvals {
             Some(gate) => match gate.permit("shell", command, &reason).await {
@@ -520,5 +528,29 @@ mod tests {
         let out = shell("setsid sleep 3 & echo started", None).await;
         assert!(started.elapsed() < Duration::from_secs(3) + DRAIN_GRACE);
         assert!(out.content.contains("started"), "{out:?}");
+    }
+
+    #[tokio::test]
+    async fn a_shared_turn_asks_for_every_command_and_nothing_runs_unasked() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("MEMORY.md"), "- the PIN is 4711\n").unwrap();
+        let tool = ShellTool::new(dir.path(), 30);
+        let mut context = ToolContext {
+            session: SessionId::new("matrix", "!group:example.org").unwrap(),
+            metadata: Default::default(),
+            prompt_tail: None,
+            approvals: None,
+            audience: crate::core::audience::Audience::Shared,
+        };
+        // `cat` is on the allow list, but others read this turn: with no one to ask, refused.
+        let out = tool
+            .call(json!({"command": "cat MEMORY.md"}), &context)
+            .await;
+        assert!(out.is_error && !out.content.contains("4711"), "{out:?}");
+        context.audience = crate::core::audience::Audience::Owner;
+        let out = tool
+            .call(json!({"command": "cat MEMORY.md"}), &context)
+            .await;
+        assert!(out.content.contains("4711"), "{out:?}");
     }
 }

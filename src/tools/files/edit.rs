@@ -12,7 +12,9 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{EDIT_CAP, blocking, io_failure, lock_workspace, write_keeping_permissions};
+use super::{
+    EDIT_CAP, blocking, io_failure, lock_workspace, private_refusal, write_keeping_permissions,
+};
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
 use crate::workspace::WorkspaceGuard;
 
@@ -54,7 +56,7 @@ impl TypedTool for EditFileTool {
         &self.spec
     }
 
-    async fn run(&self, arguments: Arguments, _context: &ToolContext) -> ToolOutput {
+    async fn run(&self, arguments: Arguments, context: &ToolContext) -> ToolOutput {
         if arguments.old_text.is_empty() {
             return ToolOutput::error(
                 "Error: old_text is empty; give the exact text to replace (use write_file to create a file).",
@@ -64,6 +66,9 @@ impl TypedTool for EditFileTool {
             Ok(path) => path,
             Err(error) => return ToolOutput::error(format!("Error: {error}")),
         };
+        if let Some(refusal) = private_refusal(&self.guard, &path, context) {
+            return refusal;
+        }
         let root = self.guard.root().to_owned();
         blocking("edit_file", move || {
             let _lock = match lock_workspace(&root) {

@@ -20,7 +20,7 @@ mod write;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::core::ports::tool::{Tool, ToolOutput};
+use crate::core::ports::tool::{Tool, ToolContext, ToolOutput};
 use crate::storage::file_lock::FileLock;
 use crate::workspace::WorkspaceGuard;
 
@@ -61,6 +61,22 @@ async fn blocking(
 }
 
 /// An I/O error on `shown` (the path as the model gave it) as a clear error result.
+/// The refusal of a file tool asked for the owner's private files (MEMORY.md, USER.md) in a
+/// turn others take part in: they are kept out of that turn's prompt, and reading them with a
+/// tool would undo that.
+fn private_refusal(
+    guard: &WorkspaceGuard,
+    path: &Path,
+    context: &ToolContext,
+) -> Option<ToolOutput> {
+    (!context.audience.is_owner() && guard.is_owners_private(path)).then(|| {
+        ToolOutput::error(
+            "Error: that file is the owner's private memory; it is not read or changed in a \
+             conversation others take part in.",
+        )
+    })
+}
+
 fn io_failure(action: &str, shown: &str, error: &std::io::Error) -> ToolOutput {
     use std::io::ErrorKind;
     let reason = match error.kind() {

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{READ_CAP, blocking, io_failure};
+use super::{READ_CAP, blocking, io_failure, private_refusal};
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
 use crate::workspace::WorkspaceGuard;
 
@@ -57,7 +57,7 @@ impl TypedTool for ReadFileTool {
         &self.spec
     }
 
-    async fn run(&self, arguments: Arguments, _context: &ToolContext) -> ToolOutput {
+    async fn run(&self, arguments: Arguments, context: &ToolContext) -> ToolOutput {
         if arguments.offset == Some(0) || arguments.limit == Some(0) {
             return ToolOutput::error("Error: offset and limit start at 1.");
         }
@@ -65,6 +65,9 @@ impl TypedTool for ReadFileTool {
             Ok(path) => path,
             Err(error) => return ToolOutput::error(format!("Error: {error}")),
         };
+        if let Some(refusal) = private_refusal(&self.guard, &path, context) {
+            return refusal;
+        }
         let offset = arguments.offset.unwrap_or(1);
         let limit = arguments.limit.unwrap_or(usize::MAX);
         blocking("read_file", move || {

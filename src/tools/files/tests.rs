@@ -269,3 +269,47 @@ async fn list_files_dirs_first_and_capped() {
         "d adir\nd linkdir\n[... 3 more entries not shown; list a subdirectory or use the shell tool.]"
     );
 }
+
+#[tokio::test]
+async fn the_owners_private_files_are_out_of_reach_of_shared_turns() {
+    let w = workspace();
+    std::fs::write(w.ws.join("MEMORY.md"), "- the PIN is 4711\n").unwrap();
+    std::fs::write(w.ws.join("USER.md"), "# Alex\n").unwrap();
+    std::fs::write(w.ws.join("notes.md"), "shared notes\n").unwrap();
+    std::fs::create_dir(w.ws.join("sub")).unwrap();
+    let owner = ToolContext {
+        session: SessionId::new("cli", "test").unwrap(),
+        metadata: Default::default(),
+        prompt_tail: None,
+        approvals: None,
+        audience: crate::core::audience::Audience::Owner,
+    };
+    let read = ReadFileTool::new(w.guard.clone());
+    let write = WriteFileTool::new(w.guard.clone());
+    let edit = EditFileTool::new(w.guard.clone());
+    // `call` runs a shared turn (the default audience).
+    for path in ["MEMORY.md", "./USER.md", "sub/../MEMORY.md"] {
+        let out = call(&read, json!({"path": path})).await;
+        assert!(
+            out.is_error && out.content.contains("private"),
+            "{path}: {out:?}"
+        );
+    }
+    let out = call(&write, json!({"path": "MEMORY.md", "content": "x"})).await;
+    assert!(out.is_error, "{out:?}");
+    let out = call(
+        &edit,
+        json!({"path": "USER.md", "old_text": "Alex", "new_text": "Eve"}),
+    )
+    .await;
+    assert!(out.is_error, "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(w.ws.join("USER.md")).unwrap(),
+        "# Alex\n"
+    );
+    let out = call(&read, json!({"path": "notes.md"})).await;
+    assert!(out.content.contains("shared notes"), "{out:?}");
+    // The owner's own turns read them as before.
+    let out = read.call(json!({"path": "MEMORY.md"}), &owner).await;
+    assert!(out.content.contains("4711"), "{out:?}");
+}

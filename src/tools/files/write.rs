@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{blocking, io_failure, lock_workspace, write_keeping_permissions};
+use super::{blocking, io_failure, lock_workspace, private_refusal, write_keeping_permissions};
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
 use crate::workspace::WorkspaceGuard;
 
@@ -49,11 +49,14 @@ impl TypedTool for WriteFileTool {
         &self.spec
     }
 
-    async fn run(&self, arguments: Arguments, _context: &ToolContext) -> ToolOutput {
+    async fn run(&self, arguments: Arguments, context: &ToolContext) -> ToolOutput {
         let path = match self.guard.resolve_for_write(&arguments.path) {
             Ok(path) => path,
             Err(error) => return ToolOutput::error(format!("Error: {error}")),
         };
+        if let Some(refusal) = private_refusal(&self.guard, &path, context) {
+            return refusal;
+        }
         let root = self.guard.root().to_owned();
         blocking("write_file", move || {
             let shown = &arguments.path;
