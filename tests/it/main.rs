@@ -37,6 +37,8 @@ mod matrix_keys;
 mod matrix_privacy;
 // Approvals answered in a Matrix room: only the owner's `yes CODE` counts.
 mod matrix_approvals;
+// Approvals answered by mail: the owner replies with the code; strangers are never asked.
+mod email_approvals;
 // `squidbot cron`: add, list, enable, disable, remove through the binary.
 mod cron_cli;
 // spawn with profiles: sub-agent sessions, tools, prompts, pools, concurrency, pruning.

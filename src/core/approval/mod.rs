@@ -341,12 +341,17 @@ fn random_text(alphabet: &[u8], len: usize) -> String {
 }
 
 /// Reads an answer to an approval from a message: its first line that is not quoted (a mail
-/// reply quotes the question below) must be `yes CODE` or `no CODE`, in any case.
+/// reply quotes the question below) must be `yes CODE` or `no CODE`, in any case. A mail's
+/// text starts with its `Subject:` line, which is passed over.
 pub fn parse_answer(text: &str) -> Option<(Decision, String)> {
-    let line = text
+    let mut lines = text
         .lines()
         .map(str::trim)
-        .find(|line| !line.is_empty() && !line.starts_with('>'))?;
+        .filter(|line| !line.is_empty() && !line.starts_with('>'));
+    let mut line = lines.next()?;
+    if line.starts_with("Subject: ") {
+        line = lines.next()?;
+    }
     let mut words = line.split_whitespace();
     let decision = match words.next()?.to_ascii_lowercase().as_str() {
         "yes" | "approve" => Decision::Approve,

@@ -242,6 +242,11 @@ fn answers_are_read_from_the_first_unquoted_line() {
         parse_answer("\n  No K7F3QZ.\n\n> Approval needed: …\n> yes K7F3QZ"),
         Some((Decision::Deny, "K7F3QZ".to_owned()))
     );
+    assert_eq!(
+        parse_answer("Subject: Re: Chores\n\nyes K7F3QZ\n\n> Approval needed"),
+        Some((Decision::Approve, "K7F3QZ".to_owned()))
+    );
+    assert_eq!(parse_answer("Subject: yes K7F3QZ\n\nsure"), None);
     assert_eq!(parse_answer("yes K7F3QZ please"), None);
     assert_eq!(parse_answer("yes, sounds good"), None);
     assert_eq!(parse_answer("yes K0F3QZ"), None, "0 is not in the alphabet");
