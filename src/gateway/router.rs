@@ -36,7 +36,7 @@ use crate::core::command::{ChatCommand, HELP};
 use crate::core::loop_breaker;
 use crate::core::memory_manager::Consolidation;
 use crate::core::ports::channel::{
-    ActivityLog, Dispatch, DispatchClosed, Inbound, TurnResult, TurnTools,
+    ActivityLog, Dispatch, DispatchClosed, Inbound, ReplySink, TurnResult, TurnTools,
 };
 use crate::core::session::SessionId;
 
@@ -152,6 +152,22 @@ impl Dispatch for Router {
     }
 }
 
+/// Ends a message answered beside the queue (a chat command, an approval): handled in full,
+/// so the channel may acknowledge it (nothing is left to persist), and `text` is the reply.
+async fn handled(
+    persisted: Option<oneshot::Sender<()>>,
+    reply: &dyn ReplySink,
+    text: String,
+) -> TurnResult {
+    if let Some(persisted) = persisted {
+        let _ = persisted.send(());
+    }
+    match reply.deliver(&text).await {
+        Ok(()) => TurnResult::Replied(text),
+        Err(error) => TurnResult::Failed(error.to_string()),
+    }
+}
+
 impl Inner {
     /// Answers a chat command on the tracker; the receiver yields the answer as the reply.
     fn command(
@@ -180,15 +196,7 @@ impl Inner {
                 },
             };
             tracing::info!(session = %session, command = ?command, "Chat command answered.");
-            // Handled in full: the channel may acknowledge it (nothing is left to persist).
-            if let Some(persisted) = persisted {
-                let _ = persisted.send(());
-            }
-            let result = match reply.deliver(&text).await {
-                Ok(()) => TurnResult::Replied(text),
-                Err(error) => TurnResult::Failed(error.to_string()),
-            };
-            let _ = done.send(result);
+            let _ = done.send(handled(persisted, reply.as_ref(), text).await);
         });
         receiver
     }
@@ -225,14 +233,7 @@ impl Inner {
                 (Err(error), _) => format!("Nothing changed: {error}."),
             };
             tracing::info!(session = %session, ?decision, resolved = resolved.is_ok(), "Approval answered.");
-            if let Some(persisted) = persisted {
-                let _ = persisted.send(());
-            }
-            let result = match reply.deliver(&text).await {
-                Ok(()) => TurnResult::Replied(text),
-                Err(error) => TurnResult::Failed(error.to_string()),
-            };
-            let _ = done.send(result);
+            let _ = done.send(handled(persisted, reply.as_ref(), text).await);
         });
         receiver
     }

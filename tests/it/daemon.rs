@@ -93,29 +93,15 @@ impl Gateway {
         env: &[(&str, &str)],
         log: Stdio,
     ) -> Self {
-        let home = tempfile::tempdir().unwrap();
         let token_line = token
             .map(|t| format!("    token: {t}\n"))
             .unwrap_or_default();
-        let port = free_port();
-        let config = format!(
-            "llm:\n  providers:\n    local:\n      api_base: \"{llm_url}\"\n  models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\nagents:\n  heartbeat:\n    enabled: false\ngateway:\n  shutdown_grace_seconds: 10\n  http:\n    listen: 127.0.0.1:{port}\n{token_line}{extra}"
-        );
-        std::fs::write(home.path().join("squidbot.yaml"), config).unwrap();
-        let env: Vec<(String, String)> = env
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        let child = spawn_gateway(home.path(), &env, log);
-        let gateway = Self {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-            home,
-            http: reqwest::Client::new(),
-            env,
+        let config = |port: u16| {
+            format!(
+                "llm:\n  providers:\n    local:\n      api_base: \"{llm_url}\"\n  models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\nagents:\n  heartbeat:\n    enabled: false\ngateway:\n  shutdown_grace_seconds: 10\n  http:\n    listen: 127.0.0.1:{port}\n{token_line}{extra}"
+            )
         };
-        gateway.wait_ready().await;
-        gateway
+        Self::start_with_config(config, env, log).await
     }
 
     /// Starts a gateway whose whole config is `config(port)`, with `env` set and the log
