@@ -39,8 +39,9 @@ async fn only_the_owners_yes_in_the_room_runs_the_command_once() {
     let llm = ScriptedLlm::start().await;
     llm.set_handler(model);
     let home = tempfile::tempdir().unwrap();
+    // Under `mention`, an answer needs no mention: the question asked for exactly its words.
     let extra = format!(
-        "    group_policy: open\n    allowlist: [\"{}\", \"{}\"]\nowner:\n  matrix: [\"{}\"]",
+        "    group_policy: mention\n    allowlist: [\"{}\", \"{}\"]\nowner:\n  matrix: [\"{}\"]",
         a.user_id, b.user_id, a.user_id
     );
     let _gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
@@ -48,7 +49,8 @@ async fn only_the_owners_yes_in_the_room_runs_the_command_once() {
     let room = group_room(&alice, &bob, &bot).await;
     let file = home.path().join("workspace/from-matrix.txt");
 
-    bob.say(&room, "please touch the file").await;
+    bob.say(&room, &format!("{} please touch the file", bot.localpart))
+        .await;
     let seen = alice.wait_messages(&room, &bot.user_id, 1).await;
     let question = seen[0].content.body().to_owned();
     assert!(question.contains("touch from-matrix.txt"), "{question}");

@@ -39,6 +39,7 @@ use super::sink::{MatrixReplySink, ThreadRef};
 use super::sync_state::SyncState;
 use crate::channels::attachments::AttachmentStore;
 use crate::config::MatrixConfig;
+use crate::core::approval;
 use crate::core::backoff::Backoff;
 use crate::core::origin::Origin;
 use crate::core::ports::channel::{
@@ -559,13 +560,15 @@ impl MatrixChannel {
             room_id: room.room_id().as_str(),
             sender: &sender,
             other_members: joined_members(room).await.saturating_sub(1),
+            // An answer to an approval (`yes CODE`) is addressed to the bot without naming it:
+            // the question asked for exactly these words.
             mentioned: mentions_bot(
                 &this.own,
                 &this.display_name,
                 &body,
                 formatted.as_deref(),
                 &mentioned_users,
-            ),
+            ) || approval::parse_answer(&body).is_some(),
         };
         let verdict = this.policy.judge(&facts);
         if verdict != Verdict::Answer {
