@@ -74,9 +74,9 @@ impl ShellTool {
         let spec = TypedSpec::new(
             "shell",
             format!(
-                "Run a shell command (sh -c) in the workspace. stdout and stderr are returned \
-                 together (long output keeps its start and end) with the exit code. Background \
-                 processes are killed when the command ends. Default timeout {default_timeout}s."
+                "Run `sh -c` in the workspace; returns stdout and stderr together (long output \
+                 keeps start and end) and the exit code. Background processes die with it. \
+                 Default timeout {default_timeout}s."
             ),
         );
         Self {
