@@ -128,6 +128,12 @@ impl WorkspaceGuard {
             .any(|name| path == self.root.join(name))
     }
 
+    /// Whether `path` (resolved) is a saved attachment (`attachments/` in the workspace, where
+    /// the channels keep the files people sent): text written by whoever sent it.
+    pub fn is_attachment(&self, path: &Path) -> bool {
+        path.starts_with(self.root.join("attachments"))
+    }
+
     /// The resolved path for reading `input`: inside the workspace or a readable skill
     /// directory when restricted.
     pub fn resolve_for_read(&self, input: &str) -> Result<PathBuf, PathError> {

@@ -70,10 +70,17 @@ impl TypedTool for ReadFileTool {
         }
         let offset = arguments.offset.unwrap_or(1);
         let limit = arguments.limit.unwrap_or(usize::MAX);
-        blocking("read_file", move || {
+        // A file someone sent is theirs to write: it reaches the model fenced, like a page.
+        let from_outside = self.guard.is_attachment(&path);
+        let output = blocking("read_file", move || {
             read(&path, &arguments.path, offset, limit, READ_CAP)
         })
-        .await
+        .await;
+        if from_outside && !output.is_error {
+            output.from_outside()
+        } else {
+            output
+        }
     }
 }
 
