@@ -1,6 +1,6 @@
 //! The owner's approval of risky commands through the real binary (#16 item 2): an approved
 //! command runs once, a refused, expired or restart-orphaned one never runs, the rest of a
-//! refused turn is refused without asking, and scheduled jobs never ask.
+//! refused turn is refused without asking, and scheduled jobs and the heartbeat never ask.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -56,7 +56,12 @@ impl Events {
 
     /// The next event named `name` (within 20 s).
     async fn next(&mut self, name: &str) -> Value {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        self.next_within(name, Duration::from_secs(20)).await
+    }
+
+    /// The next event named `name` (within `limit`).
+    async fn next_within(&mut self, name: &str, limit: Duration) -> Value {
+        let deadline = tokio::time::Instant::now() + limit;
         loop {
             let events = sse_events(&self.seen);
             if let Some((index, (_, data))) = events
@@ -360,4 +365,41 @@ async fn a_scheduled_job_never_asks_and_never_runs_what_is_not_allowed() {
     assert!(!gw.home().join("workspace/cron.txt").exists());
     assert!(!events.seen.contains("event: approval"), "{}", events.seen);
     assert_eq!(gw.get_json("/status").await["approvals"], json!([]));
+}
+
+#[tokio::test]
+async fn a_heartbeat_never_asks_and_never_runs_what_is_not_allowed() {
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(|request| {
+        let last = request["messages"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()
+            .clone();
+        if last["role"] == "tool" {
+            Reply::Text(format!("result: {}", last["content"].as_str().unwrap()))
+        } else {
+            shell("touch heartbeat.txt")
+        }
+    });
+    let url = llm.url();
+    // The shortest interval is a minute: the first tick comes a minute after the start.
+    let config = move |port: u16| {
+        format!(
+            "llm:\n  providers:\n    local:\n      api_base: \"{url}\"\n  models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\nagents:\n  heartbeat:\n    enabled: true\n    interval_minutes: 1\n    target: \"http:beat\"\ngateway:\n  shutdown_grace_seconds: 10\n  http:\n    listen: 127.0.0.1:{port}\n    token: {TOKEN}\n"
+        )
+    };
+    let gw = Gateway::start_with_config(config, &[], Stdio::null()).await;
+    let workspace = gw.home().join("workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::write(workspace.join("HEARTBEAT.md"), "- touch heartbeat.txt\n").unwrap();
+    let mut events = Events::open(&gw, "beat").await;
+    let delivered = events
+        .next_within("message", Duration::from_secs(100))
+        .await;
+    let text = delivered["text"].as_str().unwrap();
+    assert!(text.contains("heartbeat turns never ask"), "{text}");
+    assert!(!workspace.join("heartbeat.txt").exists());
+    assert!(!events.seen.contains("event: approval"), "{}", events.seen);
 }
