@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
-use squidbot::config::LoadedConfig;
+use squidbot::config::{ApprovalConfig, LoadedConfig, ShellSandbox};
 
 /// Runs the status command.
 pub fn run(config_path: Option<&Path>) -> Result<ExitCode> {
@@ -91,6 +91,47 @@ pub fn render(loaded: &LoadedConfig) -> String {
         hb.active_hours_start,
         hb.active_hours_end,
         hb.timezone
+    );
+    let shell = &config.tools.shell;
+    let allow = match &shell.allow {
+        Some(entries) => format!("{} allowed commands", entries.len()),
+        None => "the default read-only commands".to_owned(),
+    };
+    let approval = match shell.approval {
+        ApprovalConfig::Ask => format!("ask (refused after {} s)", shell.approval_timeout_seconds),
+        ApprovalConfig::Off => "off".to_owned(),
+    };
+    let sandbox = match shell.sandbox {
+        ShellSandbox::Auto => "auto",
+        ShellSandbox::Off => "off",
+    };
+    let _ = writeln!(
+        out,
+        "shell:      {}, sandbox {sandbox}, network {}, approval {approval}, runs unasked: {allow}",
+        on(shell.enabled),
+        if shell.network { "on" } else { "off" },
+    );
+    let budgets = &config.budgets;
+    let tokens = |limit: u64| {
+        if limit == 0 {
+            "no limit".to_owned()
+        } else {
+            format!("{limit} tokens")
+        }
+    };
+    let cost = if budgets.daily_cost > 0.0 {
+        format!("{}", budgets.daily_cost)
+    } else {
+        "no limit".to_owned()
+    };
+    let _ = writeln!(
+        out,
+        "budgets:    per day {} and cost {cost}; per turn {}, heartbeat tick {}, cron run {}; days in {}",
+        tokens(budgets.daily_tokens),
+        tokens(budgets.turn_tokens),
+        tokens(budgets.heartbeat_tokens),
+        tokens(budgets.cron_tokens),
+        budgets.zone_name(config)
     );
     out
 }

@@ -138,7 +138,7 @@ async fn an_invalid_config_names_file_line_and_field_before_anything_runs() {
 async fn status_prints_the_resolved_configuration() {
     let llm = ScriptedLlm::start().await;
     let home = Home::new();
-    home.write_config(&llm.url(), "");
+    home.write_config(&llm.url(), "budgets:\n  daily_tokens: 5000\n");
     let output = home.run(&["status"]).await;
     assert!(output.status.success(), "{}", stderr(&output));
     let text = stdout(&output);
@@ -148,6 +148,9 @@ async fn status_prints_the_resolved_configuration() {
         "scripted-model",
         "consolidation",
         "workspace",
+        "sandbox auto",
+        "approval ask (refused after 600 s)",
+        "per day 5000 tokens and cost no limit; per turn no limit",
     ] {
         assert!(text.contains(needle), "status lacks {needle}:\n{text}");
     }
