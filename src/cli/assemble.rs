@@ -254,7 +254,8 @@ impl Assembly {
             }
             spawn = Some(hub);
         }
-        let approvals = Arc::new(Approvals::new(config.owner(), clock.clone()));
+        let owner = config.owner();
+        let approvals = Arc::new(Approvals::new(owner.clone(), clock.clone()));
         let agent = AgentLoop::new(
             llm,
             Arc::new(registry),
@@ -263,7 +264,7 @@ impl Assembly {
             clock.clone(),
         )
         .with_approvals(Some(approvals), approval_settings(config))
-        .with_owner(config.owner())
+        .with_owner(owner)
         .with_usage(metering.usage.clone());
         let pools = Pools {
             client,

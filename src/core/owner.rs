@@ -63,11 +63,6 @@ impl Owner {
             Origin::Heartbeat | Origin::Cron { .. } | Origin::SubAgent { .. } => false,
         }
     }
-
-    /// Whether no address is configured (then only the terminal and the API reach the owner).
-    pub fn is_unknown(&self) -> bool {
-        self.addresses.is_empty()
-    }
 }
 
 #[cfg(test)]
@@ -98,7 +93,6 @@ mod tests {
     #[test]
     fn the_terminal_and_the_api_are_the_owner_and_automation_never_is() {
         let nobody = Owner::nobody();
-        assert!(nobody.is_unknown());
         assert!(nobody.started("cli", &Origin::owner()));
         assert!(nobody.started("http", &Origin::person("http")));
         assert!(!nobody.started("matrix", &Origin::person("@alex:example.org")));

@@ -90,6 +90,16 @@ impl Totals {
         self.estimated_calls += u64::from(record.estimated);
     }
 
+    /// Adds the sums of `other`.
+    pub fn merge(&mut self, other: &Totals) {
+        self.calls += other.calls;
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+        self.cached_tokens += other.cached_tokens;
+        self.cost += other.cost;
+        self.estimated_calls += other.estimated_calls;
+    }
+
     /// Prompt plus completion tokens.
     pub fn tokens(&self) -> u64 {
         self.prompt_tokens + self.completion_tokens
@@ -316,12 +326,7 @@ impl UsageMeter {
             .days
             .range(today.with_day(1).unwrap_or(today)..=today)
         {
-            month.calls += totals.calls;
-            month.prompt_tokens += totals.prompt_tokens;
-            month.completion_tokens += totals.completion_tokens;
-            month.cached_tokens += totals.cached_tokens;
-            month.cost += totals.cost;
-            month.estimated_calls += totals.estimated_calls;
+            month.merge(totals);
         }
         let b = &self.settings.budgets;
         let mut budgets = BTreeMap::new();

@@ -5,6 +5,7 @@
 //! ([`crate::core::approval::Approvals::recover`]) and sends a note to each one's session once
 //! its channel is up, so the owner is not left waiting for something that will not happen.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Map;
@@ -14,7 +15,6 @@ use tokio_util::task::TaskTracker;
 use crate::core::backoff::Backoff;
 use crate::core::ports::approvals::ApprovalRequest;
 use crate::core::ports::channel::Outboxes;
-use std::sync::Arc;
 
 /// How many times a note is tried while its channel comes up (about ten minutes in all).
 const ATTEMPTS: u32 = 15;

@@ -23,6 +23,20 @@ fn shell(command: &str) -> Reply {
     }
 }
 
+/// A model that answers a message with one shell call of `command`, and the call's result
+/// with `result: <the tool result>`.
+pub(crate) fn shell_then_result(command: &'static str) -> impl Fn(&Value) -> Reply + Send + Sync {
+    move |request| {
+        let messages = request["messages"].as_array().unwrap();
+        let last = messages.last().unwrap();
+        if last["role"] == "tool" {
+            Reply::Text(format!("result: {}", last["content"].as_str().unwrap()))
+        } else {
+            shell(command)
+        }
+    }
+}
+
 /// The result of the only tool call answered in `request`.
 fn last_result(request: &Value) -> String {
     let messages = request["messages"].as_array().unwrap();
@@ -325,19 +339,7 @@ async fn a_request_open_at_a_crash_never_runs_and_the_owner_is_told() {
 #[tokio::test]
 async fn a_scheduled_job_never_asks_and_never_runs_what_is_not_allowed() {
     let llm = ScriptedLlm::start().await;
-    llm.set_handler(|request| {
-        let last = request["messages"]
-            .as_array()
-            .unwrap()
-            .last()
-            .unwrap()
-            .clone();
-        if last["role"] == "tool" {
-            Reply::Text(format!("result: {}", last["content"].as_str().unwrap()))
-        } else {
-            shell("touch cron.txt")
-        }
-    });
+    llm.set_handler(shell_then_result("touch cron.txt"));
     let gw = Gateway::start(&llm.url(), "", &[]).await;
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_squidbot"))
         .args([
@@ -370,19 +372,7 @@ async fn a_scheduled_job_never_asks_and_never_runs_what_is_not_allowed() {
 #[tokio::test]
 async fn a_heartbeat_never_asks_and_never_runs_what_is_not_allowed() {
     let llm = ScriptedLlm::start().await;
-    llm.set_handler(|request| {
-        let last = request["messages"]
-            .as_array()
-            .unwrap()
-            .last()
-            .unwrap()
-            .clone();
-        if last["role"] == "tool" {
-            Reply::Text(format!("result: {}", last["content"].as_str().unwrap()))
-        } else {
-            shell("touch heartbeat.txt")
-        }
-    });
+    llm.set_handler(shell_then_result("touch heartbeat.txt"));
     let url = llm.url();
     // The shortest interval is a minute: the first tick comes a minute after the start.
     let config = move |port: u16| {

@@ -567,29 +567,10 @@ async fn a_reply_that_cannot_be_sent_is_queued_and_retried() {
     drop(private);
 }
 
-/// Whether the recorded request whose last user message contains `marker` carried the owner's
-/// private memory: `(MEMORY.md, USER.md, memory_write offered)`.
+/// Whether the request answering the mail that contains `marker` carried the owner's private
+/// memory (see [`crate::support::bin::private_parts`]).
 fn private_parts(llm: &ScriptedLlm, marker: &str) -> (bool, bool, bool) {
-    let requests = llm.requests();
-    let request = requests
-        .iter()
-        .find(|r| {
-            r["messages"]
-                .as_array()
-                .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
-                .and_then(|m| m["content"].as_str())
-                .is_some_and(|text| text.contains(marker))
-        })
-        .unwrap_or_else(|| panic!("no request for {marker}"));
-    let system = request["messages"][0]["content"]
-        .as_str()
-        .unwrap_or_default();
-    let tools = crate::support::bin::tool_names(request);
-    (
-        system.contains("MEMORYMARK"),
-        system.contains("USERMARK"),
-        tools.iter().any(|t| t == "memory_write"),
-    )
+    crate::support::bin::private_parts(&llm.requests(), |text| text.contains(marker))
 }
 
 // See: #16 (item 5)

@@ -2,28 +2,10 @@
 //! with a one-time code, someone else's `yes CODE` changes nothing, and the owner's runs the
 //! command once.
 
-use serde_json::{Value, json};
-
+use crate::approvals::shell_then_result;
 use crate::matrix::{BotGateway, group_room};
 use crate::support::matrix_client::{Homeserver, Human};
-use crate::support::scripted_llm::{Reply, ScriptedLlm};
-
-/// The model: a shell call for a message asking to touch, the tool's result as the answer.
-fn model(request: &Value) -> Reply {
-    let messages = request["messages"].as_array().unwrap();
-    let last = messages.last().unwrap();
-    if last["role"] == "tool" {
-        return Reply::Text(format!("result: {}", last["content"].as_str().unwrap()));
-    }
-    Reply::ToolCalls {
-        text: String::new(),
-        calls: vec![(
-            "c0".into(),
-            "shell".into(),
-            json!({ "command": "touch from-matrix.txt" }).to_string(),
-        )],
-    }
-}
+use crate::support::scripted_llm::ScriptedLlm;
 
 /// The code in an approval question (`… Answer `yes CODE` …`).
 fn code_in(question: &str) -> String {
@@ -37,7 +19,7 @@ async fn only_the_owners_yes_in_the_room_runs_the_command_once() {
     let hs = Homeserver::shared();
     let (bot, a, b) = (hs.register("bot"), hs.register("alice"), hs.register("bob"));
     let llm = ScriptedLlm::start().await;
-    llm.set_handler(model);
+    llm.set_handler(shell_then_result("touch from-matrix.txt"));
     let home = tempfile::tempdir().unwrap();
     // Under `mention`, an answer needs no mention: the question asked for exactly its words.
     let extra = format!(

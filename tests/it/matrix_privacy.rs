@@ -5,39 +5,14 @@
 
 use std::path::Path;
 
-use serde_json::Value;
-
 use crate::matrix::{BotGateway, echo, group_room};
 use crate::support::matrix_client::{Homeserver, Human};
 use crate::support::scripted_llm::ScriptedLlm;
 
-/// The last user message of a recorded chat request.
-fn last_user(request: &Value) -> String {
-    request["messages"]
-        .as_array()
-        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_owned()
-}
-
-/// Whether the recorded request whose last user message is `text` carried the owner's private
-/// memory: `(MEMORY.md, USER.md, memory_write offered)`.
+/// Whether the request answering exactly `text` carried the owner's private memory (see
+/// [`crate::support::bin::private_parts`]).
 fn private_parts(llm: &ScriptedLlm, text: &str) -> (bool, bool, bool) {
-    let requests = llm.requests();
-    let request = requests
-        .iter()
-        .find(|r| last_user(r) == text)
-        .unwrap_or_else(|| panic!("no request for {text:?}"));
-    let system = request["messages"][0]["content"]
-        .as_str()
-        .unwrap_or_default();
-    let tools = crate::support::bin::tool_names(request);
-    (
-        system.contains("MEMORYMARK"),
-        system.contains("USERMARK"),
-        tools.iter().any(|t| t == "memory_write"),
-    )
+    crate::support::bin::private_parts(&llm.requests(), |asked| asked == text)
 }
 
 /// Adds a cron job firing once, 2 s from now, at `session`, through `squidbot cron add`.

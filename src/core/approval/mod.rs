@@ -447,11 +447,10 @@ impl TurnApprovals {
         }
         // A mail question goes to the sender; only the owner's mailbox can answer it.
         if self.session.channel() == "email"
-            && let Origin::Person { sender } = &self.origin
             && !self
                 .approvals
                 .as_ref()
-                .is_some_and(|a| a.owner().is("email", sender))
+                .is_some_and(|a| a.owner().started("email", &self.origin))
         {
             return Err(Refusal::Unattended(
                 "the mail is not from the owner, who alone can approve".to_owned(),
