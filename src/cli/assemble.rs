@@ -443,6 +443,7 @@ fn register_workspace_tools(
         };
         let tool = ShellTool::new(workspace, shell.timeout_seconds)
             .with_approval(allow, approval_settings(config).mode)
+            .with_unattended_writes(shell.unattended_writes.clone())
             .with_sandbox(sandbox.clone());
         registry.register(Arc::new(tool))?;
     }

@@ -61,17 +61,21 @@ pub struct ShellToolConfig {
     pub approval: ApprovalConfig,
     /// Seconds an approval waits for an answer before it counts as denied. Default: `600`.
     pub approval_timeout_seconds: u64,
-    /// `auto`: every command runs under Landlock where the kernel supports it (writes only in
-    /// the workspace and a private temporary directory; reads the system, the workspace and
-    /// the skill directories, never the rest of `$SQUIDBOT_HOME` or the owner's home), and
-    /// without Landlock a warning at start, in `/status` and in `doctor`. `off`: no sandbox.
-    /// Default: `auto`.
+    /// `auto`: every command runs jailed by Landlock and seccomp: a command the owner did not
+    /// approve reads the system, the workspace and the skill directories, writes only its own
+    /// temporary directory and opens no socket; an approved one may also write the workspace
+    /// and (with `network`) use the network. Never the rest of `$SQUIDBOT_HOME`, the config or
+    /// the owner's home. Where the jail cannot be built the shell tool is off and says why.
+    /// `off`: no jail, commands run with every right of this user. Default: `auto`.
     pub sandbox: ShellSandbox,
-    /// Whether sandboxed commands may open TCP connections and listen on TCP ports. `false`
-    /// (Landlock ABI 4 or later) denies TCP `connect` and `bind`; UDP (so DNS lookups),
-    /// already open sockets and UNIX sockets on the file system are not covered. Default:
-    /// `true`.
+    /// Whether approved commands may open sockets (TCP, UDP, UNIX). Commands the owner did not
+    /// approve never can. Default: `true`.
     pub network: bool,
+    /// Command lines that turns with no one to ask (heartbeat, cron jobs, sub-agents) may run
+    /// in the workspace jail (writes in the workspace, `network`), compared whole after
+    /// trimming: `./scripts/nightly.sh`. Every other command of those turns runs read-only.
+    /// Default: none.
+    pub unattended_writes: Vec<String>,
     /// Environment variables passed on to commands besides PATH, LANG, TZ, TERM, HOME (the
     /// workspace) and TMPDIR (the command's own temporary directory); nothing else of the
     /// daemon's environment reaches them, and a variable holding a secret is never passed.
@@ -89,6 +93,7 @@ impl Default for ShellToolConfig {
             approval_timeout_seconds: 600,
             sandbox: ShellSandbox::Auto,
             network: true,
+            unattended_writes: Vec::new(),
             env_passthrough: Vec::new(),
         }
     }
@@ -109,7 +114,7 @@ pub enum ApprovalConfig {
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum ShellSandbox {
-    /// Landlock where the kernel supports it; otherwise a warning.
+    /// The jail where the kernel supports it; otherwise the shell tool is off.
     #[default]
     Auto,
     /// No sandbox: commands run with the daemon's rights (the environment is still filtered).

@@ -1,5 +1,5 @@
-//! `shell`: runs a command with `sh -c` in the workspace, with a timeout that kills the whole
-//! process tree and output capped to what a model can use.
+//! `shell`: runs a command with `bash -c` in the workspace, jailed, with a timeout that kills
+//! the whole process tree and output capped to what a model can use.
 //!
 //! The command gets its own process group (`process_group(0)`), stdin from `/dev/null`, and one
 //! pipe for both stdout and stderr, so their order is kept. When the timeout expires the whole
@@ -10,12 +10,18 @@
 //! ([`OUTPUT_CAP`] in all) and announces the cut. The exit code is always reported; non-zero,
 //! a signal or a timeout make an error result.
 //!
-//! `libc` (already in the dependency tree through tokio) provides `killpg`; it is smaller than
-//! `nix` and avoids spawning `kill` processes. The command runs in the [`Sandbox`] the assembly
-//! hands over (`tools.shell.sandbox`): Landlock, an allowlisted environment and its own TMPDIR.
+//! Which jail ([`Jail`]) a command runs in is decided here, and the jail is the boundary: a
+//! command the owner did not approve runs read-only with no network, whatever the allow list
+//! ([`crate::tools::shell_policy`]) predicted about it. The allow list decides only whether the
+//! owner is asked *before* running: a command it covers runs at once, read-only; any other
+//! command, and any call with `"write": true`, waits for the owner's approval through the
+//! turn's gate and then runs in the workspace jail. Turns with no one to ask (heartbeat, cron,
+//! sub-agents) run read-only, except the exact command lines the owner granted ahead of time
+//! in `tools.shell.unattended_writes`. When a read-only run fails, the result says how to ask.
 //!
-//! A command the allow list does not cover ([`crate::tools::shell_policy`]) waits for the
-//! owner's approval through the turn's gate before it starts; a refusal is the result.
+//! Commands run with `bash`, the shell whose grammar the policy's parser reads, so the judge
+//! and the shell never read one line two ways. `libc` (already in the tree through tokio)
+//! provides `killpg`; it is smaller than `nix` and avoids spawning `kill` processes.
 
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
@@ -33,7 +39,7 @@ use tokio::time::Instant;
 
 use crate::core::approval::{ApprovalMode, Refusal};
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
-use crate::tools::sandbox::Sandbox;
+use crate::tools::sandbox::{Jail, Sandbox};
 use crate::tools::shell_policy::{AllowList, Judgement, judge};
 
 /// Longest timeout a call may ask for, in seconds.
@@ -52,6 +58,8 @@ pub struct ShellTool {
     allow: AllowList,
     /// Whether anything asks at all.
     approval: ApprovalMode,
+    /// Command lines turns with no one to ask may run in the workspace jail.
+    unattended_writes: Vec<String>,
     sandbox: Arc<Sandbox>,
 }
 
@@ -64,6 +72,8 @@ pub struct Arguments {
     /// Timeout in seconds; the whole process group is killed then.
     #[schemars(range(min = 1, max = MAX_TIMEOUT_SECONDS))]
     timeout: Option<u64>,
+    /// true to write files or use the network (asks the owner); else it runs read-only.
+    write: Option<bool>,
 }
 
 impl ShellTool {
@@ -74,9 +84,9 @@ impl ShellTool {
         let spec = TypedSpec::new(
             "shell",
             format!(
-                "Run `sh -c` in the workspace; returns stdout and stderr together (long output \
-                 keeps start and end) and the exit code. Background processes die with it. \
-                 Default timeout {default_timeout}s."
+                "Run `bash -c` in the workspace; returns stdout and stderr together (long \
+                 output keeps start and end) and the exit code. Background processes die with \
+                 it. Default timeout {default_timeout}s."
             ),
         );
         Self {
@@ -85,6 +95,7 @@ impl ShellTool {
             spec,
             allow: AllowList::default(),
             approval: ApprovalMode::Ask,
+            unattended_writes: Vec::new(),
             sandbox: Arc::new(Sandbox::off(cwd)),
         }
     }
@@ -103,26 +114,53 @@ impl ShellTool {
         self
     }
 
-    /// Waits for the owner's approval when `command` needs it; the refusal the model reads
-    /// otherwise.
-    async fn permitted(&self, command: &str, context: &ToolContext) -> Result<(), ToolOutput> {
+    /// Lets turns with no one to ask (heartbeat, cron, sub-agents) run exactly these command
+    /// lines in the workspace jail (`tools.shell.unattended_writes`).
+    pub fn with_unattended_writes(mut self, commands: Vec<String>) -> Self {
+        self.unattended_writes = commands;
+        self
+    }
+
+    /// The jail `command` runs in, after the owner's approval where it needs one; the refusal
+    /// the model reads otherwise.
+    async fn jail_for(
+        &self,
+        command: &str,
+        write: bool,
+        context: &ToolContext,
+    ) -> Result<Jail, ToolOutput> {
         if self.approval == ApprovalMode::Off {
-            return Ok(());
+            return Ok(Jail::Workspace);
         }
-        let reason = if context.audience.is_owner() {
-            match judge(command, &self.allow) {
-                Judgement::Allowed => return Ok(()),
-                Judgement::Ask(reason) => reason,
-            }
-        } else {
+        let reason = if !context.audience.is_owner() {
             // Any command, `cat` included, could show the others the owner's private files
             // (MEMORY.md, USER.md) that their turns leave out of the prompt.
             "others take part in this conversation, so every command needs the owner's approval"
                 .to_owned()
+        } else if write {
+            "it asks to write in the workspace or use the network".to_owned()
+        } else {
+            match judge(command, &self.allow) {
+                Judgement::Allowed => return Ok(Jail::ReadOnly),
+                Judgement::Ask(reason) => reason,
+            }
         };
+        let unattended = context
+            .approvals
+            .as_ref()
+            .is_none_or(|gate| gate.is_unattended());
+        if unattended
+            && self
+                .unattended_writes
+                .iter()
+                .any(|granted| granted.trim() == command.trim())
+        {
+            tracing::info!(session = %context.session, "Shell command granted by unattended_writes.");
+            return Ok(Jail::Workspace);
+        }
         let refusal = match &context.approvals {
             Some(gate) => match gate.permit("shell", command, &reason).await {
-                Ok(()) => return Ok(()),
+                Ok(()) => return Ok(Jail::Workspace),
                 Err(refusal) => refusal,
             },
             None => Refusal::Unattended("there is no turn to ask the owner from".to_owned()),
@@ -131,6 +169,12 @@ impl ShellTool {
         Err(ToolOutput::error(refusal.message(command)))
     }
 }
+
+/// Said after a read-only run that failed, so the model asks instead of trying other ways.
+const READ_ONLY_NOTE: &str = "\n[This command ran without the owner's approval, so read-only: \
+     it cannot write outside $TMPDIR, open any network or UNIX socket, or signal other \
+     processes. If it failed for that reason, call shell again with \"write\": true to ask the \
+     owner.]";
 
 #[async_trait]
 impl TypedTool for ShellTool {
@@ -144,9 +188,11 @@ impl TypedTool for ShellTool {
         if arguments.command.trim().is_empty() {
             return ToolOutput::error("Error: the command is empty.");
         }
-        if let Err(refusal) = self.permitted(&arguments.command, context).await {
-            return refusal;
-        }
+        let write = arguments.write.unwrap_or(false);
+        let jail = match self.jail_for(&arguments.command, write, context).await {
+            Ok(jail) => jail,
+            Err(refusal) => return refusal,
+        };
         let seconds = arguments
             .timeout
             .unwrap_or(self.default_timeout)
@@ -158,6 +204,7 @@ impl TypedTool for ShellTool {
             Duration::from_secs(seconds),
             OUTPUT_CAP,
             &self.sandbox,
+            jail,
         )
         .await
         {
@@ -183,6 +230,10 @@ impl TypedTool for ShellTool {
             output.push_str(
                 "\n[stopped reading: a process that left the process group still holds the output open]",
             );
+        }
+        let failed = run.timed_out || !run.status.is_some_and(|status| status.success());
+        if failed && jail == Jail::ReadOnly && self.sandbox.is_enforced() {
+            output.push_str(READ_ONLY_NOTE);
         }
         if run.timed_out {
             return ToolOutput::error(format!(
@@ -231,19 +282,20 @@ impl Drop for GroupKill {
     }
 }
 
-/// Runs `command` in `cwd` inside `sandbox`, killing its process group at `timeout` and when
-/// it ends.
+/// Runs `command` with bash in `cwd` inside `sandbox`'s `jail`, killing its process group at
+/// `timeout` and when it ends.
 pub(crate) async fn run(
     command: &str,
     cwd: &Path,
     timeout: Duration,
     cap: usize,
     sandbox: &Sandbox,
+    jail: Jail,
 ) -> std::io::Result<Run> {
     let (reader, writer) = std::io::pipe()?;
     let writer_err = writer.try_clone()?;
-    let mut cmd = tokio::process::Command::new("sh");
-    cmd.arg("-c")
+    let mut cmd = tokio::process::Command::new("bash");
+    cmd.args(["--noprofile", "--norc", "-c"])
         .arg(command)
         .current_dir(cwd)
         .stdin(Stdio::null())
@@ -252,12 +304,14 @@ pub(crate) async fn run(
         .process_group(0)
         .kill_on_drop(true);
     // Held until the end: the command's TMPDIR is removed when it is dropped.
-    let _sandboxed = sandbox.prepare(&mut cmd).map_err(std::io::Error::other)?;
+    let _sandboxed = sandbox
+        .prepare(&mut cmd, jail)
+        .map_err(std::io::Error::other)?;
     let spawned = cmd.spawn().map_err(|error| {
         if sandbox.is_enforced() {
             std::io::Error::new(
                 error.kind(),
-                format!("starting it in the Landlock sandbox failed: {error}"),
+                format!("starting it in its jail failed: {error}"),
             )
         } else {
             error

@@ -185,7 +185,7 @@ async fn shell_commands_are_sandboxed_and_secrets_never_leave_a_tool() {
         status["sandbox"]
             .as_str()
             .unwrap()
-            .starts_with("landlock (ABI "),
+            .starts_with("landlock+seccomp (ABI "),
         "{status}"
     );
     drop(gw);

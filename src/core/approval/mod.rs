@@ -419,6 +419,13 @@ impl TurnApprovals {
         }
     }
 
+    /// Whether no one can be asked in this turn: the heartbeat, a cron job, a sub-agent. Only
+    /// what the owner granted ahead of time in the configuration runs with more than the
+    /// read-only jail there.
+    pub fn is_unattended(&self) -> bool {
+        !matches!(self.origin, Origin::Person { .. })
+    }
+
     /// Waits for permission to run `command` with `tool`; `reason` says why it needs it.
     pub async fn permit(&self, tool: &str, command: &str, reason: &str) -> Result<(), Refusal> {
         if self.mode == ApprovalMode::Off {

@@ -8,10 +8,14 @@
 
 use std::path::Path;
 
+use super::rules::{PathRule, canonical};
 use crate::core::redact::Redactor;
 
 /// Variables a command always gets from the daemon's environment, when set.
 pub const BASE: [&str; 4] = ["PATH", "LANG", "TZ", "TERM"];
+
+/// PATH when the daemon has none.
+const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
 /// Set by the sandbox itself; never passed through.
 const OWN: [&str; 2] = ["HOME", "TMPDIR"];
@@ -24,7 +28,7 @@ pub fn child_env(
     redactor: &Redactor,
 ) -> Vec<(String, String)> {
     let defaults = |name: &str| match name {
-        "PATH" => Some("/usr/local/bin:/usr/bin:/bin".to_owned()),
+        "PATH" => Some(DEFAULT_PATH.to_owned()),
         "LANG" => Some("C.UTF-8".to_owned()),
         "TERM" => Some("dumb".to_owned()),
         _ => None,
@@ -49,6 +53,29 @@ pub fn child_env(
     }
     env.push(("HOME".to_owned(), workspace.display().to_string()));
     env
+}
+
+/// Drops from PATH the directories no rule lets a jailed command read (a version manager's
+/// shims in the owner's home, say): bash stops at the first `python3` it finds even when it
+/// may not run it, so an unreachable entry would hide the system's own.
+pub fn keep_reachable_path(env: &mut [(String, String)], rules: &[PathRule]) {
+    for (name, value) in env.iter_mut() {
+        if name != "PATH" {
+            continue;
+        }
+        let kept: Vec<&str> = value
+            .split(':')
+            .filter(|dir| {
+                let dir = canonical(Path::new(dir));
+                rules.iter().any(|rule| dir.starts_with(&rule.path))
+            })
+            .collect();
+        *value = if kept.is_empty() {
+            DEFAULT_PATH.to_owned()
+        } else {
+            kept.join(":")
+        };
+    }
 }
 
 #[cfg(test)]

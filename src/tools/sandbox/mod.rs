@@ -1,33 +1,48 @@
-//! The shell sandbox: what a `shell` command may touch, enforced by Landlock.
+//! The shell's jails: what a `shell` command can touch, enforced by the kernel.
 //!
-//! Without it a command runs with every right of the daemon's user: it can read
-//! `squidbot.yaml` with every secret in it, the Matrix store and every session, and write
-//! anywhere. With `tools.shell.sandbox: auto` (the default) and a kernel with Landlock, every
-//! command may write only in the workspace and a private temporary directory, read the system,
-//! the workspace and the skill directories, and nothing else: not the rest of
-//! `$SQUIDBOT_HOME`, not the config file, not the owner's home. It cannot signal the daemon
-//! (Landlock ABI 6) nor read its `/proc/<pid>/environ` (the daemon makes itself non-dumpable and
-//! the command loses every capability; see [`ruleset::protect_daemon`]), and with
-//! `tools.shell.network: false` it cannot open TCP connections or listen (ABI 4). Whatever the
-//! mode, its environment is an allowlist ([`env`]) and it gets its own TMPDIR, removed after.
+//! The allow list ([`crate::tools::shell_policy`]) only predicts whether a command needs the
+//! owner; the jail is what holds when the prediction is wrong. Every command runs in one of
+//! two jails, built from Landlock (paths, TCP, signals) and seccomp (sockets of every kind,
+//! the calls that reach past the process), applied in the child before `exec`:
+//!
+//! - [`Jail::ReadOnly`], for every command the owner did not approve (allowed ones, and every
+//!   command of a heartbeat, cron or sub-agent turn that no grant covers): it reads the system,
+//!   the workspace and the skill directories, writes only its own temporary directory (removed
+//!   afterwards), opens no socket at all (TCP, UDP, UNIX, netlink), signals nothing outside its
+//!   own Landlock domain and gains no privilege.
+//! - [`Jail::Workspace`], for an approved command: the same, plus writes in the workspace, plus
+//!   sockets when `tools.shell.network` is on.
+//!
+//! Neither ever reads the rest of `$SQUIDBOT_HOME` (config, sessions, memory, the Matrix store),
+//! the config file or the owner's home, nor the daemon's `/proc/<pid>/environ` (the daemon is
+//! non-dumpable and commands lose every capability; see [`ruleset::protect_daemon`]). The
+//! environment is an allowlist ([`env`]) and each command gets its own TMPDIR.
+//!
+//! Fail closed: with `tools.shell.sandbox: auto` and a kernel without Landlock, or a ruleset
+//! the kernel cannot fully enforce, commands are refused and status and doctor say why; only
+//! an explicit `sandbox: off` runs them unconfined.
 //!
 //! - [`rules`]: the paths and rights, computed once at start.
 //! - [`ruleset`]: the kernel's ABI, the Landlock ruleset per command, restricting the child.
+//! - [`seccomp`]: the system call filters.
 //! - [`env`]: the command's environment.
 //!
-//! Landlock is applied in the child between `fork` and `exec` (`pre_exec`), from a ruleset the
-//! parent built: unit tests can run sandboxed commands inside the test binary, and no second
-//! program (a re-executed launcher) has to be found and trusted. A kernel that has Landlock
-//! but cannot enforce the whole ruleset makes the command fail, never run unconfined.
+//! The jail is applied in the child between `fork` and `exec` (`pre_exec`), from a ruleset and
+//! filters the parent built: unit tests can run jailed commands inside the test binary, and no
+//! second program (a re-executed launcher) has to be found and trusted.
 
+#[cfg(test)]
+mod attacks;
 pub mod env;
 pub mod rules;
 pub mod ruleset;
+pub mod seccomp;
 #[cfg(test)]
 mod tests;
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::config::ShellSandbox;
 use crate::core::redact::Redactor;
@@ -50,15 +65,6 @@ pub enum SandboxError {
         workspace: PathBuf,
         /// The hidden path inside it.
         hidden: PathBuf,
-    },
-    /// `tools.shell.network: false` needs TCP rules, which came with Landlock ABI 4.
-    #[error(
-        "tools.shell.network: false needs Landlock ABI 4 (Linux 6.7) to deny TCP, and this \
-         kernel has ABI {abi}; set it to true or use a newer kernel"
-    )]
-    NetworkUnenforceable {
-        /// The kernel's ABI.
-        abi: i32,
     },
     /// The kernel refused part of the ruleset: it could not be fully enforced.
     #[error("the Landlock ruleset could not be fully enforced: {0}")]
@@ -92,16 +98,27 @@ pub struct SandboxSettings {
     pub env_passthrough: Vec<String>,
 }
 
+/// Which jail a command runs in (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Jail {
+    /// Not approved by the owner: reads only, writes only its temporary directory, no sockets.
+    ReadOnly,
+    /// Approved: writes in the workspace too, and the network if `tools.shell.network`.
+    Workspace,
+}
+
 /// How commands are confined.
 #[derive(Debug, Clone)]
 enum Confinement {
-    /// Landlock at this kernel ABI.
-    Landlock { abi: i32, rules: Vec<PathRule> },
+    /// Landlock at this kernel ABI, with the seccomp filters.
+    Landlock {
+        abi: i32,
+        rules: Vec<PathRule>,
+        filters: Arc<seccomp::Filters>,
+    },
     /// `tools.shell.sandbox: off`.
     Off,
-    /// `auto` on a kernel without Landlock: commands run unconfined, with a warning.
-    Unavailable(String),
-    /// The kernel has Landlock but the configuration cannot be enforced: commands are refused.
+    /// The jail cannot be built here: commands are refused (the reason says why).
     Refused(String),
 }
 
@@ -134,25 +151,30 @@ impl Sandbox {
         );
         let confinement = match settings.mode {
             ShellSandbox::Off => Confinement::Off,
-            ShellSandbox::Auto => match ruleset::kernel_abi() {
-                Err(reason) => Confinement::Unavailable(reason),
-                Ok(abi) if !settings.network && abi < 4 => {
-                    Confinement::Refused(SandboxError::NetworkUnenforceable { abi }.to_string())
-                }
-                Ok(abi) => match rules::rules_for(
+            ShellSandbox::Auto => match (ruleset::kernel_abi(), seccomp::Filters::new()) {
+                (Err(reason), _) => Confinement::Refused(reason),
+                (_, Err(error)) => Confinement::Refused(error.to_string()),
+                (Ok(abi), Ok(filters)) => match rules::rules_for(
                     rules::SYSTEM_READ,
                     &settings.workspace,
                     &settings.readable,
                     &settings.hidden,
                 ) {
-                    Ok(rules) => {
-                        ruleset::protect_daemon();
-                        Confinement::Landlock { abi, rules }
-                    }
+                    Ok(rules) => Confinement::Landlock {
+                        abi,
+                        rules,
+                        filters: Arc::new(filters),
+                    },
                     Err(error) => Confinement::Refused(error.to_string()),
                 },
             },
         };
+        // Whatever the mode, commands never read the daemon's environment or memory.
+        ruleset::protect_daemon();
+        let mut env = env;
+        if let Confinement::Landlock { rules, .. } = &confinement {
+            env::keep_reachable_path(&mut env, rules);
+        }
         Self {
             confinement,
             network: settings.network,
@@ -171,39 +193,54 @@ impl Sandbox {
         }
     }
 
-    /// What `/status` and `doctor` say: `landlock (ABI n)`, `off`, `unavailable: <why>` or
-    /// `refused: <why>` (commands are not run).
+    /// What `/status` and `doctor` say: `landlock+seccomp (ABI n)`, `off`, or `refused: <why>`
+    /// (commands are not run).
     pub fn status(&self) -> String {
         match &self.confinement {
-            Confinement::Landlock { abi, .. } if self.network => format!("landlock (ABI {abi})"),
-            Confinement::Landlock { abi, .. } => format!("landlock (ABI {abi}, no network)"),
+            Confinement::Landlock { abi, .. } if self.network => {
+                format!("landlock+seccomp (ABI {abi})")
+            }
+            Confinement::Landlock { abi, .. } => {
+                format!("landlock+seccomp (ABI {abi}, no network)")
+            }
             Confinement::Off => "off".to_owned(),
-            Confinement::Unavailable(reason) => format!("unavailable: {reason}"),
             Confinement::Refused(reason) => format!("refused: {reason}"),
         }
     }
 
-    /// What to warn about at start, when commands are not confined as configured.
+    /// What to warn about at start, when commands are not run as configured.
     pub fn warning(&self) -> Option<String> {
         match &self.confinement {
             Confinement::Landlock { .. } | Confinement::Off => None,
-            Confinement::Unavailable(reason) => Some(format!(
-                "Shell commands run unsandboxed, with all the rights of this user: {reason}. \
-                 Set tools.shell.sandbox: off to accept that without this warning."
+            Confinement::Refused(reason) => Some(format!(
+                "The shell tool is off: its jail cannot be built here ({reason}). Set \
+                 tools.shell.sandbox: off to run commands unconfined, with every right of this \
+                 user."
             )),
-            Confinement::Refused(reason) => Some(format!("Shell commands are refused: {reason}.")),
         }
     }
 
-    /// Whether commands run under Landlock.
+    /// Why commands are refused, when they are.
+    pub fn refusal(&self) -> Option<&str> {
+        match &self.confinement {
+            Confinement::Refused(reason) => Some(reason),
+            _ => None,
+        }
+    }
+
+    /// Whether commands run jailed.
     pub fn is_enforced(&self) -> bool {
         matches!(self.confinement, Confinement::Landlock { .. })
     }
 
-    /// Sets up `command` to run sandboxed: its environment, its own TMPDIR, and (under
-    /// Landlock) the ruleset applied in the child before `exec`. Keep the result until the
-    /// command has ended.
-    pub fn prepare(&self, command: &mut tokio::process::Command) -> Result<Prepared, SandboxError> {
+    /// Sets up `command` to run in `jail`: its environment, its own TMPDIR, and (when
+    /// enforced) the Landlock ruleset and seccomp filters applied in the child before `exec`.
+    /// Keep the result until the command has ended.
+    pub fn prepare(
+        &self,
+        command: &mut tokio::process::Command,
+        jail: Jail,
+    ) -> Result<Prepared, SandboxError> {
         if let Confinement::Refused(reason) = &self.confinement {
             return Err(SandboxError::Refused(reason.clone()));
         }
@@ -216,14 +253,24 @@ impl Sandbox {
             .envs(self.env.iter().map(|(name, value)| (name, value)))
             .env("TMPDIR", tmp.path());
         let ruleset = match &self.confinement {
-            Confinement::Landlock { abi, rules } => {
-                let fd = ruleset::build(*abi, rules, tmp.path(), self.network)?;
+            Confinement::Landlock {
+                abi,
+                rules,
+                filters,
+            } => {
+                let writable = jail == Jail::Workspace;
+                let network = writable && self.network;
+                let fd = ruleset::build(*abi, rules, tmp.path(), network, writable)?;
                 let raw = fd.as_raw_fd();
-                // SAFETY: the closure runs in the forked child before exec and only makes the
-                // two system calls of `restrict_self` (async-signal-safe, no allocation). The
-                // descriptor stays open in the parent until `Prepared` is dropped, after spawn.
+                let filters = filters.clone();
+                // SAFETY: the closure runs in the forked child before exec and only makes
+                // system calls (`restrict_self`: prctl, landlock_restrict_self, seccomp; no
+                // allocation). The descriptor stays open in the parent until `Prepared` is
+                // dropped, after spawn; the filters are read through an `Arc` the closure owns.
                 unsafe {
-                    command.pre_exec(move || ruleset::restrict_self(raw));
+                    command.pre_exec(move || {
+                        ruleset::restrict_self(raw, &filters, network, !writable)
+                    });
                 }
                 Some(fd)
             }

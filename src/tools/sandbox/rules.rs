@@ -54,6 +54,8 @@ pub struct PathRule {
     pub path: PathBuf,
     /// The rights granted beneath it.
     pub access: Access,
+    /// Whether this is the workspace, which only the workspace jail may write.
+    pub is_workspace: bool,
 }
 
 /// The rules of every command: `system` (normally [`SYSTEM_READ`]) and `readable` read-only,
@@ -88,6 +90,7 @@ pub fn rules_for(
         .map(|path| PathRule {
             path,
             access: Access::Read,
+            is_workspace: false,
         })
         .collect();
     for (devices, access) in [
@@ -102,12 +105,14 @@ pub fn rules_for(
                 .map(|path| PathRule {
                     path: path.to_owned(),
                     access,
+                    is_workspace: false,
                 }),
         );
     }
     rules.push(PathRule {
         path: workspace,
         access: Access::ReadWrite,
+        is_workspace: true,
     });
     Ok(rules)
 }

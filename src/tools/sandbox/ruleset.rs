@@ -19,6 +19,7 @@ use landlock::{
 
 use super::SandboxError;
 use super::rules::{Access, PathRule};
+use super::seccomp::Filters;
 
 /// The newest ABI whose rights this module grants and denies knowingly (file system rights of
 /// ABI 5, TCP of ABI 4, signal and abstract-socket scopes of ABI 6). Newer kernels are used at
@@ -57,22 +58,24 @@ pub fn kernel_abi() -> Result<i32, String> {
 
 /// The ruleset of one command (its temporary directory `tmp` read-write on top of `rules`),
 /// ready to be applied by [`restrict_self`]. `kernel_abi` is [`kernel_abi`]'s answer.
+/// In the read-only jail (`writable_workspace` false) the workspace is granted read-only too,
+/// so the temporary directory is the only place the command can write.
 pub fn build(
     kernel_abi: i32,
     rules: &[PathRule],
     tmp: &Path,
     network: bool,
+    writable_workspace: bool,
 ) -> Result<OwnedFd, SandboxError> {
     let abi = ABI::from(kernel_abi.min(TESTED_ABI));
-    if !network && abi < ABI::V4 {
-        return Err(SandboxError::NetworkUnenforceable { abi: kernel_abi });
-    }
     let all = AccessFs::from_all(abi);
     let read = AccessFs::from_read(abi);
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(all)?;
-    if !network {
+    // Without network the seccomp filter refuses every socket; TCP is denied here too where
+    // the kernel can (ABI 4), so a gap in one layer is not a way out.
+    if !network && abi >= ABI::V4 {
         ruleset = ruleset.handle_access(AccessNet::from_all(abi))?;
     }
     if abi >= ABI::V6 {
@@ -88,6 +91,7 @@ pub fn build(
     for rule in rules {
         let access = match rule.access {
             Access::Read => read,
+            Access::ReadWrite if rule.is_workspace && !writable_workspace => read,
             Access::ReadWrite => all,
         };
         created = created.add_rules(path_beneath_rules([&rule.path], access))?;
@@ -114,11 +118,17 @@ pub fn protect_daemon() {
 }
 
 /// Restricts the calling process with the ruleset `fd`: run in the child between `fork` and
-/// `exec`, so it makes system calls only (see the module docs). It also empties the
+/// `exec`, so it makes system calls only (see the module docs), then installs the seccomp
+/// `filters` (with the network filter unless `network`). It also empties the
 /// capability bounding set (a daemon running as root would otherwise hand `CAP_SYS_PTRACE`
 /// and the rest to the command); without `CAP_SETPCAP` there is nothing to drop, and the
 /// calls fail harmlessly.
-pub fn restrict_self(fd: RawFd) -> io::Result<()> {
+pub fn restrict_self(
+    fd: RawFd,
+    filters: &Filters,
+    network: bool,
+    read_only: bool,
+) -> io::Result<()> {
     for capability in 0..64 {
         // SAFETY: prctl takes integers only; an unknown capability or a missing CAP_SETPCAP
         // is an error that changes nothing.
@@ -134,5 +144,5 @@ pub fn restrict_self(fd: RawFd) -> io::Result<()> {
     if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd, 0 as libc::c_uint) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(())
+    filters.apply(network, read_only)
 }

@@ -59,11 +59,22 @@ fn sandbox(layout: &Layout, network: bool) -> Sandbox {
     sandbox
 }
 
+/// Runs `command` as an approved one (the workspace jail).
 async fn sh(sandbox: &Sandbox, cwd: &Path, command: &str) -> (bool, String) {
-    let Run { output, status, .. } =
-        run(command, cwd, Duration::from_secs(30), OUTPUT_CAP, sandbox)
-            .await
-            .unwrap();
+    jailed(sandbox, cwd, command, Jail::Workspace).await
+}
+
+async fn jailed(sandbox: &Sandbox, cwd: &Path, command: &str, jail: Jail) -> (bool, String) {
+    let Run { output, status, .. } = run(
+        command,
+        cwd,
+        Duration::from_secs(30),
+        OUTPUT_CAP,
+        sandbox,
+        jail,
+    )
+    .await
+    .unwrap();
     (status.is_some_and(|s| s.success()), output)
 }
 
@@ -72,7 +83,7 @@ async fn commands_write_only_in_the_workspace_and_read_only_what_they_may() {
     let layout = layout();
     let sandbox = sandbox(&layout, true);
     assert!(
-        sandbox.status().starts_with("landlock (ABI "),
+        sandbox.status().starts_with("landlock+seccomp (ABI "),
         "{}",
         sandbox.status()
     );
@@ -145,6 +156,31 @@ async fn each_command_gets_its_own_tmpdir_and_a_clean_environment() {
 }
 
 #[tokio::test]
+async fn the_read_only_jail_reads_the_workspace_and_writes_only_its_tmpdir() {
+    let layout = layout();
+    let sandbox = sandbox(&layout, true);
+    let ws = &layout.workspace;
+    std::fs::write(ws.join("notes.txt"), "kept\n").unwrap();
+    let (ok, output) = jailed(
+        &sandbox,
+        ws,
+        "cat notes.txt && echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\" && ls",
+        Jail::ReadOnly,
+    )
+    .await;
+    assert!(ok && output.starts_with("kept\nt\nnotes.txt"), "{output}");
+    for command in ["echo x > notes.txt", "touch new", "rm notes.txt", "mkdir d"] {
+        let (ok, output) = jailed(&sandbox, ws, command, Jail::ReadOnly).await;
+        assert!(!ok, "{command} wrote in the read-only jail: {output}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(ws.join("notes.txt")).unwrap(),
+        "kept\n"
+    );
+    assert_eq!(std::fs::read_dir(ws).unwrap().count(), 1);
+}
+
+#[tokio::test]
 async fn network_false_denies_tcp() {
     let layout = layout();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -164,6 +200,9 @@ async fn network_false_denies_tcp() {
     let (ok, output) = sh(&closed, &layout.workspace, &connect).await;
     assert!(!ok, "{output}");
     assert!(output.contains("PermissionError"), "{output}");
+    // Unapproved, no socket at all even with the network on.
+    let (ok, output) = jailed(&open, &layout.workspace, &connect, Jail::ReadOnly).await;
+    assert!(!ok && output.contains("PermissionError"), "{output}");
 }
 
 #[tokio::test]
@@ -190,6 +229,7 @@ async fn an_unenforceable_sandbox_refuses_commands() {
         Duration::from_secs(5),
         OUTPUT_CAP,
         &sandbox,
+        Jail::Workspace,
     )
     .await
     .unwrap_err();

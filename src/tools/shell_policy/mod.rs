@@ -169,8 +169,19 @@ impl fmt::Display for AllowList {
     }
 }
 
-/// Judges `command` (a `sh -c` command line) against `allow`.
+/// Judges `command` (a `bash -c` command line: the shell whose grammar brush-parser reads)
+/// against `allow`.
 pub fn judge(command: &str, allow: &AllowList) -> Judgement {
+    // Where brush-parser's reading was found to differ from bash's (comments inside `$( )`,
+    // here-documents and their quoted tags), nothing is predicted: the owner is asked.
+    if command.contains("<<") {
+        return Judgement::Ask("here-documents are not judged; the owner decides".to_owned());
+    }
+    if command.contains('#') && (command.contains("$(") || command.contains('`')) {
+        return Judgement::Ask(
+            "a `#` beside command substitution is not judged; the owner decides".to_owned(),
+        );
+    }
     match walk::Judge::new(allow).line(command, 0) {
         Ok(()) => Judgement::Allowed,
         Err(reason) => Judgement::Ask(reason),

@@ -74,6 +74,11 @@ const BYPASSES: &[&str] = &[
     // Here-documents and here-strings.
     "sh <<EOF\nrm -rf x\nEOF",
     "cat <<EOF\n$(rm -rf x)\nEOF",
+    // brush-parser reads some here-documents unlike bash (a quoted tag holding `#`), so none
+    // is predicted harmless.
+    "cat <<EOF\nplain text\nEOF",
+    "cat <<'E#'\n$(touch pwned)\nE#",
+    "echo $( # comment )\ntouch pwned\n)",
     "bash <<< 'rm x'",
     // Redirections that write.
     "echo pwned > ~/.bashrc",
@@ -125,7 +130,6 @@ const ALLOWED: &[&str] = &[
     "grep -r foo . 2>/dev/null | sort | uniq -c",
     "find . -name '*.md' -type f",
     "echo $(pwd)",
-    "cat <<EOF\nplain text\nEOF",
     "env",
     "env -i ls",
     "nice ls",
