@@ -99,6 +99,9 @@ pub struct SessionActivity {
     pub last_turn: DateTime<Utc>,
 }
 
+/// The sections `/status` shows without the token: they describe health, not the owner.
+const PUBLIC_SECTIONS: [&str; 1] = ["sandbox"];
+
 /// A part of `/status` contributed by a channel (cron jobs, heartbeat).
 #[async_trait::async_trait]
 pub trait StatusSection: Send + Sync {
@@ -267,6 +270,42 @@ impl GatewayState {
     }
 
     /// The `/status` document.
+    /// What `/status` shows without the token: whether the daemon is healthy, nothing of what
+    /// the owner does (no sessions, jobs, approvals, usage, rooms or addresses).
+    pub async fn health(&self) -> Value {
+        let channels: BTreeMap<String, Value> = self
+            .channel_reports()
+            .into_iter()
+            .map(|(name, report)| {
+                let state = serde_json::to_value(&report)
+                    .ok()
+                    .and_then(|report| report.get("state").cloned())
+                    .unwrap_or(Value::Null);
+                (name, serde_json::json!({ "state": state }))
+            })
+            .collect();
+        let mut status = serde_json::json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "started_at": self.started_at,
+            "uptime_seconds": self.started.elapsed().as_secs(),
+            "channels": channels,
+            "detail": "sessions, jobs, approvals and usage need the token (Authorization: Bearer)",
+        });
+        let sections = self
+            .sections
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        for section in sections
+            .iter()
+            .filter(|s| PUBLIC_SECTIONS.contains(&s.key()))
+        {
+            status[section.key()] = section.render().await;
+        }
+        status
+    }
+
+    /// Everything: [`GatewayState::health`] plus sessions and every section.
     pub async fn snapshot(&self) -> Value {
         let channels = self.channel_reports();
         let sessions: BTreeMap<String, SessionActivity> = self

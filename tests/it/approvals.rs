@@ -148,6 +148,33 @@ async fn an_approved_command_runs_once_and_a_refusal_ends_the_asking() {
     assert!(!workspace.join("ran.txt").exists(), "ran before approval");
     let status = gw.get_json("/status").await;
     assert_eq!(status["approvals"][0]["id"], first["id"], "{status}");
+    // Without the token: health only, no sessions, approvals or commands.
+    let open: serde_json::Value = gw
+        .http
+        .get(format!("{}/status", gw.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        open["channels"]["http"]["state"],
+        status["channels"]["http"]["state"]
+    );
+    for private in ["approvals", "sessions", "cron", "usage"] {
+        assert!(
+            open.get(private).is_none(),
+            "{private} without the token: {open}"
+        );
+    }
+    let shown = open.to_string();
+    for private in ["ran.txt", "\"ops\"", "http:ops"] {
+        assert!(
+            !shown.contains(private),
+            "{private} without the token: {open}"
+        );
+    }
     let id = first["id"].as_str().unwrap();
     let (code, body) = decide(&gw, "ops", id, json!({"decision": "approve"})).await;
     assert_eq!(

@@ -182,9 +182,11 @@ impl Gateway {
         (status, response.json().await.unwrap_or(Value::Null))
     }
 
+    /// GETs `path` as the owner would (with the token) and parses the JSON.
     pub async fn get_json(&self, path: &str) -> Value {
         self.http
             .get(format!("{}{path}", self.base))
+            .bearer_auth(TOKEN)
             .send()
             .await
             .unwrap()

@@ -1,8 +1,11 @@
 //! The axum router of the HTTP API and its handlers.
 //!
 //! Operator routes (`/healthz`, `/readyz`, `/status`, `/metrics`) are open, as the listener is
-//! on loopback by default. Message routes under `/v1` exist only when a token is configured and
-//! answer 401 to a missing or wrong `Authorization: Bearer` header before touching anything.
+//! on loopback by default, but `/status` shows only health (version, uptime, channel states,
+//! the sandbox) unless the request carries the token: sessions, cron jobs, pending approvals
+//! and usage say what the owner does, and any local user or a page's script could ask.
+//! Message routes under `/v1` exist only when a token is configured and answer 401 to a
+//! missing or wrong `Authorization: Bearer` header before touching anything.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -86,8 +89,23 @@ async fn readyz(State(app): State<AppState>) -> Response {
     }
 }
 
-async fn status(State(app): State<AppState>) -> Json<serde_json::Value> {
-    Json(app.state.snapshot().await)
+async fn status(State(app): State<AppState>, headers: HeaderMap) -> Json<serde_json::Value> {
+    if has_token(&app, &headers) {
+        Json(app.state.snapshot().await)
+    } else {
+        Json(app.state.health().await)
+    }
+}
+
+/// Whether `headers` carry the configured bearer token (never, when none is configured).
+fn has_token(app: &AppState, headers: &HeaderMap) -> bool {
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    let expected = app.token.as_deref().unwrap_or("");
+    !expected.is_empty() && bool::from(given.as_bytes().ct_eq(expected.as_bytes()))
 }
 
 async fn metrics(State(app): State<AppState>) -> Response {
@@ -100,15 +118,7 @@ async fn metrics(State(app): State<AppState>) -> Response {
 }
 
 async fn require_token(State(app): State<AppState>, request: Request, next: Next) -> Response {
-    let given = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
-    let expected = app.token.as_deref().unwrap_or("");
-    let matches = !expected.is_empty() && bool::from(given.as_bytes().ct_eq(expected.as_bytes()));
-    if !matches {
+    if !has_token(&app, request.headers()) {
         return (
             StatusCode::UNAUTHORIZED,
             [(header::WWW_AUTHENTICATE, "Bearer")],
