@@ -4,13 +4,15 @@
 //! tools are confined to the workspace: a file saved anywhere else could not be read by the
 //! agent it is offered to. Names come from senders, so they are reduced to a safe basename, and
 //! an existing file is never overwritten (a numbered name is picked instead). Each file is
-//! written atomically: a crash leaves either the whole file or none.
+//! written atomically: a crash leaves either the whole file or none. The directories are
+//! created and the file written beneath the workspace ([`beneath::write_new`]): a link a
+//! command planted at `attachments/<channel>` or below is refused, never written through.
 
 use std::path::{Path, PathBuf};
 
 use chrono::NaiveDate;
 
-use crate::storage::atomic;
+use crate::storage::beneath;
 
 /// The longest file name kept, in bytes (file systems allow 255).
 const MAX_NAME: usize = 120;
@@ -18,14 +20,14 @@ const MAX_NAME: usize = 120;
 /// Stores received attachments under one workspace.
 #[derive(Debug, Clone)]
 pub struct AttachmentStore {
-    root: PathBuf,
+    workspace: PathBuf,
 }
 
 impl AttachmentStore {
     /// A store writing under `<workspace>/attachments`.
     pub fn new(workspace: &Path) -> Self {
         Self {
-            root: workspace.join("attachments"),
+            workspace: workspace.to_owned(),
         }
     }
 
@@ -39,11 +41,9 @@ impl AttachmentStore {
         name: &str,
         bytes: &[u8],
     ) -> std::io::Result<PathBuf> {
-        let dir = self
-            .root
+        let dir = Path::new("attachments")
             .join(safe_name(channel, "channel"))
             .join(day.format("%Y-%m-%d").to_string());
-        std::fs::create_dir_all(&dir)?;
         let name = safe_name(name, "attachment");
         let (stem, extension) = match name.rsplit_once('.') {
             Some((stem, ext)) if !stem.is_empty() => (stem.to_owned(), format!(".{ext}")),
@@ -53,11 +53,11 @@ impl AttachmentStore {
         let mut n = 1;
         // The name is taken in the same step as the file is created, so two attachments of one
         // name saved at once (Matrix and mail, or two rooms) never overwrite each other.
-        while !atomic::write_new(&path, bytes)? {
+        while !beneath::write_new(&self.workspace, &path, bytes)? {
             path = dir.join(format!("{stem}-{n}{extension}"));
             n += 1;
         }
-        Ok(path)
+        Ok(self.workspace.join(path))
     }
 }
 

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::skills::frontmatter::{self, Frontmatter};
+use crate::storage::beneath;
 
 /// Reads an environment variable; injected so tests need not touch the process environment.
 pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -189,8 +190,17 @@ fn scan(
                 continue;
             }
             let path = dir.join(&dir_name).join(SKILL_FILE);
-            let Ok(meta) = std::fs::metadata(&path) else {
-                continue;
+            // Opened beneath its directory: a skill linked out of it (a command may plant one
+            // in the workspace's skills) is refused, never read into the prompt.
+            let relative = Path::new(&dir_name).join(SKILL_FILE);
+            let meta = match beneath::metadata(dir, &relative) {
+                Ok(meta) => meta,
+                Err(error) => {
+                    if beneath::is_escape(&error) {
+                        beneath::warn_once(&path, &error);
+                    }
+                    continue;
+                }
             };
             if !meta.is_file() {
                 continue;
@@ -201,7 +211,7 @@ fn scan(
                 _ => Cached {
                     modified,
                     len: meta.len(),
-                    parsed: load(&path),
+                    parsed: load(dir, &relative, &path),
                 },
             };
             if let Some((frontmatter, body)) = &cached.parsed {
@@ -217,8 +227,8 @@ fn scan(
 }
 
 /// Reads and parses one SKILL.md, warning (once per version of the file) when it is broken.
-fn load(path: &Path) -> Option<(Frontmatter, Arc<str>)> {
-    let text = match std::fs::read_to_string(path) {
+fn load(dir: &Path, relative: &Path, path: &Path) -> Option<(Frontmatter, Arc<str>)> {
+    let text = match beneath::read_to_string(dir, relative) {
         Ok(text) => text,
         Err(error) => {
             tracing::warn!(path = %path.display(), error = %error, "Cannot read a skill; skipped it.");

@@ -15,6 +15,7 @@ use async_trait::async_trait;
 
 use crate::core::audience::Audience;
 use crate::core::ports::prompt::{PromptSections, PromptSource};
+use crate::storage::beneath::{self, Beneath};
 
 /// The bootstrap files of the main agent, in prompt order.
 pub const MAIN_AGENT_FILES: [&str; 6] = [
@@ -38,6 +39,7 @@ type Cache = HashMap<PathBuf, (SystemTime, u64, Arc<str>)>;
 /// Reads bootstrap files from a workspace, cached by modification time.
 #[derive(Debug)]
 pub struct WorkspacePrompt {
+    workspace: PathBuf,
     files: Vec<PathBuf>,
     /// A std mutex: held only while copying cache entries, never across an await.
     cache: Arc<Mutex<Cache>>,
@@ -51,8 +53,9 @@ impl WorkspacePrompt {
 
     /// A custom list of files (spawn profiles choose theirs).
     pub fn with_files<'a>(workspace: &Path, names: impl IntoIterator<Item = &'a str>) -> Self {
-        let files = names.into_iter().map(|name| workspace.join(name)).collect();
+        let files = names.into_iter().map(PathBuf::from).collect();
         Self {
+            workspace: workspace.to_owned(),
             files,
             cache: Arc::default(),
         }
@@ -67,7 +70,8 @@ impl PromptSource for WorkspacePrompt {
             files.retain(|path| !is_owner_file(path));
         }
         let cache = self.cache.clone();
-        let base = tokio::task::spawn_blocking(move || read_all(&files, &cache))
+        let workspace = self.workspace.clone();
+        let base = tokio::task::spawn_blocking(move || read_all(&workspace, &files, &cache))
             .await
             .unwrap_or_default();
         PromptSections {
@@ -84,11 +88,26 @@ fn is_owner_file(path: &Path) -> bool {
         .is_some_and(|name| OWNER_FILES.contains(&name))
 }
 
-fn read_all(files: &[PathBuf], cache: &Mutex<Cache>) -> String {
+/// Reads `files` (names in `workspace`) beneath the workspace: a file linked out of it (a
+/// command may plant `SOUL.md -> ../squidbot.yaml`) is refused and left out, never read.
+fn read_all(workspace: &Path, files: &[PathBuf], cache: &Mutex<Cache>) -> String {
     let mut parts: Vec<Arc<str>> = Vec::with_capacity(files.len());
+    let workspace_dir = match Beneath::open(workspace) {
+        Ok(dir) => dir,
+        Err(error) => {
+            tracing::warn!(path = %workspace.display(), error = %error, "Cannot open the workspace; no bootstrap files.");
+            return String::new();
+        }
+    };
     for path in files {
-        let Ok(meta) = std::fs::metadata(path) else {
-            continue;
+        let meta = match workspace_dir.metadata(path) {
+            Ok(meta) => meta,
+            Err(error) => {
+                if beneath::is_escape(&error) {
+                    beneath::warn_once(&workspace.join(path), &error);
+                }
+                continue;
+            }
         };
         let modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
         let cached = {
@@ -100,7 +119,7 @@ fn read_all(files: &[PathBuf], cache: &Mutex<Cache>) -> String {
         };
         let text = match cached {
             Some(text) => text,
-            None => match std::fs::read_to_string(path) {
+            None => match workspace_dir.read_to_string(path) {
                 Ok(text) => {
                     let text: Arc<str> = text.into();
                     let mut cache = cache.lock().unwrap_or_else(|poison| poison.into_inner());

@@ -8,7 +8,6 @@
 //! inside an async mutex so that the turns of one process queue there instead of each holding a
 //! blocking thread while it waits for the lock.
 
-use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
@@ -16,7 +15,7 @@ use async_trait::async_trait;
 use tokio::sync::Mutex;
 
 use super::file_lock::FileLock;
-use super::{atomic, blocking, io_error};
+use super::{atomic, beneath, blocking, io_error};
 use crate::core::ports::store::{MemoryStore, StoreError};
 
 /// MEMORY.md in the workspace.
@@ -59,10 +58,17 @@ impl MemoryFile {
 impl MemoryStore for MemoryFile {
     async fn load(&self) -> Result<String, StoreError> {
         let path = self.path.clone();
+        let workspace = self.workspace.clone();
         blocking("read", &self.path, move || {
-            match fs::read_to_string(&path) {
+            // Beneath the workspace: a MEMORY.md linked out of it is refused, never read into
+            // a prompt.
+            match beneath::read_to_string(&workspace, Path::new("MEMORY.md")) {
                 Ok(text) => Ok(text),
                 Err(error) if error.kind() == ErrorKind::NotFound => Ok(String::new()),
+                Err(error) if beneath::is_escape(&error) => {
+                    beneath::warn_once(&path, &error);
+                    Ok(String::new())
+                }
                 Err(error) => Err(io_error("read", &path, error)),
             }
         })
@@ -77,12 +83,19 @@ impl MemoryStore for MemoryFile {
         let content = content.to_owned();
         blocking("write", &self.path, move || {
             let _lock = lock(&workspace)?;
-            let old = match fs::read(&path) {
+            // Beneath the workspace: a MEMORY.md linked out of it is neither copied into
+            // MEMORY.md.prev nor followed; the write below replaces the link itself.
+            let old = match beneath::read_to_string(&workspace, Path::new("MEMORY.md")) {
                 Ok(old) => {
-                    atomic::write(&previous, &old).map_err(|e| io_error("write", &previous, e))?;
-                    Some(String::from_utf8_lossy(&old).into_owned())
+                    atomic::write(&previous, old.as_bytes())
+                        .map_err(|e| io_error("write", &previous, e))?;
+                    Some(old)
                 }
                 Err(error) if error.kind() == ErrorKind::NotFound => None,
+                Err(error) if beneath::is_escape(&error) => {
+                    beneath::warn_once(&path, &error);
+                    None
+                }
                 Err(error) => return Err(io_error("read", &path, error)),
             };
             atomic::write(&path, content.as_bytes()).map_err(|e| io_error("write", &path, e))?;

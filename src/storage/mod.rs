@@ -21,6 +21,7 @@
 pub mod activity_log;
 pub mod approval_file;
 pub mod atomic;
+pub mod beneath;
 pub mod bootstrap;
 pub mod cursor_file;
 pub mod file_lock;

@@ -69,10 +69,10 @@ pub struct ShellTool {
 pub struct Arguments {
     /// The command line.
     command: String,
-    /// Timeout in seconds; the whole process group is killed then.
+    /// Timeout in seconds.
     #[schemars(range(min = 1, max = MAX_TIMEOUT_SECONDS))]
     timeout: Option<u64>,
-    /// true to write files or use the network (asks the owner); else it runs read-only.
+    /// true: may write and use the network (asks the owner). Else read-only.
     write: Option<bool>,
 }
 
@@ -84,9 +84,8 @@ impl ShellTool {
         let spec = TypedSpec::new(
             "shell",
             format!(
-                "Run `bash -c` in the workspace; returns stdout and stderr together (long \
-                 output keeps start and end) and the exit code. Background processes die with \
-                 it. Default timeout {default_timeout}s."
+                "Run `bash -c` in the workspace; returns the exit code and stdout+stderr (long \
+                 output keeps start and end). Default timeout {default_timeout}s."
             ),
         );
         Self {

@@ -198,6 +198,7 @@ impl Gateway {
     pub async fn get_text(&self, path: &str) -> String {
         self.http
             .get(format!("{}{path}", self.base))
+            .bearer_auth(TOKEN)
             .send()
             .await
             .unwrap()

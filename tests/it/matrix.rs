@@ -46,8 +46,11 @@ impl BotGateway {
     ) -> Self {
         let port = testenv::free_port();
         let config = format!(
-            "llm:\n  providers:\n    local:\n      api_base: \"{llm}\"\n  models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\nagents:\n  heartbeat:\n    enabled: false\ngateway:\n  shutdown_grace_seconds: 5\n  http:\n    listen: 127.0.0.1:{port}\nchannels:\n  matrix:\n    enabled: true\n    homeserver: \"{}\"\n    user_id: \"{}\"\n    password: \"{}\"\n    device_id: SQUIDBOTTEST\n{matrix_extra}\n",
-            hs.url, bot.user_id, bot.password
+            "llm:\n  providers:\n    local:\n      api_base: \"{llm}\"\n  models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\nagents:\n  heartbeat:\n    enabled: false\ngateway:\n  shutdown_grace_seconds: 5\n  http:\n    listen: 127.0.0.1:{port}\n    token: {token}\nchannels:\n  matrix:\n    enabled: true\n    homeserver: \"{}\"\n    user_id: \"{}\"\n    password: \"{}\"\n    device_id: SQUIDBOTTEST\n{matrix_extra}\n",
+            hs.url,
+            bot.user_id,
+            bot.password,
+            token = crate::daemon::TOKEN,
         );
         std::fs::write(home.join("squidbot.yaml"), config).unwrap();
         let log = std::fs::OpenOptions::new()
@@ -80,6 +83,7 @@ impl BotGateway {
         let response = self
             .http
             .get(format!("{}/status", self.base))
+            .bearer_auth(crate::daemon::TOKEN)
             .send()
             .await
             .unwrap();

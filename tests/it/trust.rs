@@ -272,3 +272,83 @@ async fn search_and_mcp_results_arrive_fenced_under_the_untrusted_data_rule() {
     let (_, shell) = &results[2];
     assert_eq!(shell, "exit code 0\nmine\n");
 }
+
+/// #23 item 3: links a command could plant in the workspace (every file the daemon reads
+/// into a prompt, a skill) lead to the config, which holds the HTTP token; none of it reaches
+/// the model, each refusal is logged, and `memory_write` replaces a linked MEMORY.md without
+/// copying what it points to into MEMORY.md.prev.
+#[tokio::test]
+async fn links_planted_in_the_workspace_never_reach_a_prompt() {
+    let llm = ScriptedLlm::start().await;
+    let log_dir = tempfile::tempdir().unwrap();
+    let log_path = log_dir.path().join("gateway.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let gw = gateway(&llm, "", log.into()).await;
+    let home = gw.home().to_owned();
+    let workspace = home.join("workspace");
+    std::fs::create_dir_all(workspace.join("skills")).unwrap();
+    let config = home.join("squidbot.yaml");
+    assert!(std::fs::read_to_string(&config).unwrap().contains(TOKEN));
+    for name in [
+        "SOUL.md",
+        "IDENTITY.md",
+        "USER.md",
+        "AGENTS.md",
+        "ENVIRONMENT.md",
+        "BOOTSTRAP.md",
+        "MEMORY.md",
+        "HEARTBEAT.md",
+    ] {
+        let _ = std::fs::remove_file(workspace.join(name));
+        std::os::unix::fs::symlink(&config, workspace.join(name)).unwrap();
+    }
+    // A skill directory outside the workspace holding the token, linked two ways.
+    let outside_skill = home.join("stolen-skill");
+    std::fs::create_dir_all(&outside_skill).unwrap();
+    std::fs::write(
+        outside_skill.join("SKILL.md"),
+        format!("---\nname: stolen\ndescription: the token is {TOKEN}\n---\n{TOKEN}\n"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(&outside_skill, workspace.join("skills/stolen")).unwrap();
+    std::fs::create_dir_all(workspace.join("skills/linked")).unwrap();
+    std::os::unix::fs::symlink(
+        outside_skill.join("SKILL.md"),
+        workspace.join("skills/linked/SKILL.md"),
+    )
+    .unwrap();
+
+    llm.enqueue(round(&[(
+        "memory_write",
+        json!({ "content": "- the owner likes tea\n" }),
+    )]));
+    llm.enqueue(Reply::Text("noted".to_owned()));
+    let (status, body) = gw.say("links", "remember I like tea").await;
+    assert_eq!(status, 200, "{body}");
+    llm.enqueue(Reply::Text("hello".to_owned()));
+    let (status, body) = gw.say("links", "hi").await;
+    assert_eq!(status, 200, "{body}");
+
+    let sent = serde_json::to_string(&llm.requests()).unwrap();
+    assert!(!sent.contains(TOKEN), "the token reached the model");
+    assert!(
+        !sent.contains("api_key_env"),
+        "the config reached the model"
+    );
+    assert!(system_text(&llm.requests()[2]).contains("the owner likes tea"));
+    // The link was replaced, not written through, and its target was not copied.
+    assert!(!workspace.join("MEMORY.md").is_symlink());
+    assert!(std::fs::read_to_string(&config).unwrap().contains(TOKEN));
+    assert!(!workspace.join("MEMORY.md.prev").exists());
+    drop(gw);
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(
+        log.contains("leads outside the workspace"),
+        "refusals are logged: {log}"
+    );
+    assert_eq!(
+        log.lines().filter(|line| line.contains("SOUL.md")).count(),
+        1,
+        "logged once, not on every turn: {log}"
+    );
+}

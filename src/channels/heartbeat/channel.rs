@@ -12,7 +12,7 @@
 //! Time comes from two places: tokio's timer for the interval (paused in tests) and the
 //! [`Clock`] port for the wall-clock time the active hours and the status are read in.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -34,6 +34,7 @@ use crate::core::ports::channel::{
 use crate::core::ports::clock::{Clock, SystemClock};
 use crate::core::ports::llm::LlmClient;
 use crate::core::session::SessionId;
+use crate::storage::beneath;
 
 /// The channel's name, and the sender id of its turns.
 pub const NAME: &str = "heartbeat";
@@ -159,7 +160,21 @@ impl HeartbeatChannel {
             tracing::debug!(hours = %self.hours, "Heartbeat skipped outside active hours.");
             return Some(TickOutcome::SkippedOutsideHours);
         }
-        match tokio::fs::read_to_string(&self.checklist).await {
+        // Read beneath the workspace: a HEARTBEAT.md linked out of it is refused, not read.
+        let checklist = self.checklist.clone();
+        let read = tokio::task::spawn_blocking(move || {
+            let workspace = checklist.parent().unwrap_or(Path::new("."));
+            let read = beneath::read_to_string(workspace, Path::new("HEARTBEAT.md"));
+            if let Err(error) = &read
+                && beneath::is_escape(error)
+            {
+                beneath::warn_once(&checklist, error);
+            }
+            read
+        })
+        .await
+        .unwrap_or_else(|error| Err(std::io::Error::other(error)));
+        match read {
             Ok(text) if !is_effectively_empty(&text) => {}
             Ok(_) => {
                 tracing::debug!(path = %self.checklist.display(), "Heartbeat skipped: HEARTBEAT.md is effectively empty.");

@@ -41,8 +41,8 @@ impl EditFileTool {
     pub fn new(guard: Arc<WorkspaceGuard>) -> Self {
         let spec = TypedSpec::new(
             "edit_file",
-            "Replace old_text with new_text in a file. old_text must match exactly (whitespace \
-             included) and occur exactly once; include surrounding lines to make it unique.",
+            "Replace old_text with new_text in a file. old_text must match exactly and occur \
+             exactly once; include surrounding lines to make it unique.",
         );
         Self { guard, spec }
     }

@@ -1,0 +1,262 @@
+//! Files the daemon itself opens in the workspace, opened so that nothing leads out of it.
+//!
+//! Shell commands may write the workspace, and a command can plant a link there
+//! (`SOUL.md -> ../squidbot.yaml`, `attachments/email -> /home/owner/.ssh`). The daemon is not
+//! jailed, so a plain `open` would follow the link and read the config into the next prompt or
+//! write a received file wherever the link points. Every path here is resolved by the kernel
+//! with `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)` from a descriptor of the workspace:
+//! a symlink, `..` or absolute path that leaves it fails with `EXDEV` in the same system call
+//! that opens the file, so there is no window between a check and the open. Links that stay
+//! inside still work. Directories created for writes are walked one at a time with
+//! `RESOLVE_NO_SYMLINKS`, so a planted link directory is never written through.
+//!
+//! A refused link is logged once per path ([`warn_once`]) and treated as absent by readers.
+//! `rustix` (already in the tree through tempfile) makes the calls; `openat2` needs Linux 5.6,
+//! and on an older kernel these functions refuse instead of opening unchecked.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::OwnedFd;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Mutex;
+
+use rustix::fs::{Mode, OFlags, RenameFlags, ResolveFlags};
+
+/// The descriptor of `root`, from which paths are resolved.
+fn root_fd(root: &Path) -> std::io::Result<OwnedFd> {
+    Ok(rustix::fs::open(
+        root,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?)
+}
+
+/// Opens `relative` beneath the directory `dir` with `flags`, never leaving it.
+fn open_at(
+    dir: &OwnedFd,
+    relative: &Path,
+    flags: OFlags,
+    mode: Mode,
+    resolve: ResolveFlags,
+) -> std::io::Result<OwnedFd> {
+    rustix::fs::openat2(
+        dir,
+        relative,
+        flags | OFlags::CLOEXEC,
+        mode,
+        resolve | ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+    )
+    .map_err(|error| match error {
+        rustix::io::Errno::XDEV => std::io::Error::new(
+            ErrorKind::PermissionDenied,
+            format!("{} leads out of the workspace", relative.display()),
+        ),
+        rustix::io::Errno::LOOP => std::io::Error::new(
+            ErrorKind::PermissionDenied,
+            format!("{} goes through a symlink", relative.display()),
+        ),
+        other => other.into(),
+    })
+}
+
+/// Whether `error` is a refused way out (a link leading outside), not a plain I/O error.
+pub fn is_escape(error: &std::io::Error) -> bool {
+    let message = error.to_string();
+    error.kind() == ErrorKind::PermissionDenied
+        && (message.contains("leads out of the workspace")
+            || message.contains("goes through a symlink"))
+}
+
+/// A directory the daemon reads beneath: opened once, then any number of files in it.
+#[derive(Debug)]
+pub struct Beneath(OwnedFd);
+
+impl Beneath {
+    /// The directory `root`.
+    pub fn open(root: &Path) -> std::io::Result<Self> {
+        root_fd(root).map(Self)
+    }
+
+    /// Opens `relative` for reading.
+    pub fn open_read(&self, relative: &Path) -> std::io::Result<File> {
+        let fd = open_at(
+            &self.0,
+            relative,
+            OFlags::RDONLY,
+            Mode::empty(),
+            ResolveFlags::empty(),
+        )?;
+        Ok(File::from(fd))
+    }
+
+    /// Reads `relative` as UTF-8.
+    pub fn read_to_string(&self, relative: &Path) -> std::io::Result<String> {
+        let mut text = String::new();
+        self.open_read(relative)?.read_to_string(&mut text)?;
+        Ok(text)
+    }
+
+    /// The metadata of `relative`, following links that stay inside.
+    pub fn metadata(&self, relative: &Path) -> std::io::Result<std::fs::Metadata> {
+        let fd = open_at(
+            &self.0,
+            relative,
+            OFlags::PATH,
+            Mode::empty(),
+            ResolveFlags::empty(),
+        )?;
+        File::from(fd).metadata()
+    }
+}
+
+/// Opens `relative` (inside `root`) for reading.
+pub fn open_read(root: &Path, relative: &Path) -> std::io::Result<File> {
+    Beneath::open(root)?.open_read(relative)
+}
+
+/// Reads `relative` (inside `root`) as UTF-8.
+pub fn read_to_string(root: &Path, relative: &Path) -> std::io::Result<String> {
+    Beneath::open(root)?.read_to_string(relative)
+}
+
+/// The metadata of `relative` (inside `root`), following links that stay inside.
+pub fn metadata(root: &Path, relative: &Path) -> std::io::Result<std::fs::Metadata> {
+    Beneath::open(root)?.metadata(relative)
+}
+
+/// Opens the directory `relative` inside `root`, creating what is missing, one component at a
+/// time and never through a symlink.
+fn dir_all(root: &Path, relative: &Path) -> std::io::Result<OwnedFd> {
+    let mut dir = root_fd(root)?;
+    for component in relative.components() {
+        let Component::Normal(name) = component else {
+            return Err(std::io::Error::new(
+                ErrorKind::InvalidInput,
+                format!("{} is not a plain relative path", relative.display()),
+            ));
+        };
+        match rustix::fs::mkdirat(&dir, name, Mode::from_raw_mode(0o700)) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(error) => return Err(error.into()),
+        }
+        dir = open_at(
+            &dir,
+            Path::new(name),
+            OFlags::PATH | OFlags::DIRECTORY,
+            Mode::empty(),
+            ResolveFlags::NO_SYMLINKS,
+        )?;
+    }
+    Ok(dir)
+}
+
+/// Writes `bytes` as the new file `relative` inside `root`, atomically and durably: `false`
+/// when a file of that name exists (it is left as it is). The directories on the way are
+/// created, never followed through a symlink.
+pub fn write_new(root: &Path, relative: &Path, bytes: &[u8]) -> std::io::Result<bool> {
+    let (parent, name) = match (relative.parent(), relative.file_name()) {
+        (Some(parent), Some(name)) => (parent, name),
+        _ => {
+            return Err(std::io::Error::new(
+                ErrorKind::InvalidInput,
+                format!("{} names no file", relative.display()),
+            ));
+        }
+    };
+    let dir = dir_all(root, parent)?;
+    let temp = format!(
+        ".{}.tmp.{}.{}",
+        name.to_string_lossy(),
+        std::process::id(),
+        fastrand::u64(..)
+    );
+    let fd = open_at(
+        &dir,
+        Path::new(&temp),
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL,
+        Mode::from_raw_mode(0o600),
+        ResolveFlags::NO_SYMLINKS,
+    )?;
+    let written = (|| {
+        let mut file = File::from(fd);
+        file.write_all(bytes)?;
+        file.sync_all()
+    })();
+    let result = written.and_then(|()| {
+        match rustix::fs::renameat_with(&dir, &temp, &dir, name, RenameFlags::NOREPLACE) {
+            Ok(()) => rustix::fs::fsync(&dir).map(|()| true).map_err(Into::into),
+            Err(rustix::io::Errno::EXIST) => Ok(false),
+            Err(error) => Err(error.into()),
+        }
+    });
+    let _ = rustix::fs::unlinkat(&dir, &temp, rustix::fs::AtFlags::empty());
+    result
+}
+
+/// Logs `error` for `path` once per process: a planted link is reported, not repeated on
+/// every turn.
+pub fn warn_once(path: &Path, error: &std::io::Error) {
+    static WARNED: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
+    let mut warned = WARNED.lock().unwrap_or_else(|p| p.into_inner());
+    if warned
+        .get_or_insert_with(HashSet::new)
+        .insert(path.to_owned())
+    {
+        tracing::warn!(path = %path.display(), error = %error, "Refused a workspace file that leads outside the workspace; it is treated as absent.");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_inside_are_followed_and_links_out_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let workspace = root.path().join("workspace");
+        std::fs::create_dir_all(workspace.join("notes")).unwrap();
+        std::fs::write(root.path().join("squidbot.yaml"), "api_key: secret\n").unwrap();
+        std::fs::write(workspace.join("notes/soul.md"), "be kind\n").unwrap();
+        std::os::unix::fs::symlink("notes/soul.md", workspace.join("SOUL.md")).unwrap();
+        std::os::unix::fs::symlink("../squidbot.yaml", workspace.join("AGENTS.md")).unwrap();
+        std::os::unix::fs::symlink(root.path(), workspace.join("up")).unwrap();
+        assert_eq!(
+            read_to_string(&workspace, Path::new("SOUL.md")).unwrap(),
+            "be kind\n"
+        );
+        for path in ["AGENTS.md", "up/squidbot.yaml", "../squidbot.yaml"] {
+            let error = read_to_string(&workspace, Path::new(path)).unwrap_err();
+            assert!(is_escape(&error), "{path}: {error}");
+            assert!(metadata(&workspace, Path::new(path)).is_err(), "{path}");
+        }
+        let absolute = root.path().join("squidbot.yaml");
+        assert!(read_to_string(&workspace, &absolute).is_err());
+    }
+
+    #[test]
+    fn writes_never_go_through_a_planted_directory_link() {
+        let root = tempfile::tempdir().unwrap();
+        let workspace = root.path().join("workspace");
+        let elsewhere = root.path().join("elsewhere");
+        std::fs::create_dir_all(workspace.join("attachments")).unwrap();
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, workspace.join("attachments/email")).unwrap();
+        let error = write_new(&workspace, Path::new("attachments/email/a.txt"), b"x").unwrap_err();
+        assert!(is_escape(&error), "{error}");
+        assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+        assert!(write_new(&workspace, Path::new("attachments/matrix/a.txt"), b"one").unwrap());
+        assert!(!write_new(&workspace, Path::new("attachments/matrix/a.txt"), b"two").unwrap());
+        assert_eq!(
+            std::fs::read(workspace.join("attachments/matrix/a.txt")).unwrap(),
+            b"one"
+        );
+        assert_eq!(
+            std::fs::read_dir(workspace.join("attachments/matrix"))
+                .unwrap()
+                .count(),
+            1,
+            "no temporary file is left"
+        );
+    }
+}
