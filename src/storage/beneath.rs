@@ -128,7 +128,11 @@ pub fn metadata(root: &Path, relative: &Path) -> std::io::Result<std::fs::Metada
 /// Opens the directory `relative` inside `root`, creating what is missing, one component at a
 /// time and never through a symlink.
 fn dir_all(root: &Path, relative: &Path) -> std::io::Result<OwnedFd> {
-    let mut dir = root_fd(root)?;
+    let mut dir = rustix::fs::open(
+        root,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
     for component in relative.components() {
         let Component::Normal(name) = component else {
             return Err(std::io::Error::new(
@@ -140,10 +144,11 @@ fn dir_all(root: &Path, relative: &Path) -> std::io::Result<OwnedFd> {
             Ok(()) | Err(rustix::io::Errno::EXIST) => {}
             Err(error) => return Err(error.into()),
         }
+        // Opened for reading, not `O_PATH`: the last one is fsynced after the rename.
         dir = open_at(
             &dir,
             Path::new(name),
-            OFlags::PATH | OFlags::DIRECTORY,
+            OFlags::RDONLY | OFlags::DIRECTORY,
             Mode::empty(),
             ResolveFlags::NO_SYMLINKS,
         )?;
