@@ -27,6 +27,21 @@ use std::path::{Component, Path, PathBuf};
 /// The workspace files that describe the owner (see [`WorkspaceGuard::is_owners_private`]).
 const PRIVATE_FILES: [&str; 3] = ["MEMORY.md", "MEMORY.md.prev", "USER.md"];
 
+/// The workspace files whose text later turns of the owner obey or carry in their prompt:
+/// only the owner's requests may write them (see [`WorkspaceGuard::is_instruction`]).
+const INSTRUCTION_FILES: [&str; 10] = [
+    "SOUL.md",
+    "IDENTITY.md",
+    "USER.md",
+    "AGENTS.md",
+    "ENVIRONMENT.md",
+    "BOOTSTRAP.md",
+    "HEARTBEAT.md",
+    "TOOLS.md",
+    "MEMORY.md",
+    "MEMORY.md.prev",
+];
+
 /// Why a path was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum PathError {
@@ -118,6 +133,15 @@ impl WorkspaceGuard {
     /// Whether paths are confined to the workspace.
     pub fn restricted(&self) -> bool {
         self.restrict
+    }
+
+    /// Whether `path` (resolved) is an instruction file or lies in the workspace's skills:
+    /// text that every later turn of the owner reads as its own instructions.
+    pub fn is_instruction(&self, path: &Path) -> bool {
+        path.starts_with(self.root.join("skills"))
+            || INSTRUCTION_FILES
+                .iter()
+                .any(|name| path == self.root.join(name))
     }
 
     /// Whether `path` (resolved) is one of the owner's private files, which turns others take

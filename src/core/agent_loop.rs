@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::core::approval::{ApprovalSettings, Approvals, TurnApprovals};
 use crate::core::audience::Audience;
+use crate::core::authority::Authority;
 use crate::core::command;
 use crate::core::loop_breaker::{self, LoopBreaker, Verdict};
 use crate::core::memory_manager::{Consolidation, MemoryManager};
@@ -392,13 +393,20 @@ impl AgentLoop {
             request.origin.clone(),
             asks,
         );
-        let tools = ToolSet::new(&self.tools, request.extra_tools.clone(), request.audience);
+        let authority = Authority::of(&self.owner, session.channel(), &request.origin);
+        let tools = ToolSet::new(
+            &self.tools,
+            request.extra_tools.clone(),
+            request.audience,
+            authority,
+        );
         let context = ToolContext {
             session: session.clone(),
             metadata: request.metadata.clone(),
             prompt_tail: Some(tail.cursor.offset),
             approvals: Some(Arc::new(gate)),
             audience: request.audience,
+            authority,
         };
         let mut tools_called = Vec::new();
         let mut breaker = LoopBreaker::default();

@@ -7,6 +7,7 @@
 pub mod agent_loop;
 pub mod approval;
 pub mod audience;
+pub mod authority;
 pub mod backoff;
 pub mod budget;
 pub mod command;

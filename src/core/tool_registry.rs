@@ -4,7 +4,9 @@
 //! share it without locks. Per-turn tools (`memory_write`, `cron_add`, bound to the turn's
 //! session) are layered on top in a [`ToolSet`] that lives for one turn only: when the turn
 //! ends they are gone, and the registry never saw them. In a turn someone besides the owner
-//! takes part in, owner-only tools (`memory_write`) are neither offered nor run.
+//! takes part in, owner-only tools (`memory_write`) are neither offered nor run; in a turn
+//! someone besides the owner asked for, neither are the tools whose effects last
+//! ([`Tool::needs_owner`]: cron, spawn, MCP).
 //!
 //! Every call of a turn passes through [`ToolSet::call`], so that is where known secrets are
 //! redacted from what tools return, errors and panics included: the registry carries the
@@ -18,6 +20,7 @@ use futures_util::FutureExt;
 use serde_json::Value;
 
 use crate::core::audience::Audience;
+use crate::core::authority::Authority;
 use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, ToolSpec};
 use crate::core::redact::Redactor;
 
@@ -106,13 +109,19 @@ pub struct ToolSet<'a> {
     registry: &'a ToolRegistry,
     extra: Vec<Arc<dyn Tool>>,
     audience: Audience,
+    authority: Authority,
     /// The tools offered to the model, in order (shared handles: nothing is deep-copied).
     offered: Vec<Arc<dyn Tool>>,
 }
 
 impl<'a> ToolSet<'a> {
-    /// Layers `extra` over `registry` for one turn of `audience`.
-    pub fn new(registry: &'a ToolRegistry, extra: Vec<Arc<dyn Tool>>, audience: Audience) -> Self {
+    /// Layers `extra` over `registry` for one turn of `audience`, asked with `authority`.
+    pub fn new(
+        registry: &'a ToolRegistry,
+        extra: Vec<Arc<dyn Tool>>,
+        audience: Audience,
+        authority: Authority,
+    ) -> Self {
         let shadowed = |name: &str| extra.iter().any(|t| t.spec().name() == name);
         let offered = registry
             .tools
@@ -120,12 +129,14 @@ impl<'a> ToolSet<'a> {
             .filter(|t| !shadowed(t.spec().name()))
             .chain(extra.iter())
             .filter(|t| audience.is_owner() || !t.owner_only())
+            .filter(|t| authority.is_owner() || !t.needs_owner())
             .cloned()
             .collect();
         Self {
             registry,
             extra,
             audience,
+            authority,
             offered,
         }
     }
@@ -164,6 +175,12 @@ impl<'a> ToolSet<'a> {
             tracing::warn!(tool = name, session = %context.session, "Owner-only tool called in a shared conversation; refused.");
             return ToolOutput::error(format!(
                 "Error: {name} is not available here: other people take part in this conversation."
+            ));
+        }
+        if tool.needs_owner() && !self.authority.is_owner() {
+            tracing::warn!(tool = name, session = %context.session, "Owner's tool called by someone else; refused.");
+            return ToolOutput::error(format!(
+                "Error: {name} is the owner's: only the owner can ask for it."
             ));
         }
         match AssertUnwindSafe(tool.call(arguments, context))
@@ -225,6 +242,7 @@ mod tests {
             prompt_tail: None,
             approvals: None,
             audience,
+            authority: crate::core::authority::Authority::Owner,
         }
     }
 
@@ -238,7 +256,7 @@ mod tests {
             set.specs().iter().map(|s| s.name().to_owned()).collect()
         };
 
-        let owner = ToolSet::new(&registry, extra(), Audience::Owner);
+        let owner = ToolSet::new(&registry, extra(), Audience::Owner, Authority::Owner);
         assert_eq!(
             names(&owner),
             ["read_file", "private_note", "memory_write", "cron_add"]
@@ -248,7 +266,7 @@ mod tests {
             .await;
         assert_eq!(output, ToolOutput::ok("memory_write"));
 
-        let shared = ToolSet::new(&registry, extra(), Audience::Shared);
+        let shared = ToolSet::new(&registry, extra(), Audience::Shared, Authority::Owner);
         assert_eq!(names(&shared), ["read_file", "cron_add"]);
         for name in ["memory_write", "private_note"] {
             let output = shared

@@ -68,6 +68,10 @@ impl TypedTool for CronListTool {
         &self.spec
     }
 
+    fn needs_owner(&self) -> bool {
+        true
+    }
+
     async fn run(&self, _arguments: NoArguments, _context: &ToolContext) -> ToolOutput {
         match self.store.load().await {
             Ok(jobs) => ToolOutput::ok(format_jobs(&jobs, now(&self.clock))),
@@ -104,6 +108,10 @@ impl TypedTool for CronRemoveTool {
 
     fn definition(&self) -> &TypedSpec<RemoveArguments> {
         &self.spec
+    }
+
+    fn needs_owner(&self) -> bool {
+        true
     }
 
     async fn run(&self, arguments: RemoveArguments, _context: &ToolContext) -> ToolOutput {
@@ -144,6 +152,10 @@ impl TypedTool for CronSetEnabledTool {
 
     fn definition(&self) -> &TypedSpec<SetEnabledArguments> {
         &self.spec
+    }
+
+    fn needs_owner(&self) -> bool {
+        true
     }
 
     async fn run(&self, arguments: SetEnabledArguments, _context: &ToolContext) -> ToolOutput {
@@ -256,6 +268,10 @@ impl TypedTool for CronAddTool {
         &ADD_SPEC
     }
 
+    fn needs_owner(&self) -> bool {
+        true
+    }
+
     async fn run(&self, arguments: AddArguments, _context: &ToolContext) -> ToolOutput {
         if arguments.name.trim().is_empty() || arguments.message.trim().is_empty() {
             return ToolOutput::error("Error: 'name' and 'message' must not be empty.");
@@ -297,6 +313,7 @@ mod tests {
             prompt_tail: None,
             approvals: None,
             audience: Default::default(),
+            authority: crate::core::authority::Authority::Owner,
         }
     }
 

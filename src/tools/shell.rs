@@ -436,6 +436,7 @@ mod tests {
             prompt_tail: None,
             approvals: None,
             audience: Default::default(),
+            authority: crate::core::authority::Authority::Owner,
         };
         let mut arguments = json!({"command": command});
         if let Some(timeout) = timeout {
@@ -484,6 +485,7 @@ mod tests {
             prompt_tail: None,
             approvals: None,
             audience: Default::default(),
+            authority: crate::core::authority::Authority::Owner,
         };
         let out = tool.call(json!({"command": "ls"}), &context).await;
         assert_eq!(out, ToolOutput::ok("exit code 0\nmarker.txt\n"));
@@ -594,6 +596,7 @@ mod tests {
             prompt_tail: None,
             approvals: None,
             audience: crate::core::audience::Audience::Shared,
+            authority: crate::core::authority::Authority::Owner,
         };
         // `cat` is on the allow list, but others read this turn: with no one to ask, refused.
         let out = tool

@@ -35,6 +35,8 @@ mod matrix;
 mod matrix_keys;
 // Matrix rooms with someone besides the owner get none of the owner's private memory.
 mod matrix_privacy;
+// Authority follows who asked: a guest in a shared room cannot schedule or rewrite instructions.
+mod matrix_authority;
 // Approvals answered in a Matrix room: only the owner's `yes CODE` counts.
 mod matrix_approvals;
 // Approvals answered by mail: the owner replies with the code; strangers are never asked.

@@ -197,6 +197,7 @@ impl Setup {
             prompt_tail: None,
             approvals: None,
             audience: Default::default(),
+            authority: squidbot::core::authority::Authority::Owner,
         };
         let tool = self.agent.tools().get(name).unwrap();
         tool.call(arguments, &context).await

@@ -25,6 +25,7 @@ use serde_json::{Map, Value};
 
 use crate::core::approval::TurnApprovals;
 use crate::core::audience::Audience;
+use crate::core::authority::Authority;
 use crate::core::session::SessionId;
 
 /// The definition sent to the model, with its schema already serialized: requests embed the
@@ -207,6 +208,9 @@ pub struct ToolContext {
     pub approvals: Option<Arc<TurnApprovals>>,
     /// Who takes part in the turn: a shared turn's tools reach only its own session.
     pub audience: Audience,
+    /// Whether the owner asked: only then may tools change what lasts (instruction files,
+    /// skills); see [`Tool::needs_owner`].
+    pub authority: Authority,
 }
 
 /// Something the model can call.
@@ -218,6 +222,13 @@ pub trait Tool: Send + Sync {
     /// Whether the tool reaches the owner's private memory (`memory_write`): it is then
     /// offered and run only in turns no one but the owner takes part in.
     fn owner_only(&self) -> bool {
+        false
+    }
+
+    /// Whether the tool's effects outlast the conversation (it schedules jobs, runs other
+    /// agents, reaches an outside service with the owner's credentials): it is then offered
+    /// and run only when the owner asked ([`Authority`]).
+    fn needs_owner(&self) -> bool {
         false
     }
 
@@ -247,6 +258,11 @@ pub trait TypedTool: Send + Sync {
         false
     }
 
+    /// See [`Tool::needs_owner`].
+    fn needs_owner(&self) -> bool {
+        false
+    }
+
     /// Runs the tool on parsed arguments. Must not panic: what the type cannot check (empty
     /// strings, ranges, paths) is checked here and refused with [`ToolOutput::error`].
     async fn run(&self, arguments: Self::Arguments, context: &ToolContext) -> ToolOutput;
@@ -260,6 +276,10 @@ impl<T: TypedTool> Tool for T {
 
     fn owner_only(&self) -> bool {
         TypedTool::owner_only(self)
+    }
+
+    fn needs_owner(&self) -> bool {
+        TypedTool::needs_owner(self)
     }
 
     async fn call(&self, arguments: Value, context: &ToolContext) -> ToolOutput {

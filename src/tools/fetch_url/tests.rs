@@ -205,6 +205,7 @@ impl World {
             prompt_tail: None,
             approvals: None,
             audience: Default::default(),
+            authority: crate::core::authority::Authority::Owner,
         };
         let output = self.tool.call(arguments, &context).await;
         (output.is_error, output.content)

@@ -13,7 +13,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{
-    EDIT_CAP, blocking, io_failure, lock_workspace, private_refusal, write_keeping_permissions,
+    EDIT_CAP, blocking, instruction_refusal, io_failure, lock_workspace, private_refusal,
+    write_keeping_permissions,
 };
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
 use crate::workspace::WorkspaceGuard;
@@ -66,7 +67,9 @@ impl TypedTool for EditFileTool {
             Ok(path) => path,
             Err(error) => return ToolOutput::error(format!("Error: {error}")),
         };
-        if let Some(refusal) = private_refusal(&self.guard, &path, context) {
+        if let Some(refusal) = private_refusal(&self.guard, &path, context)
+            .or_else(|| instruction_refusal(&self.guard, &path, context))
+        {
             return refusal;
         }
         let root = self.guard.root().to_owned();

@@ -60,7 +60,6 @@ async fn blocking(
     }
 }
 
-/// An I/O error on `shown` (the path as the model gave it) as a clear error result.
 /// The refusal of a file tool asked for the owner's private files (MEMORY.md, USER.md) in a
 /// turn others take part in: they are kept out of that turn's prompt, and reading them with a
 /// tool would undo that.
@@ -77,6 +76,22 @@ fn private_refusal(
     })
 }
 
+/// The refusal of a write asked by someone other than the owner to an instruction file or a
+/// skill: every later turn of the owner would obey what they wrote.
+fn instruction_refusal(
+    guard: &WorkspaceGuard,
+    path: &Path,
+    context: &ToolContext,
+) -> Option<ToolOutput> {
+    (!context.authority.is_owner() && guard.is_instruction(path)).then(|| {
+        ToolOutput::error(
+            "Error: that file holds the owner's instructions (or a skill); only the owner can \
+             ask to change it.",
+        )
+    })
+}
+
+/// An I/O error on `shown` (the path as the model gave it) as a clear error result.
 fn io_failure(action: &str, shown: &str, error: &std::io::Error) -> ToolOutput {
     use std::io::ErrorKind;
     let reason = match error.kind() {

@@ -40,6 +40,7 @@ async fn call(tool: &dyn Tool, arguments: Value) -> ToolOutput {
         prompt_tail: None,
         approvals: None,
         audience: Default::default(),
+        authority: crate::core::authority::Authority::Owner,
     };
     tool.call(arguments, &context).await
 }
@@ -283,6 +284,7 @@ async fn the_owners_private_files_are_out_of_reach_of_shared_turns() {
         prompt_tail: None,
         approvals: None,
         audience: crate::core::audience::Audience::Owner,
+        authority: crate::core::authority::Authority::Owner,
     };
     let read = ReadFileTool::new(w.guard.clone());
     let write = WriteFileTool::new(w.guard.clone());

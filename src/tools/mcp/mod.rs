@@ -51,6 +51,10 @@ impl Tool for McpTool {
         &self.spec
     }
 
+    fn needs_owner(&self) -> bool {
+        true
+    }
+
     async fn call(&self, arguments: Value, _context: &ToolContext) -> ToolOutput {
         // Whatever a server returns, errors included, is its text, not the owner's.
         self.server

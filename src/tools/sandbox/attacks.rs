@@ -323,6 +323,7 @@ async fn no_unapproved_command_writes_connects_signals_or_reads_a_secret() {
         prompt_tail: None,
         approvals: None,
         audience: crate::core::audience::Audience::Owner,
+        authority: crate::core::authority::Authority::Owner,
     };
     let tool = ShellTool::new(&world.workspace, 10).with_sandbox(sandbox.clone());
     let mut ran = 0;

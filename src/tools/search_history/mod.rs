@@ -203,6 +203,7 @@ mod tests {
             prompt_tail,
             approvals: None,
             audience: Audience::Owner,
+            authority: crate::core::authority::Authority::Owner,
         }
     }
 
@@ -292,6 +293,7 @@ mod tests {
         let shared = ToolContext {
             session: room.clone(),
             audience: Audience::Shared,
+            authority: crate::core::authority::Authority::Owner,
             ..context(Some(7))
         };
         for asked in [

@@ -132,6 +132,10 @@ impl TypedTool for SpawnTool {
         &self.spec
     }
 
+    fn needs_owner(&self) -> bool {
+        true
+    }
+
     async fn run(&self, arguments: SpawnArguments, context: &ToolContext) -> ToolOutput {
         if arguments.task.trim().is_empty() {
             return ToolOutput::error("task must not be empty");
@@ -184,6 +188,10 @@ impl TypedTool for SpawnAwaitTool {
 
     fn definition(&self) -> &TypedSpec<AwaitArguments> {
         &self.spec
+    }
+
+    fn needs_owner(&self) -> bool {
+        true
     }
 
     async fn run(&self, arguments: AwaitArguments, context: &ToolContext) -> ToolOutput {

@@ -63,6 +63,7 @@ fn context() -> ToolContext {
         prompt_tail: None,
         approvals: None,
         audience: Default::default(),
+        authority: crate::core::authority::Authority::Owner,
     }
 }
 

@@ -1,0 +1,70 @@
+//! [`Authority`]: whether the person who asked for a turn is the owner, and so whether its
+//! tools may do what lasts.
+//!
+//! [`Audience`](crate::core::audience::Audience) answers who *reads* a turn (the owner's
+//! private memory stays out of a room others are in); this answers who *asked*. In a shared
+//! room the owner and a guest read the same replies, but only the owner's requests may
+//! schedule jobs, run sub-agents, call MCP servers or rewrite the instructions every later turn
+//! of the owner obeys (AGENTS.md, SOUL.md, HEARTBEAT.md, skills, …): a guest who could would
+//! act with the owner's rights long after the conversation.
+//!
+//! It is decided once per turn from the [`Origin`] the channel stated at its edge: a person is
+//! the owner when [`Owner::is`] says so and the channel vouched for the sender (a mail's From
+//! is only believed with an authentication pass, see the email channel). The heartbeat, cron
+//! jobs and sub-agents act with the owner's authority because only the owner can start them:
+//! the configuration is the owner's, and `cron_add` and `spawn` are themselves owner-only.
+
+use crate::core::origin::Origin;
+use crate::core::owner::Owner;
+
+/// Whose authority a turn's tools act with.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Authority {
+    /// The owner asked (or the owner's own automation runs).
+    Owner,
+    /// Someone else asked, or it is not known who (the default: fail closed).
+    #[default]
+    Other,
+}
+
+impl Authority {
+    /// The authority of a turn of `origin` on `channel`.
+    pub fn of(owner: &Owner, channel: &str, origin: &Origin) -> Self {
+        match origin {
+            Origin::Person { sender } if owner.is(channel, sender) => Self::Owner,
+            Origin::Person { .. } => Self::Other,
+            Origin::Heartbeat | Origin::Cron { .. } | Origin::SubAgent { .. } => Self::Owner,
+        }
+    }
+
+    /// Whether the owner asked.
+    pub fn is_owner(self) -> bool {
+        self == Self::Owner
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_owner_and_the_owners_automation_have_the_owners_authority() {
+        let owner = Owner::nobody().with("@alex:example.org", Some("matrix"));
+        let of = |channel, origin| Authority::of(&owner, channel, &origin);
+        assert_eq!(
+            of("matrix", Origin::person("@alex:example.org")),
+            Authority::Owner
+        );
+        assert_eq!(
+            of("matrix", Origin::person("@eve:example.org")),
+            Authority::Other
+        );
+        assert_eq!(
+            of("email", Origin::person("@alex:example.org")),
+            Authority::Other
+        );
+        assert_eq!(of("http", Origin::person("http")), Authority::Owner);
+        assert_eq!(of("matrix", Origin::Heartbeat), Authority::Owner);
+        assert_eq!(Authority::default(), Authority::Other);
+    }
+}
