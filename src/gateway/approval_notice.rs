@@ -22,9 +22,10 @@ const ATTEMPTS: u32 = 15;
 /// The note for a request that died with the previous run.
 pub fn note(request: &ApprovalRequest) -> String {
     format!(
-        "squidbot restarted while `{}` waited for your approval (code {}). It was refused and \
+        "squidbot restarted while {} waited for your approval (code {}). It was refused and \
          did not run; ask again if you still want it.",
-        request.command, request.code
+        request.command_inline(),
+        request.code
     )
 }
 

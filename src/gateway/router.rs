@@ -124,7 +124,7 @@ impl Dispatch for Router {
         if inbound.origin.is_person()
             && let Some((decision, code)) = approval::parse_answer(&inbound.text)
             && let Some(approvals) = self.inner.agent.approvals()
-            && approvals.is_open_code(&code)
+            && approvals.is_open_code(&inbound.session, &code)
         {
             return Ok(self
                 .inner
@@ -220,12 +220,14 @@ impl Inner {
                 ..
             } = inbound;
             let sender = origin.sender_id();
-            let resolved = approvals.resolve_code(session.channel(), &sender, &code, decision);
+            let resolved = approvals.resolve_code(&session, &sender, &code, decision);
             let text = match (&resolved, decision) {
                 (Ok(request), Decision::Approve) => {
-                    format!("Approved: `{}` runs once.", request.command)
+                    format!("Approved: {} runs once.", request.command_inline())
                 }
-                (Ok(request), Decision::Deny) => format!("Refused: `{}` will not run.", request.command),
+                (Ok(request), Decision::Deny) => {
+                    format!("Refused: {} will not run.", request.command_inline())
+                }
                 (Err(ResolveError::NotOwner), _) => {
                     tracing::warn!(session = %session, sender = %sender, "An approval was answered by someone who is not the owner; ignored.");
                     "Only the owner can answer an approval.".to_owned()

@@ -47,6 +47,20 @@ async fn only_the_owners_yes_in_the_room_runs_the_command_once() {
     );
     assert!(!file.exists(), "someone else's yes ran it");
 
+    // The owner's own code in another room is no answer there (#23 item 5): it is an
+    // ordinary message of that room, and the command waits on.
+    let dm = alice.create_room(&[&bot.user_id], false).await;
+    let dm_id = dm.room_id().to_owned();
+    alice.wait_joined(&dm_id, &bot.user_id).await;
+    alice.say(&dm_id, &format!("yes {code}")).await;
+    let in_dm = alice.wait_messages(&dm_id, &bot.user_id, 1).await;
+    assert!(
+        !in_dm[0].content.body().starts_with("Approved"),
+        "{}",
+        in_dm[0].content.body()
+    );
+    assert!(!file.exists(), "a code from another room ran it");
+
     alice.say(&room, &format!("yes {code}")).await;
     let seen = alice.wait_messages(&room, &bot.user_id, 4).await;
     let bodies: Vec<&str> = seen.iter().map(|m| m.content.body()).collect();
@@ -59,5 +73,6 @@ async fn only_the_owners_yes_in_the_room_runs_the_command_once() {
         "{bodies:?}"
     );
     assert!(file.exists());
-    assert_eq!(llm.request_count(), 2, "the answers were not turns");
+    // Two for the room's turn, one for the DM's message; the answers were not turns.
+    assert_eq!(llm.request_count(), 3, "the answers were not turns");
 }

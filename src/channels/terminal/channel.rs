@@ -24,7 +24,7 @@ use crate::core::approval::Decision;
 use crate::core::audience::Audience;
 use crate::core::command::{ChatCommand, HELP};
 use crate::core::origin::Origin;
-use crate::core::ports::approvals::ApprovalRequest;
+use crate::core::ports::approvals::{ApprovalRequest, visible};
 use crate::core::ports::tool::Tool;
 use crate::core::session::SessionId;
 
@@ -34,11 +34,13 @@ async fn approve(
     input: &mut LineReader,
     request: &ApprovalRequest,
 ) -> Result<Decision, TerminalError> {
+    // Escapes shown, not interpreted: a carriage return or an escape sequence in the command
+    // must not hide its start from the owner.
     console::out(format_args!(
         "\nApproval needed: `{}` wants to run\n  {}\n({}.)\n",
         request.tool,
-        request.command.replace('\n', "\n  "),
-        request.reason
+        visible(&request.command).replace('\n', "\n  "),
+        visible(&request.reason)
     ))
     .map_err(TerminalError::Output)?;
     let answer = input

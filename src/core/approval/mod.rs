@@ -231,11 +231,11 @@ impl Approvals {
             .ok_or(ResolveError::Unknown)
     }
 
-    /// Resolves the request with `code`, answered by `sender` on `channel` (Matrix, email):
-    /// only the owner's answer counts.
+    /// Resolves the request with `code`, answered by `sender` in `session` (Matrix, email):
+    /// a code counts only in the conversation it was asked in, and only from the owner.
     pub fn resolve_code(
         &self,
-        channel: &str,
+        session: &SessionId,
         sender: &str,
         code: &str,
         decision: Decision,
@@ -244,22 +244,24 @@ impl Approvals {
         let id = book
             .open
             .values()
-            .find(|open| open.request.code.eq_ignore_ascii_case(code))
+            .find(|open| {
+                open.request.session == *session && open.request.code.eq_ignore_ascii_case(code)
+            })
             .map(|open| open.request.id.clone())
             .ok_or(ResolveError::Unknown)?;
-        if !self.owner.is(channel, sender) {
+        if !self.owner.is(session.channel(), sender) {
             return Err(ResolveError::NotOwner);
         }
         self.close(&mut book, &id, Some(decision))
             .ok_or(ResolveError::Unknown)
     }
 
-    /// Whether `code` names an open request (so a message carrying it is an answer).
-    pub fn is_open_code(&self, code: &str) -> bool {
-        self.lock()
-            .open
-            .values()
-            .any(|open| open.request.code.eq_ignore_ascii_case(code))
+    /// Whether `code` names an open request of `session` (so a message there carrying it is
+    /// an answer; the same words in another conversation are an ordinary message).
+    pub fn is_open_code(&self, session: &SessionId, code: &str) -> bool {
+        self.lock().open.values().any(|open| {
+            open.request.session == *session && open.request.code.eq_ignore_ascii_case(code)
+        })
     }
 
     /// Removes `id`, sending `decision` to its waiter (`None`: expired).

@@ -30,18 +30,89 @@ pub struct ApprovalRequest {
 
 impl ApprovalRequest {
     /// The text that asks the owner, for channels that ask in words (Matrix, email).
+    ///
+    /// The command is shown so that every client renders all of it: control, invisible and
+    /// bidirectional characters become visible escapes ([`visible`]), and the fence is longer
+    /// than any run of backticks in the command, so nothing in it can close the fence early
+    /// and hide the rest (a `$(…)` behind a line of four backticks and a link definition was
+    /// the attack). Markdown inside a fence is literal, and HTML renderers escape it.
     pub fn question(&self) -> String {
+        let command = visible(&self.command);
+        let fence = "`".repeat(longest_backtick_run(&command).max(2) + 1);
         format!(
-            "Approval needed: the `{tool}` tool wants to run\n\n```\n{command}\n```\n\n\
+            "Approval needed: the `{tool}` tool wants to run\n\n{fence}\n{command}\n{fence}\n\n\
              ({reason}.) Answer `yes {code}` to run it once or `no {code}` to refuse. Without \
              an answer it is refused at {expires} UTC.",
             tool = self.tool,
-            command = self.command,
-            reason = self.reason,
+            reason = visible(&self.reason).replace('`', "'"),
             code = self.code,
             expires = self.expires_at.format("%Y-%m-%d %H:%M"),
         )
     }
+
+    /// The command on one line with every character that could hide another shown as an
+    /// escape, for short mentions ("Approved: …") in channels that render Markdown.
+    pub fn command_inline(&self) -> String {
+        let shown = visible(&self.command).replace('\n', "\\n");
+        let fence = "`".repeat(longest_backtick_run(&shown) + 1);
+        // CommonMark drops one space on each side, which lets a command start or end with a
+        // backtick without merging into the fence.
+        let pad = if shown.starts_with('`') || shown.ends_with('`') {
+            " "
+        } else {
+            ""
+        };
+        format!("{fence}{pad}{shown}{pad}{fence}")
+    }
+}
+
+/// `text` with every character a reader could not see, or that moves what they see,
+/// replaced by a visible escape (`\r`, `\t`, `\x1b`, `\u{202e}`, …): control characters but
+/// the newline, bidirectional controls, zero-width and other format characters. What the
+/// owner reads is then what would run, at a terminal as in a chat client.
+pub fn visible(text: &str) -> String {
+    let mut shown = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' => shown.push('\n'),
+            '\r' => shown.push_str("\\r"),
+            '\t' => shown.push_str("\\t"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                shown.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c if is_hidden(c) => shown.push_str(&format!("\\u{{{:04x}}}", c as u32)),
+            c => shown.push(c),
+        }
+    }
+    shown
+}
+
+/// Characters that render as nothing or rearrange the text around them.
+fn is_hidden(c: char) -> bool {
+    matches!(c as u32,
+        0x80..=0x9f            // C1 controls
+        | 0xad                 // soft hyphen
+        | 0x034f               // combining grapheme joiner
+        | 0x061c               // Arabic letter mark
+        | 0x115f | 0x1160      // Hangul fillers
+        | 0x17b4 | 0x17b5
+        | 0x180b..=0x180f      // Mongolian variation selectors and vowel separator
+        | 0x200b..=0x200f      // zero-width space, joiners, LRM, RLM
+        | 0x2028..=0x202e      // line/paragraph separators, bidi embeddings and overrides
+        | 0x2060..=0x206f      // word joiner, invisible operators, bidi isolates
+        | 0x3164 | 0xffa0      // Hangul fillers
+        | 0xfe00..=0xfe0f      // variation selectors
+        | 0xfeff               // byte order mark
+        | 0xfff9..=0xfffb      // interlinear annotations
+        | 0x1d173..=0x1d17a    // musical format characters
+        | 0xe0000..=0xe007f    // tags
+        | 0xe0100..=0xe01ef    // variation selectors supplement
+    )
+}
+
+/// The longest run of backticks in `text`.
+fn longest_backtick_run(text: &str) -> usize {
+    text.split(|c| c != '`').map(str::len).max().unwrap_or(0)
 }
 
 /// The pending list could not be kept.
