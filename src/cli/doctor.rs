@@ -6,8 +6,7 @@
 //! `whoami` with the access token; email IMAP and SMTP each logged in to with the configured TLS
 //! mode, then logged out of); home, `sessions/`, the workspace and `cron/` are
 //! writable; the HTTP listen address is free or already served by a squidbot gateway; the
-//! shell sandbox is enforced (a `WARN` line, which does not fail, when the kernel has no
-//! Landlock).
+//! shell's jail can be built (a `FAIL` naming why when it cannot: the shell tool is then off).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -122,12 +121,14 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
         let settings = super::assemble::sandbox_settings(&loaded);
         let sandbox = Sandbox::new(&settings, &Redactor::none());
         let status = sandbox.status();
-        if status.starts_with("unavailable") {
-            say!(
-                "WARN shell sandbox: {status} (commands run with all of this user's rights;                  set tools.shell.sandbox: off to accept that)"
-            )?;
-        } else if status.starts_with("refused") {
-            report(Check::fail("shell sandbox", status))?;
+        if let Some(reason) = sandbox.refusal() {
+            report(Check::fail(
+                "shell sandbox",
+                format!(
+                    "the shell tool is off: its jail cannot be built here ({reason}); set \
+                     tools.shell.sandbox: off to run commands unconfined"
+                ),
+            ))?;
         } else {
             report(Check::ok(format!("shell sandbox: {status}")))?;
         }

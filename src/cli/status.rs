@@ -10,6 +10,8 @@ use std::process::ExitCode;
 use anyhow::Result;
 
 use squidbot::config::{ApprovalConfig, LoadedConfig, ShellSandbox};
+use squidbot::core::redact::Redactor;
+use squidbot::tools::sandbox::Sandbox;
 
 /// Runs the status command.
 pub fn run(config_path: Option<&Path>) -> Result<ExitCode> {
@@ -101,9 +103,21 @@ pub fn render(loaded: &LoadedConfig) -> String {
         ApprovalConfig::Ask => format!("ask (refused after {} s)", shell.approval_timeout_seconds),
         ApprovalConfig::Off => "off".to_owned(),
     };
+    // What the jail is here, not only what was asked: where it cannot be built the shell
+    // tool is off, and this is where the owner looks first.
     let sandbox = match shell.sandbox {
-        ShellSandbox::Auto => "auto",
-        ShellSandbox::Off => "off",
+        ShellSandbox::Auto if shell.enabled => {
+            let sandbox = Sandbox::new(
+                &super::assemble::sandbox_settings(loaded),
+                &Redactor::none(),
+            );
+            match sandbox.refusal() {
+                Some(reason) => format!("refused, so the shell tool is off: {reason}"),
+                None => format!("auto: {}", sandbox.status()),
+            }
+        }
+        ShellSandbox::Auto => "auto".to_owned(),
+        ShellSandbox::Off => "off (commands run unconfined)".to_owned(),
     };
     let _ = writeln!(
         out,

@@ -62,6 +62,8 @@ mod search_history;
 mod privacy;
 // The model of trust (#16): the shell sandbox, secrets redacted, untrusted text fenced.
 mod trust;
+// Fail closed: without Landlock the shell is off and says why.
+mod jail_unavailable;
 // The owner approves risky shell commands (#16 item 2) through the real gateway.
 mod approvals;
 // Token usage: the ledger, /metrics, /status, `squidbot usage` and budgets, against the
