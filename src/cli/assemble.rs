@@ -128,6 +128,7 @@ impl Assembly {
     /// Builds the agent from an already loaded configuration; with `metrics`, every model call
     /// is counted.
     pub async fn build(loaded: &LoadedConfig, metrics: Option<Arc<Metrics>>) -> Result<Self> {
+        super::private::narrow_home(loaded);
         let config = &loaded.config;
         if !config.llm_configured() {
             let what = if loaded.exists {

@@ -90,6 +90,11 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
         )
     };
     report(Check::ok(what))?;
+    // Warnings do not fail the check, but they are what the owner most needs to see (a
+    // channel on with no owner set, mail without TLS).
+    for warning in &loaded.warnings {
+        say!("WARN {warning}")?;
+    }
     if let Err(error) = loaded.check_gateway() {
         for line in error.to_string().lines() {
             report(Check::fail(

@@ -204,6 +204,17 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     });
 
     stop.cancelled().await;
+    // A turn waiting for the owner would hold the drain for the whole grace period and then
+    // be cut off: refuse what waits, so each such turn ends now and tells its asker.
+    if let Some(approvals) = assembly.agent.approvals() {
+        let refused = approvals.refuse_all();
+        if refused > 0 {
+            tracing::info!(
+                refused,
+                "Refused the approvals still waiting: the gateway is stopping."
+            );
+        }
+    }
     let grace = Duration::from_secs(config.gateway.shutdown_grace_seconds);
     let deadline = tokio::time::Instant::now() + grace;
     let drained = router.shutdown(grace).await;

@@ -34,6 +34,7 @@ mod doctor;
 mod gateway;
 mod import;
 mod onboard;
+mod private;
 mod service;
 mod skills;
 mod status;
@@ -90,6 +91,7 @@ const BLOCKING_THREADS: usize = 16;
 
 /// Parses arguments, runs the command and maps its result to an exit code.
 pub fn main() -> ExitCode {
+    private::restrict_umask();
     let cli = Cli::parse();
     // matrix-sdk logs a warning for every message when no key backup is set up, and an error
     // for each expected 404 while it probes account data at start; the Matrix channel reports

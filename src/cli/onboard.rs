@@ -32,6 +32,12 @@ pub struct OnboardArgs {
     /// The API key itself (it is written into the config file).
     #[arg(long, value_name = "KEY")]
     api_key: Option<String>,
+    /// Your Matrix user id (`@you:example.org`): only the owner approves commands there.
+    #[arg(long, value_name = "MXID")]
+    owner_matrix: Option<String>,
+    /// Your mail address: only the owner approves commands by mail.
+    #[arg(long, value_name = "ADDRESS")]
+    owner_email: Option<String>,
     /// Replace an existing configuration file (the old one is kept as `.bak`).
     #[arg(long)]
     force: bool,
@@ -68,7 +74,17 @@ pub fn run(config_path: Option<&Path>, args: OnboardArgs) -> Result<ExitCode> {
             None if interactive => ask_key_env(&api_base)?,
             None => String::new(),
         };
-        let text = Config::starter(&api_base, &key, &model);
+        let owner_matrix = match &args.owner_matrix {
+            Some(id) => id.clone(),
+            None if interactive => ask("Your Matrix id, for approvals (empty for none)", "")?,
+            None => String::new(),
+        };
+        let owner_email = match &args.owner_email {
+            Some(address) => address.clone(),
+            None if interactive => ask("Your mail address, for approvals (empty for none)", "")?,
+            None => String::new(),
+        };
+        let text = Config::starter_with_owner(&api_base, &key, &model, &owner_matrix, &owner_email);
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         }

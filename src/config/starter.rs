@@ -10,6 +10,28 @@ impl Config {
     /// `api_key_env`, so the key stays out of the file), the key itself, or empty (no key, as for
     /// a local Ollama).
     pub fn starter(api_base: &str, api_key: &str, model: &str) -> String {
+        Self::starter_with_owner(api_base, api_key, model, "", "")
+    }
+
+    /// [`Config::starter`] naming the owner's Matrix id and mail address (either may be
+    /// empty): only the owner approves commands and gets the private memory, so a channel
+    /// turned on later works for its owner from the first message.
+    pub fn starter_with_owner(
+        api_base: &str,
+        api_key: &str,
+        model: &str,
+        owner_matrix: &str,
+        owner_email: &str,
+    ) -> String {
+        let owner_line = |key: &str, value: &str, example: &str| {
+            if value.is_empty() {
+                format!("  {key}: []              # e.g. [{}]", quote(example))
+            } else {
+                format!("  {key}: [{}]", quote(value))
+            }
+        };
+        let owner_matrix = owner_line("matrix", owner_matrix, "@you:example.org");
+        let owner_email = owner_line("email", owner_email, "you@example.org");
         let key_line = if api_key.is_empty() {
             "      api_key: \"\"                 # no key needed (e.g. a local Ollama)".to_owned()
         } else if is_env_name(api_key) && api_key.chars().all(|c| !c.is_ascii_lowercase()) {
@@ -51,6 +73,12 @@ agents:
     active_hours_start: "00:00"
     active_hours_end: "24:00"
     timezone: local     # or an IANA zone such as Europe/Berlin
+
+# You: only the owner approves risky commands, gets the private memory (MEMORY.md, USER.md)
+# and may schedule jobs or change the agent's instructions.
+owner:
+{owner_matrix}
+{owner_email}
 
 channels:
   matrix:

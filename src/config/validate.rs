@@ -150,7 +150,29 @@ pub(crate) fn validate(config: &mut Config, index: &LineIndex, env: EnvLookup<'_
                        (or \"*\" for everyone)";
         warnings.push(Problem::new(index.line_of(field), field, message));
     }
+    // Without an owner on a channel nobody there can approve a command, and the owner's own
+    // DM is treated as someone else's: say so before the first question goes unanswered.
+    let owner = &config.owner;
+    let alias_on = |channel: &str| {
+        owner
+            .aliases
+            .iter()
+            .any(|alias| alias.channel.as_deref().is_none_or(|only| only == channel))
+    };
+    if matrix.enabled && owner.matrix.is_empty() && !alias_on("matrix") {
+        let field = "owner.matrix";
+        let message = "empty while channels.matrix is on: nobody in Matrix can approve a \
+                       command or gets the private memory, the owner's DM included; set it to \
+                       your Matrix id";
+        warnings.push(Problem::new(index.line_of(field), field, message));
+    }
     let email = &config.channels.email;
+    if email.enabled && owner.email.is_empty() && !alias_on("email") {
+        let field = "owner.email";
+        let message = "empty while channels.email is on: no mail can approve a command or gets \
+                       the private memory; set it to your mail address";
+        warnings.push(Problem::new(index.line_of(field), field, message));
+    }
     if email.enabled && email.allow_from.is_empty() {
         let field = "channels.email.allow_from";
         let message = "empty: no mail is answered; list the addresses or @domains that may \

@@ -420,3 +420,35 @@ async fn a_heartbeat_never_asks_and_never_runs_what_is_not_allowed() {
     assert!(!workspace.join("heartbeat.txt").exists());
     assert!(!events.seen.contains("event: approval"), "{}", events.seen);
 }
+
+// See: #23 (item 9)
+#[tokio::test]
+async fn a_request_open_at_sigterm_is_refused_and_the_asker_told() {
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(shell_then_result("touch late.txt"));
+    let mut gw = Gateway::start(&llm.url(), "", &[]).await;
+    let mut events = Events::open(&gw, "ops").await;
+    let turn = say_later(&gw, "ops", "touch it");
+    let approval = events.next("approval").await;
+    let started = tokio::time::Instant::now();
+    assert_eq!(gw.terminate().await, Some(0));
+    // Refused at once, not held for the grace period (10 s here) nor cut off by it.
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+    let (status, body) = turn.await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    let reply = body["reply"].as_str().unwrap_or_default();
+    assert!(
+        reply.contains("squidbot is stopping") && reply.contains("did not run"),
+        "the asker is told: {body}"
+    );
+    assert!(!gw.home().join("workspace/late.txt").exists());
+    let kept = std::fs::read_to_string(gw.home().join("state/approvals.json")).unwrap();
+    assert!(
+        !kept.contains(approval["id"].as_str().unwrap()),
+        "nothing is left open for the next run: {kept}"
+    );
+}

@@ -64,6 +64,8 @@ mod privacy;
 mod trust;
 // Fail closed: without Landlock the shell is off and says why.
 mod jail_unavailable;
+// Private files and an owner from the first minute.
+mod private_home;
 // The owner approves risky shell commands (#16 item 2) through the real gateway.
 mod approvals;
 // Token usage: the ledger, /metrics, /status, `squidbot usage` and budgets, against the

@@ -83,6 +83,8 @@ pub enum Refusal {
     EarlierRefusal,
     /// The turn has no one to ask (heartbeat, cron, a sub-agent, or a channel that cannot ask).
     Unattended(String),
+    /// The daemon is stopping.
+    Stopping,
 }
 
 impl Refusal {
@@ -97,6 +99,9 @@ impl Refusal {
                     .to_owned()
             }
             Self::Unattended(why) => format!("it needs the owner's approval, and {why}:"),
+            Self::Stopping => {
+                "squidbot is stopping, so the approval was refused and this did not run:".to_owned()
+            }
         };
         format!(
             "Error: {what} `{command}`. Do not try to reach the same result another way; tell \
@@ -118,6 +123,8 @@ struct Book {
     open: HashMap<String, Open>,
     /// Ids that expired or were recovered after a restart, newest last.
     expired: VecDeque<String>,
+    /// Set once the daemon stops: every request is refused and no new one opens.
+    stopping: bool,
 }
 
 /// The daemon's open approval requests.
@@ -164,6 +171,25 @@ impl Approvals {
         }
         self.save(&book);
         left
+    }
+
+    /// Refuses every open request and every one asked from now on, because the daemon is
+    /// stopping: each waiting turn ends with a refusal that says so, which it delivers to its
+    /// asker while the gateway drains, instead of being cut off by the shutdown with the
+    /// request left open. Returns how many were waiting.
+    pub fn refuse_all(&self) -> usize {
+        let mut book = self.lock();
+        book.stopping = true;
+        let ids: Vec<String> = book.open.keys().cloned().collect();
+        for id in &ids {
+            self.close(&mut book, id, None);
+        }
+        ids.len()
+    }
+
+    /// Whether the daemon is stopping (see [`Self::refuse_all`]).
+    pub fn is_stopping(&self) -> bool {
+        self.lock().stopping
     }
 
     /// The requests waiting now (for `/status`).
@@ -470,6 +496,9 @@ impl TurnApprovals {
                 "this channel cannot ask the owner".to_owned(),
             ));
         };
+        if approvals.is_stopping() {
+            return Err(Refusal::Stopping);
+        }
         let (request, decision) =
             approvals.request(&self.session, tool, command, reason, self.timeout);
         // Expires the request on every way out, a cancelled turn included, so no request is
@@ -488,6 +517,7 @@ impl TurnApprovals {
         match tokio::time::timeout(self.timeout, decision).await {
             Ok(Ok(Decision::Approve)) => Ok(()),
             Ok(Ok(Decision::Deny)) => Err(Refusal::Denied),
+            Ok(Err(_)) if approvals.is_stopping() => Err(Refusal::Stopping),
             Ok(Err(_)) | Err(_) => Err(Refusal::Expired),
         }
     }
