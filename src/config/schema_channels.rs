@@ -147,6 +147,12 @@ pub struct EmailConfig {
     /// Replies per sender per hour; mail beyond it is marked read and not answered, which
     /// stops any mail loop the other guards miss. Default: `20`.
     pub replies_per_hour: u32,
+    /// The authserv-id your receiving mail server writes in the `Authentication-Results`
+    /// header it adds (`mx.example.org`). Mail from the owner's address counts as the owner's
+    /// (approvals, private memory, the owner's tools) only when the topmost such header, from
+    /// this server, reports a DKIM pass aligned with the From domain; anyone can write the
+    /// owner's address into From. Default: empty, so no mail counts as the owner's.
+    pub authserv_id: String,
 }
 
 impl Default for EmailConfig {
@@ -170,6 +176,7 @@ impl Default for EmailConfig {
             max_message_bytes: 25 * 1024 * 1024,
             max_attachment_bytes: 5 * 1024 * 1024,
             replies_per_hour: 20,
+            authserv_id: String::new(),
         }
     }
 }

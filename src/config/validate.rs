@@ -173,6 +173,13 @@ pub(crate) fn validate(config: &mut Config, index: &LineIndex, env: EnvLookup<'_
                        the private memory; set it to your mail address";
         warnings.push(Problem::new(index.line_of(field), field, message));
     }
+    if email.enabled && !owner.email.is_empty() && email.authserv_id.trim().is_empty() {
+        let field = "channels.email.authserv_id";
+        let message = "empty while owner.email is set: no mail counts as the owner's (a From \
+                       header proves nothing); set it to the authserv-id your mail server \
+                       writes in Authentication-Results";
+        warnings.push(Problem::new(index.line_of(field), field, message));
+    }
     if email.enabled && email.allow_from.is_empty() {
         let field = "channels.email.allow_from";
         let message = "empty: no mail is answered; list the addresses or @domains that may \

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use mail_parser::MessageParser;
 
-use crate::support::mail_client::{MailGateway, MailServer, new_id, plain_mail, write_config};
+use crate::support::mail_client::{
+    AUTHSERV_ID, MailGateway, MailServer, new_id, plain_mail, with_dkim_pass, write_config,
+};
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -591,6 +593,10 @@ async fn mail_from_another_allowed_sender_gets_no_private_memory_and_the_owners_
         "owner:\n  email: [\"{}\"]\n",
         owner.to_uppercase()
     ));
+    config = config.replace(
+        "  email:\n    enabled: true\n",
+        &format!("  email:\n    enabled: true\n    authserv_id: {AUTHSERV_ID}\n"),
+    );
     std::fs::write(home.path().join("squidbot.yaml"), config).unwrap();
     let workspace = home.path().join("workspace");
     std::fs::create_dir_all(&workspace).unwrap();
@@ -608,7 +614,10 @@ async fn mail_from_another_allowed_sender_gets_no_private_memory_and_the_owners_
         .send_raw(
             &owner,
             to,
-            &plain_mail(&owner, to, "Mine", &from_owner, "", "OWNERMAIL hello"),
+            &with_dkim_pass(
+                plain_mail(&owner, to, "Mine", &from_owner, "", "OWNERMAIL hello"),
+                &owner,
+            ),
         )
         .await;
     server

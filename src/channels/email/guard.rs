@@ -25,6 +25,9 @@ pub struct MailFacts {
     pub list_id: bool,
     /// Whether `Return-Path` is the null path `<>` (a bounce).
     pub null_return_path: bool,
+    /// The topmost `Authentication-Results` header: the receiving server's verdict (see
+    /// [`super::auth`]).
+    pub auth_results: Option<String>,
 }
 
 /// Why a mail gets no answer.

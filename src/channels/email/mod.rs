@@ -21,6 +21,7 @@
 //! - `tests`: the MIME parsing unit tests on literal mails.
 //! - [`channel`]: [`EmailChannel`], the running task, its reply sinks and its status.
 
+pub mod auth;
 pub mod channel;
 pub mod guard;
 pub mod imap;

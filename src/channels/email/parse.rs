@@ -126,6 +126,8 @@ fn facts(message: &Message<'_>) -> MailFacts {
         precedence: header("Precedence"),
         list_id: message.header_raw("List-Id").is_some(),
         null_return_path: return_path.replace(' ', "") == "<>",
+        // The first occurrence is the topmost header: the one the receiving server added.
+        auth_results: header("Authentication-Results"),
     }
 }
 

@@ -130,6 +130,9 @@ pub struct EmailReply {
     pub metadata: Map<String, Value>,
     /// The UID answered, if this answers a mail.
     pub uid: Option<u32>,
+    /// Whether the mail answered came from the owner's address without authentication: its
+    /// readers are then unknown, so the turn gets none of the owner's private memory.
+    pub unverified: bool,
 }
 
 #[async_trait]
@@ -157,6 +160,9 @@ impl ReplySink for EmailReply {
 
     /// A reply goes to the one correspondent of the session, never to anyone copied.
     async fn readers(&self) -> Readers {
+        if self.unverified {
+            return Readers::Unknown;
+        }
         Readers::people([self.to.clone()])
     }
 }

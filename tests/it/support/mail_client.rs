@@ -142,6 +142,23 @@ pub fn plain_mail(
     .into_bytes()
 }
 
+/// The authserv-id the tests' "receiving server" writes (`channels.email.authserv_id`).
+pub const AUTHSERV_ID: &str = "mx.squidbot.test";
+
+/// `mail` as the receiving server would hand it on after verifying a DKIM signature of
+/// `from`'s domain: an `Authentication-Results` header on top. (The test SMTP front end does
+/// not verify DKIM; this stands for the server that would.)
+pub fn with_dkim_pass(mail: Vec<u8>, from: &str) -> Vec<u8> {
+    let domain = from.rsplit_once('@').map_or("", |(_, domain)| domain);
+    let mut out = format!(
+        "Authentication-Results: {AUTHSERV_ID}; dkim=pass header.d={domain} header.s=test; \
+         spf=pass smtp.mailfrom={from}\r\n"
+    )
+    .into_bytes();
+    out.extend(mail);
+    out
+}
+
 /// A fresh Message-ID.
 pub fn new_id(tag: &str) -> String {
     format!("{tag}.{:016x}@test.example", fastrand::u64(..))
