@@ -184,6 +184,7 @@ impl Assembly {
         let cron = CronJobs::new(&loaded.home);
         // Every tool result of every turn, sub-agents' included, is redacted by this.
         let redactor = Arc::new(redactor(config));
+        super::redact_logs(redactor.clone());
         let mut registry = ToolRegistry::with_redactor(redactor.clone());
         let sandbox = Arc::new(Sandbox::new(&sandbox_settings(loaded), &redactor));
         if config.tools.shell.enabled

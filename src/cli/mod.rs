@@ -169,8 +169,42 @@ fn init_logging(level: Option<&str>, default_level: &str) {
     .unwrap_or_else(|_| EnvFilter::new(default_level));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| RedactingStderr)
         .with_ansi(squidbot::console::log_colour())
         .log_internal_errors(false)
         .init();
+}
+
+/// The secrets the log redacts, known once the configuration is assembled (lines logged before
+/// then are not redacted; nothing logged before holds a resolved secret).
+static LOG_REDACTOR: std::sync::OnceLock<std::sync::Arc<squidbot::core::redact::Redactor>> =
+    std::sync::OnceLock::new();
+
+/// Redacts known secrets from every log line from now on: a secret that reached a log field
+/// (an error quoting a header, a model's text) is replaced like anywhere else.
+pub fn redact_logs(redactor: std::sync::Arc<squidbot::core::redact::Redactor>) {
+    let _ = LOG_REDACTOR.set(redactor);
+}
+
+/// stderr, with [`LOG_REDACTOR`]'s secrets replaced. The fmt layer writes each event with one
+/// `write_all` of the whole formatted line, and this writer takes all of it in one `write`, so
+/// a secret is never split between two writes.
+struct RedactingStderr;
+
+impl std::io::Write for RedactingStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut stderr = std::io::stderr().lock();
+        match LOG_REDACTOR.get() {
+            Some(redactor) if !redactor.is_empty() => {
+                let text = String::from_utf8_lossy(buf);
+                stderr.write_all(redactor.redact(&text).as_bytes())?;
+            }
+            _ => stderr.write_all(buf)?,
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
 }

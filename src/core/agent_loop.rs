@@ -39,6 +39,7 @@ use crate::core::ports::llm::{ChatRequest, ChatResponse, LlmClient, LlmError, St
 use crate::core::ports::store::{StoreError, StoredMessage, Tail};
 use crate::core::ports::tool::{Tool, ToolContext, ToolOutput};
 use crate::core::ports::usage::{CallTag, Purpose, TurnSpend};
+use crate::core::redact::StreamRedactor;
 use crate::core::session::SessionId;
 use crate::core::session_locks::SessionLocks;
 use crate::core::tool_registry::{ToolRegistry, ToolSet};
@@ -385,6 +386,16 @@ impl AgentLoop {
             .prompt(&tail, budget, self.clock.now(), request.audience)
             .await
             .map_err(TurnError::Store)?;
+        // The system prompt is built from files (MEMORY.md, the bootstrap files) anyone with
+        // the workspace could have written a secret into; the provider never sees it.
+        if let Some(system) = prompt.first_mut()
+            && self.tools.redactor().finds(&system.content)
+        {
+            let mut redacted = (**system).clone();
+            redacted.content = self.tools.redactor().redact(&system.content).into_owned();
+            *system = Arc::new(redacted);
+            tracing::info!(session = %session, "Secret redacted from the system prompt.");
+        }
         let (asks, mut asked) = mpsc::unbounded_channel();
         let gate = TurnApprovals::new(
             self.approvals.clone(),
@@ -444,12 +455,14 @@ impl AgentLoop {
                     self.deliver(sink, &error.user_message()).await;
                     return Err(TurnError::Llm(error));
                 }
-                let mut reply = self.assistant(response.text.clone(), channel);
+                // A secret the model repeats is kept out of the history as out of the reply.
+                let text = self.tools.redactor().redact(&response.text).into_owned();
+                let mut reply = self.assistant(text.clone(), channel);
                 reply.reasoning_content = response.reasoning_content;
                 self.persist(session, &mut tail, vec![reply]).await?;
-                self.deliver(sink, &response.text).await;
+                self.deliver(sink, &text).await;
                 return Ok(Conversation {
-                    reply: response.text,
+                    reply: text,
                     tool_rounds: round,
                     tools_called,
                     tail,
@@ -479,7 +492,8 @@ impl AgentLoop {
                 self.deliver(sink, &text).await;
                 return Err(TurnError::Repeating(call.name.clone()));
             }
-            let mut assistant = self.assistant(response.text, channel);
+            let text = self.tools.redactor().redact(&response.text).into_owned();
+            let mut assistant = self.assistant(text, channel);
             assistant.reasoning_content = response.reasoning_content;
             let (tools, context) = (&tools, &context);
             let calls = join_all(response.tool_calls.iter().zip(&verdicts).map(
@@ -506,7 +520,11 @@ impl AgentLoop {
                             return Err(self.cancelled(session, channel, &mut tail).await);
                         }
                         Some(ask) = asked.recv() => {
-                            let shown = match sink.ask(&ask.request).await {
+                            let mut shown_request = ask.request.clone();
+                            let redactor = self.tools.redactor();
+                            shown_request.command = redactor.redact(&shown_request.command).into_owned();
+                            shown_request.reason = redactor.redact(&shown_request.reason).into_owned();
+                            let shown = match sink.ask(&shown_request).await {
                                 Ok(shown) => shown,
                                 Err(error) => {
                                     tracing::warn!(session = %session, error = %error, "Could not ask the owner for approval.");
@@ -599,18 +617,29 @@ impl AgentLoop {
         };
         let relay = async {
             let mut shown = false;
+            // A secret the model writes never reaches the screen, even split across deltas.
+            let mut redacting = StreamRedactor::new(self.tools.redactor());
             while let Some(event) = received.recv().await {
                 match event {
                     StreamEvent::TextDelta(text) => {
-                        shown = true;
-                        sink.delta(&text).await;
+                        let text = redacting.push(&text);
+                        if !text.is_empty() {
+                            shown = true;
+                            sink.delta(&text).await;
+                        }
                     }
-                    StreamEvent::Restart { .. } if shown => {
-                        shown = false;
-                        sink.reset().await;
+                    StreamEvent::Restart { .. } => {
+                        redacting.reset();
+                        if shown {
+                            shown = false;
+                            sink.reset().await;
+                        }
                     }
-                    StreamEvent::Restart { .. } => {}
                 }
+            }
+            let rest = redacting.finish();
+            if !rest.is_empty() {
+                sink.delta(&rest).await;
             }
         };
         let (result, ()) = tokio::join!(call, relay);
@@ -642,7 +671,8 @@ impl AgentLoop {
     }
 
     async fn deliver(&self, sink: &dyn ReplySink, text: &str) {
-        if let Err(error) = sink.deliver(text).await {
+        let text = self.tools.redactor().redact(text);
+        if let Err(error) = sink.deliver(&text).await {
             tracing::error!(error = %error, "Reply delivery failed.");
         }
     }

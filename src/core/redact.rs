@@ -29,6 +29,9 @@ pub const MIN_SECRET_LEN: usize = 8;
 pub struct Redactor {
     matcher: Option<AhoCorasick>,
     n_secrets: usize,
+    /// The longest pattern, in bytes: how much of a stream must be held back (see
+    /// [`StreamRedactor`]).
+    longest: usize,
 }
 
 impl Redactor {
@@ -57,6 +60,7 @@ impl Redactor {
         if patterns.is_empty() {
             return Self::none();
         }
+        let longest = patterns.iter().map(String::len).max().unwrap_or(0);
         let matcher = AhoCorasick::builder()
             .match_kind(MatchKind::Standard)
             .build(&patterns);
@@ -64,6 +68,7 @@ impl Redactor {
             Ok(matcher) => Self {
                 matcher: Some(matcher),
                 n_secrets,
+                longest,
             },
             Err(error) => {
                 // Only a pattern set beyond aho-corasick's size limits fails; a handful of
@@ -87,6 +92,11 @@ impl Redactor {
     /// Whether no secret is redacted.
     pub fn is_empty(&self) -> bool {
         self.n_secrets == 0
+    }
+
+    /// The longest text a secret's match can span, in bytes (0 with no secrets).
+    pub fn longest(&self) -> usize {
+        self.longest
     }
 
     /// Whether `text` contains a known secret.
@@ -159,6 +169,56 @@ fn percent_encoded(text: &str) -> String {
         }
     }
     out
+}
+
+/// Redacts a text that arrives in pieces (a streamed reply), where a secret may be split
+/// between two pieces: each piece is added to what was held back, every whole secret in it is
+/// replaced, and everything but the last [`Redactor::longest`]` - 1` bytes is let out, since a
+/// secret that started earlier would have been whole already. [`StreamRedactor::finish`] lets
+/// out the rest. What is let out, joined, equals [`Redactor::redact`] of the whole text.
+#[derive(Debug)]
+pub struct StreamRedactor<'a> {
+    redactor: &'a Redactor,
+    held: String,
+}
+
+impl<'a> StreamRedactor<'a> {
+    /// A stream redacted by `redactor`.
+    pub fn new(redactor: &'a Redactor) -> Self {
+        Self {
+            redactor,
+            held: String::new(),
+        }
+    }
+
+    /// Adds `piece`; returns what may be shown now (possibly nothing).
+    pub fn push(&mut self, piece: &str) -> String {
+        if self.redactor.is_empty() {
+            return piece.to_owned();
+        }
+        self.held.push_str(piece);
+        if let Cow::Owned(redacted) = self.redactor.redact(&self.held) {
+            self.held = redacted;
+        }
+        let keep = self.redactor.longest().saturating_sub(1);
+        let mut cut = self.held.len().saturating_sub(keep);
+        while !self.held.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let rest = self.held.split_off(cut);
+        std::mem::replace(&mut self.held, rest)
+    }
+
+    /// What is still held back, redacted; the stream is then empty.
+    pub fn finish(&mut self) -> String {
+        let held = std::mem::take(&mut self.held);
+        self.redactor.redact(&held).into_owned()
+    }
+
+    /// Drops what is held back (the stream starts over).
+    pub fn reset(&mut self) {
+        self.held.clear();
+    }
 }
 
 #[cfg(test)]
@@ -236,5 +296,24 @@ mod tests {
         assert!(Redactor::too_short("1234567"));
         assert!(!Redactor::too_short("12345678"));
         assert!(Redactor::none().is_empty());
+    }
+
+    #[test]
+    fn a_stream_never_lets_out_a_secret_split_between_pieces() {
+        let redactor = Redactor::new(["sk-live-SECRET-123456"]);
+        let text = "the key is sk-live-SECRET-123456, and again sk-live-SECRET-123456!";
+        for size in 1..=text.len() {
+            let mut stream = StreamRedactor::new(&redactor);
+            let mut shown = String::new();
+            let bytes: Vec<char> = text.chars().collect();
+            for piece in bytes.chunks(size) {
+                let piece: String = piece.iter().collect();
+                let out = stream.push(&piece);
+                assert!(!out.contains("SECRET"), "{out}");
+                shown.push_str(&out);
+            }
+            shown.push_str(&stream.finish());
+            assert_eq!(shown, redactor.redact(text), "pieces of {size}");
+        }
     }
 }

@@ -226,7 +226,8 @@ async fn issue_15_the_key_prompt_does_what_it_says() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let answers = format!("{api_base}\nm\n{key_answer}");
+        // Then no Matrix id and no mail address for the owner.
+        let answers = format!("{api_base}\nm\n{key_answer}\n\n");
         std::io::Write::write_all(&mut &pty.master, answers.as_bytes()).unwrap();
         let output = child.wait_with_output().await.unwrap();
         assert!(output.status.success(), "{}", stderr(&output));

@@ -352,3 +352,58 @@ async fn links_planted_in_the_workspace_never_reach_a_prompt() {
         "logged once, not on every turn: {log}"
     );
 }
+
+/// #23 item 7: a secret in what the model writes (it may have read it anywhere) is redacted in
+/// the reply, plain and streamed (even split across deltas), in the history, and in the system
+/// prompt built from a file that holds it.
+#[tokio::test]
+async fn secrets_are_redacted_from_replies_streams_history_and_prompts() {
+    let llm = ScriptedLlm::start().await;
+    let gw = gateway(&llm, "", Stdio::null()).await;
+    let workspace = gw.home().join("workspace");
+    std::fs::write(
+        workspace.join("MEMORY.md"),
+        format!("- the key is {PROVIDER_KEY}\n"),
+    )
+    .unwrap();
+    llm.enqueue(Reply::Text(format!("here it is: {PROVIDER_KEY} ok")));
+    let (status, body) = gw.say("leak", "what is the key?").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["reply"], "here it is: [redacted] ok", "{body}");
+
+    llm.enqueue(Reply::Text(format!(
+        "streamed {PROVIDER_KEY} and {PROVIDER_KEY} again"
+    )));
+    let response = gw
+        .http
+        .post(format!("{}/v1/sessions/leak/messages", gw.base))
+        .bearer_auth(TOKEN)
+        .header("accept", "text/event-stream")
+        .json(&json!({ "text": "stream it" }))
+        .send()
+        .await
+        .unwrap();
+    let events = crate::daemon::sse_events(&response.text().await.unwrap());
+    let deltas: String = events
+        .iter()
+        .filter(|(name, _)| name == "delta")
+        .map(|(_, data)| data["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        deltas, "streamed [redacted] and [redacted] again",
+        "{events:?}"
+    );
+    for (_, data) in &events {
+        assert!(!data.to_string().contains("SECRET"), "{data}");
+    }
+    let sent = serde_json::to_string(&llm.requests()).unwrap();
+    assert!(
+        !sent.contains(PROVIDER_KEY),
+        "the system prompt carried the key"
+    );
+    assert_eq!(
+        files_holding(gw.home(), PROVIDER_KEY, &workspace.join("MEMORY.md")),
+        Vec::<String>::new(),
+        "the history holds the key"
+    );
+}
