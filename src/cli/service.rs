@@ -3,7 +3,8 @@
 //! As root the unit is system-wide (`/etc/systemd/system`, started at boot); otherwise it is a
 //! user unit (`~/.config/systemd/user`, `systemctl --user`), which runs while the user is logged
 //! in unless lingering is on (`loginctl enable-linger`). `--system` or `--user` choose
-//! explicitly. The unit runs this very executable, by its absolute path, with the configuration
+//! explicitly. A system unit runs the gateway as the owner of `$SQUIDBOT_HOME` (or
+//! `--run-as USER`), never as root. The unit runs this very executable, by its absolute path, with the configuration
 //! file and `SQUIDBOT_HOME` this command resolved, so the service sees what `squidbot status`
 //! shows; the variables the configuration reads (API keys) come from `$SQUIDBOT_HOME/service.env`,
 //! because a service does not inherit the installing shell's environment.
@@ -40,6 +41,10 @@ pub struct ServiceArgs {
     /// $XDG_CONFIG_HOME/systemd/user or ~/.config/systemd/user for a user unit).
     #[arg(long, global = true, env = "SQUIDBOT_UNIT_DIR", value_name = "DIR")]
     unit_dir: Option<PathBuf>,
+    /// The user a system unit runs the gateway as (default: the owner of $SQUIDBOT_HOME).
+    /// A system unit never runs it as root.
+    #[arg(long, global = true, value_name = "USER")]
+    run_as: Option<String>,
     /// The systemctl program to run.
     #[arg(
         long,
@@ -175,7 +180,13 @@ pub fn run(config_path: Option<&Path>, args: ServiceArgs) -> Result<ExitCode> {
         scope,
     };
     match args.action {
-        Action::Install => install(config_path, scope, &unit_path, &systemctl),
+        Action::Install => install(
+            config_path,
+            scope,
+            args.run_as.as_deref(),
+            &unit_path,
+            &systemctl,
+        ),
         Action::Uninstall => uninstall(&unit_path, &systemctl),
         Action::Status => {
             systemctl.check()?;
@@ -199,6 +210,7 @@ pub fn run(config_path: Option<&Path>, args: ServiceArgs) -> Result<ExitCode> {
 fn install(
     config_path: Option<&Path>,
     scope: Scope,
+    run_as: Option<&str>,
     unit_path: &Path,
     systemctl: &Systemctl,
 ) -> Result<ExitCode> {
@@ -211,8 +223,12 @@ fn install(
     }
     let exe = std::env::current_exe().context("cannot find the path of this executable")?;
     systemctl.check()?;
+    let user = match scope {
+        Scope::System => Some(system_user(&loaded.home, run_as)?),
+        Scope::User => None,
+    };
     let path_env = std::env::var("PATH").ok();
-    let unit = render_unit(&loaded, &exe, path_env.as_deref(), scope)?;
+    let unit = render_unit(&loaded, &exe, path_env.as_deref(), scope, user.as_deref())?;
     if let Some(dir) = unit_path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
@@ -261,6 +277,31 @@ fn uninstall(unit_path: &Path, systemctl: &Systemctl) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The user a system unit runs as: `run_as`, else the owner of the home; never root. A
+/// gateway running as root would hand the agent's commands every right of the machine that
+/// the jail does not take away (an approved `chmod` on any file, for one).
+fn system_user(home: &Path, run_as: Option<&str>) -> Result<String> {
+    use std::os::unix::fs::MetadataExt;
+    if let Some(user) = run_as {
+        if user == "root" || user == "0" {
+            bail!("--run-as root: a system unit does not run the gateway as root");
+        }
+        return Ok(user.to_owned());
+    }
+    let uid = std::fs::metadata(home)
+        .with_context(|| format!("cannot read {}", home.display()))?
+        .uid();
+    if uid == 0 {
+        bail!(
+            "{} belongs to root, so the gateway would run as root: create a user for it, give it \
+             the home (`chown -R squidbot: {}`), and run this again with --run-as squidbot",
+            home.display(),
+            home.display()
+        );
+    }
+    Ok(uid.to_string())
+}
+
 fn scope_flag(scope: Scope) -> &'static str {
     match scope {
         Scope::System => "",
@@ -275,6 +316,7 @@ fn render_unit(
     exe: &Path,
     path_env: Option<&str>,
     scope: Scope,
+    user: Option<&str>,
 ) -> Result<String> {
     let home = text(&loaded.home)?;
     let mut unit = format!(
@@ -292,6 +334,9 @@ fn render_unit(
         quote(text(&loaded.path)?, true)?,
         quote(&format!("SQUIDBOT_HOME={home}"), false)?,
     );
+    if let Some(user) = user {
+        unit.push_str(&format!("User={}\n", escape_specifiers(user)?));
+    }
     // The shell tool and skill checks then find the programs the installing shell finds.
     if let Some(path) = path_env {
         unit.push_str(&format!(

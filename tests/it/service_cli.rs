@@ -172,7 +172,10 @@ async fn issue_15_service_scope_is_system_as_root_else_user_unless_chosen() {
         (None, default_is_user),
     ] {
         let fixture = Fixture::new();
-        let args: Vec<&str> = ["install"].into_iter().chain(flag).collect();
+        let args: Vec<&str> = ["install", "--run-as", "nobody"]
+            .into_iter()
+            .chain(flag)
+            .collect();
         let output = fixture.service(&args).await;
         assert!(output.status.success(), "{flag:?}: {}", stderr(&output));
         let prefix = if user { "--user " } else { "" };
@@ -192,7 +195,42 @@ async fn issue_15_service_scope_is_system_as_root_else_user_unless_chosen() {
         };
         let unit = std::fs::read_to_string(fixture.unit()).unwrap();
         assert!(unit.lines().any(|line| line == target), "{flag:?}: {unit}");
+        // A system unit never runs the gateway as root.
+        assert_eq!(
+            unit.lines().any(|line| line == "User=nobody"),
+            !user,
+            "{flag:?}: {unit}"
+        );
     }
+}
+
+// See: #23 (item 10)
+#[tokio::test]
+async fn a_system_unit_never_runs_the_gateway_as_root() {
+    let fixture = Fixture::new();
+    if !is_root() {
+        // The home belongs to this user, who is then the unit's user.
+        let output = fixture.service(&["install", "--system"]).await;
+        assert!(output.status.success(), "{}", stderr(&output));
+        let unit = std::fs::read_to_string(fixture.unit()).unwrap();
+        let uid = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(fixture.home()).unwrap());
+        assert!(
+            unit.lines().any(|line| line == format!("User={uid}")),
+            "{unit}"
+        );
+        return;
+    }
+    // As root, with a home root owns and no --run-as: refused, nothing written or called.
+    let output = fixture.service(&["install", "--system"]).await;
+    assert!(!output.status.success());
+    assert!(stderr(&output).contains("--run-as"), "{}", stderr(&output));
+    assert!(!fixture.unit().exists());
+    assert_eq!(fixture.calls(), ["--version"], "nothing enabled or started");
+    let output = fixture
+        .service(&["install", "--system", "--run-as", "root"])
+        .await;
+    assert!(!output.status.success());
+    assert!(!fixture.unit().exists());
 }
 
 // See: #15
