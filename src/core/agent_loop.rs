@@ -37,13 +37,13 @@ use crate::core::ports::channel::{Inbound, ReplySink};
 use crate::core::ports::clock::Clock;
 use crate::core::ports::llm::{ChatRequest, ChatResponse, LlmClient, LlmError, StreamEvent};
 use crate::core::ports::store::{StoreError, StoredMessage, Tail};
-use crate::core::ports::tool::{Tool, ToolContext, ToolOutput};
+use crate::core::ports::tool::{Tool, ToolContext};
 use crate::core::ports::usage::{CallTag, Purpose, TurnSpend};
 use crate::core::redact::StreamRedactor;
 use crate::core::session::SessionId;
 use crate::core::session_locks::SessionLocks;
+use crate::core::tool_pipeline::CallPipeline;
 use crate::core::tool_registry::{ToolRegistry, ToolSet};
-use crate::core::untrusted;
 use crate::core::usage::UsageMeter;
 
 /// The most tool rounds a turn may take before it is stopped.
@@ -495,19 +495,15 @@ impl AgentLoop {
             let text = self.tools.redactor().redact(&response.text).into_owned();
             let mut assistant = self.assistant(text, channel);
             assistant.reasoning_content = response.reasoning_content;
-            let (tools, context) = (&tools, &context);
-            let calls = join_all(response.tool_calls.iter().zip(&verdicts).map(
-                |(call, verdict)| async move {
-                    match verdict {
-                        Verdict::Refuse => ToolOutput::error(loop_breaker::refusal(&call.name)),
-                        _ => {
-                            tools
-                                .call(&call.name, call.arguments.clone(), context)
-                                .await
-                        }
-                    }
-                },
-            ));
+            let pipeline = CallPipeline::new(&tools, &context, self.tool_result_cap);
+            let pipeline = &pipeline;
+            let calls = join_all(
+                response
+                    .tool_calls
+                    .iter()
+                    .zip(&verdicts)
+                    .map(|(call, verdict)| pipeline.run(call, *verdict)),
+            );
             // Dropping the calls stops them (the shell tool kills its process group; a request
             // for approval expires); the unanswered tool-call message is then never written.
             // While they run, their questions for the owner go out through the turn's sink.
@@ -539,14 +535,8 @@ impl AgentLoop {
             };
             tools_called.extend(response.tool_calls.iter().map(|call| call.name.clone()));
             let mut batch = Vec::with_capacity(outputs.len() + 1);
-            for (call, output) in response.tool_calls.iter().zip(outputs) {
-                tracing::debug!(tool = %call.name, is_error = output.is_error, "Tool call finished.");
-                // Redacted by the tool set; capped, then fenced when it comes from outside, so
-                // the cap never cuts the closing marker.
-                let mut content = cap(output.content, self.tool_result_cap);
-                if output.untrusted {
-                    content = untrusted::fence(&call.name, &content);
-                }
+            for (call, (content, is_error)) in response.tool_calls.iter().zip(outputs) {
+                tracing::debug!(tool = %call.name, is_error, "Tool call finished.");
                 let mut result = Message::new(Role::Tool, content, self.clock.now());
                 result.tool_call_id = Some(call.id.clone());
                 result.channel = Some(channel.to_owned());
@@ -675,34 +665,5 @@ impl AgentLoop {
         if let Err(error) = sink.deliver(&text).await {
             tracing::error!(error = %error, "Reply delivery failed.");
         }
-    }
-}
-
-/// Cuts `text` to at most `limit` bytes (on a char boundary), saying how much was cut.
-fn cap(text: String, limit: usize) -> String {
-    if text.len() <= limit {
-        return text;
-    }
-    let mut end = limit;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!(
-        "{}\n[... {} more bytes cut ...]",
-        &text[..end],
-        text.len() - end
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cap_respects_char_boundaries() {
-        assert_eq!(cap("short".into(), 10), "short");
-        let capped = cap("ééééé".into(), 3);
-        assert!(capped.starts_with('é'));
-        assert!(capped.contains("8 more bytes"));
     }
 }

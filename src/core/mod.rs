@@ -22,6 +22,7 @@ pub mod ports;
 pub mod redact;
 pub mod session;
 pub mod session_locks;
+pub mod tool_pipeline;
 pub mod tool_registry;
 pub mod untrusted;
 pub mod usage;
