@@ -29,9 +29,8 @@ pub const MIN_SECRET_LEN: usize = 8;
 pub struct Redactor {
     matcher: Option<AhoCorasick>,
     n_secrets: usize,
-    /// The longest pattern, in bytes: how much of a stream must be held back (see
-    /// [`StreamRedactor`]).
-    longest: usize,
+    /// Every form matched, for [`Redactor::partial_suffix`].
+    patterns: Vec<String>,
 }
 
 impl Redactor {
@@ -60,7 +59,6 @@ impl Redactor {
         if patterns.is_empty() {
             return Self::none();
         }
-        let longest = patterns.iter().map(String::len).max().unwrap_or(0);
         let matcher = AhoCorasick::builder()
             .match_kind(MatchKind::Standard)
             .build(&patterns);
@@ -68,7 +66,7 @@ impl Redactor {
             Ok(matcher) => Self {
                 matcher: Some(matcher),
                 n_secrets,
-                longest,
+                patterns,
             },
             Err(error) => {
                 // Only a pattern set beyond aho-corasick's size limits fails; a handful of
@@ -94,9 +92,20 @@ impl Redactor {
         self.n_secrets == 0
     }
 
-    /// The longest text a secret's match can span, in bytes (0 with no secrets).
-    pub fn longest(&self) -> usize {
-        self.longest
+    /// The length of the longest end of `text` that is the beginning of a secret (but not a
+    /// whole one): what a stream must hold back until the next piece shows whether it goes on.
+    pub fn partial_suffix(&self, text: &str) -> usize {
+        let text = text.as_bytes();
+        self.patterns
+            .iter()
+            .filter_map(|pattern| {
+                let pattern = pattern.as_bytes();
+                (1..pattern.len())
+                    .rev()
+                    .find(|&k| text.ends_with(&pattern[..k]))
+            })
+            .max()
+            .unwrap_or(0)
     }
 
     /// Whether `text` contains a known secret.
@@ -173,9 +182,10 @@ fn percent_encoded(text: &str) -> String {
 
 /// Redacts a text that arrives in pieces (a streamed reply), where a secret may be split
 /// between two pieces: each piece is added to what was held back, every whole secret in it is
-/// replaced, and everything but the last [`Redactor::longest`]` - 1` bytes is let out, since a
-/// secret that started earlier would have been whole already. [`StreamRedactor::finish`] lets
-/// out the rest. What is let out, joined, equals [`Redactor::redact`] of the whole text.
+/// replaced, and everything is let out but an end that could be the beginning of a secret
+/// ([`Redactor::partial_suffix`]; usually nothing, so the stream does not stall).
+/// [`StreamRedactor::finish`] lets out the rest. What is let out, joined, equals
+/// [`Redactor::redact`] of the whole text.
 #[derive(Debug)]
 pub struct StreamRedactor<'a> {
     redactor: &'a Redactor,
@@ -200,7 +210,7 @@ impl<'a> StreamRedactor<'a> {
         if let Cow::Owned(redacted) = self.redactor.redact(&self.held) {
             self.held = redacted;
         }
-        let keep = self.redactor.longest().saturating_sub(1);
+        let keep = self.redactor.partial_suffix(&self.held);
         let mut cut = self.held.len().saturating_sub(keep);
         while !self.held.is_char_boundary(cut) {
             cut -= 1;
