@@ -50,7 +50,10 @@ def summary(turns):
     instant_llm.wait_ready(port, process)
     for i in range(turns):
         say(port, f"turn {i}")
-    process.send_signal(signal.SIGTERM)
+    # SIGTERM to the gateway itself (strace would only detach): it drains and exits.
+    children = open(f"/proc/{process.pid}/task/{process.pid}/children").read().split()
+    for child in children:
+        os.kill(int(child), signal.SIGTERM)
     process.wait(timeout=60)
     table = {}
     for line in open(out):
