@@ -24,6 +24,8 @@
 use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
 
+use crate::core::session::SessionId;
+
 /// The workspace files that describe the owner (see [`WorkspaceGuard::is_owners_private`]).
 const PRIVATE_FILES: [&str; 3] = ["MEMORY.md", "MEMORY.md.prev", "USER.md"];
 
@@ -41,6 +43,48 @@ const INSTRUCTION_FILES: [&str; 10] = [
     "MEMORY.md",
     "MEMORY.md.prev",
 ];
+
+/// Where the attachments of `session`'s conversation are saved, relative to the workspace:
+/// `attachments/<channel>/<conversation>`, the conversation (a room id, a mail address) made a
+/// safe file name. Kept here, beside the guard that confines reads to it, so the channels that
+/// save and the tools that read agree without reaching into each other.
+pub fn attachments_dir(session: &SessionId) -> PathBuf {
+    Path::new("attachments")
+        .join(safe_name(session.channel(), "channel"))
+        .join(safe_name(session.key(), "conversation"))
+}
+
+/// The longest file name kept, in bytes (file systems allow 255).
+const MAX_NAME: usize = 120;
+
+/// A file name without directories, control characters or leading dots, at most [`MAX_NAME`]
+/// bytes; `fallback` when nothing is left.
+pub fn safe_name(raw: &str, fallback: &str) -> String {
+    let base = raw.rsplit(['/', '\\']).next().unwrap_or_default();
+    let cleaned: String = base
+        .chars()
+        .map(|c| {
+            if c.is_control() || matches!(c, ':' | '*' | '?' | '"' | '<' | '>' | '|') {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect();
+    let trimmed = cleaned.trim().trim_start_matches('.');
+    let mut name = String::new();
+    for c in trimmed.chars() {
+        if name.len() + c.len_utf8() > MAX_NAME {
+            break;
+        }
+        name.push(c);
+    }
+    if name.is_empty() {
+        fallback.to_owned()
+    } else {
+        name
+    }
+}
 
 /// Why a path was refused.
 #[derive(Debug, thiserror::Error)]
@@ -156,6 +200,13 @@ impl WorkspaceGuard {
     /// the channels keep the files people sent): text written by whoever sent it.
     pub fn is_attachment(&self, path: &Path) -> bool {
         path.starts_with(self.root.join("attachments"))
+    }
+
+    /// Whether `path` (resolved) is a saved attachment of a conversation other than
+    /// `session`'s: files are kept per conversation (`attachments/<channel>/<conversation>/`,
+    /// see [`attachments_dir`]), and a turn others take part in reads only its own.
+    pub fn is_other_conversations_attachment(&self, path: &Path, session: &SessionId) -> bool {
+        self.is_attachment(path) && !path.starts_with(self.root.join(attachments_dir(session)))
     }
 
     /// The resolved path for reading `input`: inside the workspace or a readable skill

@@ -1,6 +1,8 @@
 //! Where received attachments (Matrix files, mail parts) are stored, so the agent can open them.
 //!
-//! They go inside the workspace, under `attachments/<channel>/<YYYY-MM-DD>/`, because the file
+//! They go inside the workspace, under `attachments/<channel>/<conversation>/<YYYY-MM-DD>/`
+//! ([`crate::workspace::attachments_dir`]): per conversation, so a turn others take part in can
+//! be confined to its own files. Inside the workspace because the file
 //! tools are confined to the workspace: a file saved anywhere else could not be read by the
 //! agent it is offered to. Names come from senders, so they are reduced to a safe basename, and
 //! an existing file is never overwritten (a numbered name is picked instead). Each file is
@@ -12,10 +14,10 @@ use std::path::{Path, PathBuf};
 
 use chrono::NaiveDate;
 
+use crate::core::session::SessionId;
 use crate::storage::beneath;
-
-/// The longest file name kept, in bytes (file systems allow 255).
-const MAX_NAME: usize = 120;
+use crate::workspace::attachments_dir;
+pub use crate::workspace::safe_name;
 
 /// Stores received attachments under one workspace.
 #[derive(Debug, Clone)]
@@ -31,19 +33,18 @@ impl AttachmentStore {
         }
     }
 
-    /// Saves `bytes` as `name` for `channel` on `day`; returns the path written.
+    /// Saves `bytes` as `name` for `session`'s conversation on `day`; returns the path
+    /// written.
     ///
     /// Blocking file I/O: call it from `spawn_blocking` in async code.
     pub fn save(
         &self,
-        channel: &str,
+        session: &SessionId,
         day: NaiveDate,
         name: &str,
         bytes: &[u8],
     ) -> std::io::Result<PathBuf> {
-        let dir = Path::new("attachments")
-            .join(safe_name(channel, "channel"))
-            .join(day.format("%Y-%m-%d").to_string());
+        let dir = attachments_dir(session).join(day.format("%Y-%m-%d").to_string());
         let name = safe_name(name, "attachment");
         let (stem, extension) = match name.rsplit_once('.') {
             Some((stem, ext)) if !stem.is_empty() => (stem.to_owned(), format!(".{ext}")),
@@ -58,35 +59,6 @@ impl AttachmentStore {
             n += 1;
         }
         Ok(self.workspace.join(path))
-    }
-}
-
-/// A file name without directories, control characters or leading dots, at most [`MAX_NAME`]
-/// bytes; `fallback` when nothing is left.
-pub fn safe_name(raw: &str, fallback: &str) -> String {
-    let base = raw.rsplit(['/', '\\']).next().unwrap_or_default();
-    let cleaned: String = base
-        .chars()
-        .map(|c| {
-            if c.is_control() || matches!(c, ':' | '*' | '?' | '"' | '<' | '>' | '|') {
-                '_'
-            } else {
-                c
-            }
-        })
-        .collect();
-    let trimmed = cleaned.trim().trim_start_matches('.');
-    let mut name = String::new();
-    for c in trimmed.chars() {
-        if name.len() + c.len_utf8() > MAX_NAME {
-            break;
-        }
-        name.push(c);
-    }
-    if name.is_empty() {
-        fallback.to_owned()
-    } else {
-        name
     }
 }
 
@@ -106,19 +78,21 @@ mod tests {
         assert_eq!(safe_name("a\nb\u{0}c.txt", "x"), "a_b_c.txt");
         assert_eq!(safe_name("..", "attachment"), "attachment");
         assert_eq!(safe_name("", "attachment"), "attachment");
-        assert!(safe_name(&"é".repeat(200), "x").len() <= MAX_NAME);
+        assert!(safe_name(&"é".repeat(200), "x").len() <= 120);
     }
 
     #[test]
     fn saves_inside_the_workspace_and_never_overwrites() {
         let dir = tempfile::tempdir().unwrap();
         let store = AttachmentStore::new(dir.path());
-        let first = store.save("email", day(), "../notes.txt", b"one").unwrap();
-        let second = store.save("email", day(), "notes.txt", b"two").unwrap();
-        let third = store.save("email", day(), "notes.txt", b"three").unwrap();
+        let session = SessionId::new("email", "bob@example.org").unwrap();
+        let first = store.save(&session, day(), "../notes.txt", b"one").unwrap();
+        let second = store.save(&session, day(), "notes.txt", b"two").unwrap();
+        let third = store.save(&session, day(), "notes.txt", b"three").unwrap();
         assert_eq!(
             first,
-            dir.path().join("attachments/email/2026-11-22/notes.txt")
+            dir.path()
+                .join("attachments/email/bob@example.org/2026-11-22/notes.txt")
         );
         assert_eq!(second.file_name().unwrap(), "notes-1.txt");
         assert_eq!(third.file_name().unwrap(), "notes-2.txt");

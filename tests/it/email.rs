@@ -662,3 +662,62 @@ async fn mail_from_another_allowed_sender_gets_no_private_memory_and_the_owners_
     assert_eq!(private_parts(&llm, "JOBMAIL"), (false, false, false));
     gateway.stop().await;
 }
+
+/// #23 item 3: a command planted `attachments/email` as a link to a directory outside the
+/// workspace; a received attachment is not written through it (the mail is still answered,
+/// with a note that the file was not saved), and nothing appears outside.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attachment_is_never_written_through_a_planted_link() {
+    let server = MailServer::shared();
+    let bot = server.add_user("bot");
+    let (sender, sender_pw) = server.add_user("sender");
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(|request| {
+        let user = request["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        Reply::Text(format!("seen: {user}"))
+    });
+    let home = tempfile::tempdir().unwrap();
+    let port = write_config(home.path(), &llm.url(), &server, &bot, "[\"@LOCALHOST\"]");
+    let outside = home.path().join("elsewhere");
+    std::fs::create_dir_all(&outside).unwrap();
+    let attachments = home.path().join("workspace/attachments");
+    std::fs::create_dir_all(&attachments).unwrap();
+    std::os::unix::fs::symlink(&outside, attachments.join("email")).unwrap();
+    let gateway = MailGateway::start(home.path(), port).await;
+    let to = bot.0.as_str();
+    let id = new_id("linked");
+    let body = format!(
+        "From: {sender}\r\nTo: {to}\r\nSubject: File\r\nMessage-ID: <{id}>\r\nMIME-Version: 1.0\r\n\
+         Content-Type: multipart/mixed; boundary=zz\r\n\r\n--zz\r\nContent-Type: text/plain\r\n\r\nsee LINKMARK\r\n\
+         --zz\r\nContent-Type: text/csv; name=\"data.csv\"\r\nContent-Disposition: attachment; filename=\"data.csv\"\r\n\
+         Content-Transfer-Encoding: base64\r\n\r\nYSxiCjEsMgo=\r\n--zz--\r\n"
+    );
+    server.send_raw(&sender, to, body.as_bytes()).await;
+    let mails = server
+        .wait_for(&sender, &sender_pw, "the reply", WAIT, |m| {
+            replies(m)
+                .iter()
+                .any(|(_, body)| String::from_utf8_lossy(body).contains("LINKMARK"))
+        })
+        .await;
+    let reply = replies(&mails)
+        .into_iter()
+        .map(|(_, body)| String::from_utf8_lossy(&body).into_owned())
+        .find(|body| body.contains("LINKMARK"))
+        .unwrap();
+    assert!(
+        reply.contains("data.csv"),
+        "the attachment is named: {reply}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&outside).unwrap().count(),
+        0,
+        "written through the link"
+    );
+    gateway.stop().await;
+}

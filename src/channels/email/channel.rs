@@ -368,7 +368,7 @@ impl EmailChannel {
             tracing::warn!(uid, sender = %sender, "Sender address is not a valid session key; skipped.");
             return Handled::Ignored("bad_sender".into());
         };
-        let mut text = self.save_attachments(&mail, max_attachment).await;
+        let mut text = self.save_attachments(&mail, &session, max_attachment).await;
         // The owner's address in From proves nothing: only the receiving server's verdict
         // does (see `auth`). A mail that claims the owner without it is someone else's.
         let claims_owner = self.owner.is(NAME, &sender);
@@ -435,15 +435,21 @@ impl EmailChannel {
     }
 
     /// Saves the attachments in the workspace and returns the agent's text.
-    async fn save_attachments(&self, mail: &ParsedMail, max_attachment: usize) -> String {
+    async fn save_attachments(
+        &self,
+        mail: &ParsedMail,
+        session: &SessionId,
+        max_attachment: usize,
+    ) -> String {
         let store = self.attachments.clone();
+        let session = session.clone();
         let attachments = mail.attachments.clone();
         let saved = tokio::task::spawn_blocking(move || {
             let day = chrono::Local::now().date_naive();
             let mut saved = Vec::new();
             let mut failed = Vec::new();
             for attachment in attachments {
-                match store.save(NAME, day, &attachment.name, &attachment.bytes) {
+                match store.save(&session, day, &attachment.name, &attachment.bytes) {
                     Ok(path) => saved.push((
                         attachment.name,
                         attachment.mime,

@@ -575,12 +575,12 @@ impl MatrixChannel {
             tracing::debug!(room = %room.room_id(), sender, verdict = ?verdict, "Matrix message not answered.");
             return false;
         }
-        let text = match media::media_of(&message.content.msgtype) {
-            Some(media) => media::receive(&this.client, &self.attachments, media).await,
-            None => body,
-        };
         let Ok(session) = SessionId::new(NAME, room.room_id().as_str()) else {
             return false;
+        };
+        let text = match media::media_of(&message.content.msgtype) {
+            Some(media) => media::receive(&this.client, &self.attachments, &session, media).await,
+            None => body,
         };
         let thread = match &message.content.relates_to {
             Some(Relation::Thread(thread)) => Some(ThreadRef {

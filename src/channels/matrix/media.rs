@@ -86,7 +86,12 @@ pub fn media_of(msgtype: &MessageType) -> Option<MediaRef> {
 
 /// Downloads (and decrypts) `media` and saves it in the workspace; returns the text offered
 /// to the agent, which says what went wrong instead when it failed.
-pub async fn receive(client: &Client, store: &AttachmentStore, media: MediaRef) -> String {
+pub async fn receive(
+    client: &Client,
+    store: &AttachmentStore,
+    session: &SessionId,
+    media: MediaRef,
+) -> String {
     let kind = media.mimetype.as_deref().unwrap_or("unknown type");
     if media.size.is_some_and(|size| size > MAX_FILE) {
         return format!(
@@ -107,9 +112,10 @@ pub async fn receive(client: &Client, store: &AttachmentStore, media: MediaRef) 
     };
     let store = store.clone();
     let name = media.name.clone();
+    let session = session.clone();
     let today = chrono::Local::now().date_naive();
     let saved =
-        tokio::task::spawn_blocking(move || store.save("matrix", today, &name, &bytes)).await;
+        tokio::task::spawn_blocking(move || store.save(&session, today, &name, &bytes)).await;
     match saved {
         Ok(Ok(path)) => format!("[attachment: {} ({kind})] → {}", media.name, path.display()),
         Ok(Err(error)) => format!("[attachment not saved: {} ({error})]", media.name),

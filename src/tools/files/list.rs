@@ -46,7 +46,7 @@ impl TypedTool for ListFilesTool {
         &self.spec
     }
 
-    async fn run(&self, arguments: Arguments, _context: &ToolContext) -> ToolOutput {
+    async fn run(&self, arguments: Arguments, context: &ToolContext) -> ToolOutput {
         let shown = arguments
             .path
             .filter(|path| !path.is_empty())
@@ -55,6 +55,18 @@ impl TypedTool for ListFilesTool {
             Ok(path) => path,
             Err(error) => return ToolOutput::error(format!("Error: {error}")),
         };
+        // `attachments/` itself names every conversation's directory: listing it is as
+        // private as reading them.
+        if !context.audience.is_owner()
+            && self
+                .guard
+                .is_other_conversations_attachment(&path, &context.session)
+        {
+            return ToolOutput::error(
+                "Error: in a conversation others take part in, only its own attachments are \
+                 listed; see the paths named in the messages.",
+            );
+        }
         blocking("list_files", move || list(&path, &shown, LIST_CAP)).await
     }
 }

@@ -68,12 +68,24 @@ fn private_refusal(
     path: &Path,
     context: &ToolContext,
 ) -> Option<ToolOutput> {
-    (!context.audience.is_owner() && guard.is_owners_private(path)).then(|| {
-        ToolOutput::error(
+    if context.audience.is_owner() {
+        return None;
+    }
+    if guard.is_owners_private(path) {
+        return Some(ToolOutput::error(
             "Error: that file is the owner's private memory; it is not read or changed in a \
              conversation others take part in.",
-        )
-    })
+        ));
+    }
+    // Files people sent in other conversations (the owner's DM, someone's mail) are theirs;
+    // a conversation others take part in sees only its own.
+    (guard.is_attachment(path) && guard.is_other_conversations_attachment(path, &context.session))
+        .then(|| {
+            ToolOutput::error(
+                "Error: that file was sent in another conversation; in a conversation others \
+                 take part in, only its own attachments are read.",
+            )
+        })
 }
 
 /// The refusal of a write asked by someone other than the owner to an instruction file or a
