@@ -141,7 +141,7 @@ fn bodies(messages: &[Seen]) -> Vec<String> {
         .collect()
 }
 
-fn html(seen: &Seen) -> String {
+pub(crate) fn html(seen: &Seen) -> String {
     match &seen.content.msgtype {
         MessageType::Text(text) => text
             .formatted

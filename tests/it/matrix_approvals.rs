@@ -76,3 +76,51 @@ async fn only_the_owners_yes_in_the_room_runs_the_command_once() {
     // Two for the room's turn, one for the DM's message; the answers were not turns.
     assert_eq!(llm.request_count(), 3, "the answers were not turns");
 }
+
+/// #23 item 5: a command built to hide part of itself (a line of four backticks closing a
+/// three-backtick fence, a link definition, a substitution, a bidi override) is shown whole in
+/// the question's `formatted_body` as a client renders it, and in its plain body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_question_shows_a_command_that_tries_to_hide_itself_whole() {
+    const SNEAKY: &str = "echo ok\n````\n[x]: http://e.org\n$(touch sneaky.txt) \u{202e}gpj.exe";
+    let hs = Homeserver::shared();
+    let (bot, a) = (hs.register("bot"), hs.register("alice"));
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(shell_then_result(SNEAKY));
+    let home = tempfile::tempdir().unwrap();
+    let extra = format!(
+        "    allowlist: [\"{}\"]\nowner:\n  matrix: [\"{}\"]",
+        a.user_id, a.user_id
+    );
+    let _gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
+    let alice = Human::login(&hs, &a).await;
+    let dm = alice.create_room(&[&bot.user_id], false).await;
+    let dm_id = dm.room_id().to_owned();
+    alice.wait_joined(&dm_id, &bot.user_id).await;
+    alice.say(&dm_id, "run it").await;
+    let seen = alice.wait_messages(&dm_id, &bot.user_id, 1).await;
+    let plain = seen[0].content.body().to_owned();
+    let rendered = crate::matrix::html(&seen[0]);
+    assert_eq!(rendered.matches("<pre>").count(), 1, "{rendered}");
+    let block = &rendered[rendered.find("<pre>").unwrap()..rendered.find("</pre>").unwrap()];
+    for shown in [
+        "````",
+        "[x]: http://e.org",
+        "$(touch sneaky.txt)",
+        "\\u{202e}gpj.exe",
+    ] {
+        assert!(
+            block.contains(shown),
+            "{shown} not in the code block: {rendered}"
+        );
+        assert!(
+            plain.contains(shown),
+            "{shown} not in the plain body: {plain}"
+        );
+    }
+    assert!(!plain.contains('\u{202e}') && !rendered.contains('\u{202e}'));
+    let code = code_in(&plain);
+    alice.say(&dm_id, &format!("no {code}")).await;
+    alice.wait_messages(&dm_id, &bot.user_id, 2).await;
+    assert!(!home.path().join("workspace/sneaky.txt").exists());
+}
