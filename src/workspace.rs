@@ -25,24 +25,15 @@ use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
 
 use crate::core::session::SessionId;
+use crate::storage::bootstrap::MAIN_AGENT_FILES;
 
 /// The workspace files that describe the owner (see [`WorkspaceGuard::is_owners_private`]).
 const PRIVATE_FILES: [&str; 3] = ["MEMORY.md", "MEMORY.md.prev", "USER.md"];
 
-/// The workspace files whose text later turns of the owner obey or carry in their prompt:
-/// only the owner's requests may write them (see [`WorkspaceGuard::is_instruction`]).
-const INSTRUCTION_FILES: [&str; 10] = [
-    "SOUL.md",
-    "IDENTITY.md",
-    "USER.md",
-    "AGENTS.md",
-    "ENVIRONMENT.md",
-    "BOOTSTRAP.md",
-    "HEARTBEAT.md",
-    "TOOLS.md",
-    "MEMORY.md",
-    "MEMORY.md.prev",
-];
+/// Besides the prompt's bootstrap files ([`MAIN_AGENT_FILES`]), the workspace files whose
+/// text later turns of the owner obey or carry in their prompt: only the owner's requests may
+/// write them (see [`WorkspaceGuard::is_instruction`]).
+const INSTRUCTION_FILES: [&str; 4] = ["HEARTBEAT.md", "TOOLS.md", "MEMORY.md", "MEMORY.md.prev"];
 
 /// Where the attachments of `session`'s conversation are saved, relative to the workspace:
 /// `attachments/<channel>/<conversation>`, the conversation (a room id, a mail address) made a
@@ -183,8 +174,9 @@ impl WorkspaceGuard {
     /// text that every later turn of the owner reads as its own instructions.
     pub fn is_instruction(&self, path: &Path) -> bool {
         path.starts_with(self.root.join("skills"))
-            || INSTRUCTION_FILES
+            || MAIN_AGENT_FILES
                 .iter()
+                .chain(&INSTRUCTION_FILES)
                 .any(|name| path == self.root.join(name))
     }
 

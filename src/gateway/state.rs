@@ -284,25 +284,34 @@ impl GatewayState {
                 (name, serde_json::json!({ "state": state }))
             })
             .collect();
-        let mut status = serde_json::json!({
+        let mut status = self.base(serde_json::to_value(channels).unwrap_or_default());
+        status["detail"] =
+            "sessions, jobs, approvals and usage need the token (Authorization: Bearer)".into();
+        self.add_sections(&mut status, |key| PUBLIC_SECTIONS.contains(&key))
+            .await;
+        status
+    }
+
+    /// The fields every `/status` has: version, start, uptime and `channels`.
+    fn base(&self, channels: Value) -> Value {
+        serde_json::json!({
             "version": env!("CARGO_PKG_VERSION"),
             "started_at": self.started_at,
             "uptime_seconds": self.started.elapsed().as_secs(),
             "channels": channels,
-            "detail": "sessions, jobs, approvals and usage need the token (Authorization: Bearer)",
-        });
+        })
+    }
+
+    /// Renders into `status` the sections whose key `shown` accepts.
+    async fn add_sections(&self, status: &mut Value, shown: impl Fn(&str) -> bool) {
         let sections = self
             .sections
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        for section in sections
-            .iter()
-            .filter(|s| PUBLIC_SECTIONS.contains(&s.key()))
-        {
+        for section in sections.iter().filter(|s| shown(s.key())) {
             status[section.key()] = section.render().await;
         }
-        status
     }
 
     /// Everything: [`GatewayState::health`] plus sessions and every section.
@@ -315,21 +324,9 @@ impl GatewayState {
             .iter()
             .map(|(s, a)| (s.to_string(), a.clone()))
             .collect();
-        let mut status = serde_json::json!({
-            "version": env!("CARGO_PKG_VERSION"),
-            "started_at": self.started_at,
-            "uptime_seconds": self.started.elapsed().as_secs(),
-            "channels": channels,
-            "sessions": sessions,
-        });
-        let sections = self
-            .sections
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        for section in sections {
-            status[section.key()] = section.render().await;
-        }
+        let mut status = self.base(serde_json::to_value(channels).unwrap_or_default());
+        status["sessions"] = serde_json::to_value(sessions).unwrap_or_default();
+        self.add_sections(&mut status, |_| true).await;
         status
     }
 }
