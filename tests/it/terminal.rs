@@ -302,3 +302,33 @@ async fn the_terminal_asks_before_a_risky_command_and_only_y_runs_it() {
     drop(repl.stdin.take());
     assert_eq!(repl.exit_status().await.code(), Some(0));
 }
+
+/// #23 item 5: at the terminal a carriage return, an escape sequence or a bidi override in
+/// the command would let its visible end hide its start (`touch evil.txt\rls -la` shows as
+/// `ls -la`); the question shows them as escapes, so the owner reads what would run.
+#[tokio::test]
+async fn the_terminal_question_shows_control_characters_as_escapes() {
+    let llm = ScriptedLlm::start().await;
+    llm.enqueue(shell_call("touch evil.txt\rls -la \u{1b}[2K\u{202e}txt"));
+    llm.enqueue(Reply::Text("Refused.".into()));
+    let (home, mut repl) = asked(&llm, "look around").await;
+    let seen = wait_for(&mut repl.stderr, |text| {
+        text.contains("Run it once? [y/N] ")
+    })
+    .await;
+    assert!(seen, "no y/N prompt:\n{}", *repl.stdout.borrow());
+    repl.stdout_shows("touch evil.txt\\rls -la \\x1b[2K\\u{202e}txt")
+        .await;
+    let shown = repl.stdout.borrow().clone();
+    for raw in ['\r', '\u{1b}', '\u{202e}'] {
+        assert!(
+            !shown.contains(raw),
+            "{raw:?} reached the terminal raw:\n{shown:?}"
+        );
+    }
+    repl.type_line("n").await;
+    repl.stdout_shows("Refused.").await;
+    assert!(!home.path().join("workspace/evil.txt").exists());
+    drop(repl.stdin.take());
+    assert_eq!(repl.exit_status().await.code(), Some(0));
+}
