@@ -39,13 +39,16 @@ use tokio::time::Instant;
 
 use crate::core::approval::{ApprovalMode, Refusal};
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
+use crate::core::untrusted;
 use crate::tools::sandbox::{Jail, Sandbox};
 use crate::tools::shell_policy::{AllowList, Judgement, judge};
 
 /// Longest timeout a call may ask for, in seconds.
 pub const MAX_TIMEOUT_SECONDS: u64 = 600;
-/// Most bytes of output returned: half from the start, half from the end.
-pub const OUTPUT_CAP: usize = 16 * 1024;
+/// Most bytes of output returned: half from the start, half from the end. A kilobyte under the
+/// turn's 16 KiB result cap, which leaves room for the exit code, the fence around the output
+/// and a note, so the cap never cuts the fence's closing marker.
+pub const OUTPUT_CAP: usize = 15 * 1024;
 /// How long output is still read after the process group was killed.
 pub const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
@@ -222,9 +225,14 @@ impl TypedTool for ShellTool {
             "Shell command finished."
         );
         let mut output = run.output;
-        if output.is_empty() {
-            output = "(no output)".to_owned();
-        }
+        // What the command printed is text from outside (a file it read, a page it fetched):
+        // fenced like any, while the exit code and squidbot's own notes stay outside the fence
+        // so the model still reads them as instructions.
+        output = if output.is_empty() {
+            "(no output)".to_owned()
+        } else {
+            untrusted::fence("shell", &output)
+        };
         if !run.drained {
             output.push_str(
                 "\n[stopped reading: a process that left the process group still holds the output open]",
@@ -488,10 +496,11 @@ mod tests {
             authority: crate::core::authority::Authority::Owner,
         };
         let out = tool.call(json!({"command": "ls"}), &context).await;
-        assert_eq!(out, ToolOutput::ok("exit code 0\nmarker.txt\n"));
+        assert!(!out.is_error, "{out:?}");
+        assert_eq!(unfenced(&out.content), "exit code 0\nmarker.txt\n");
         let out = shell("echo out; echo err >&2; exit 3", None).await;
         assert!(out.is_error);
-        assert_eq!(out.content, "Error: exit code 3\nout\nerr\n");
+        assert_eq!(unfenced(&out.content), "Error: exit code 3\nout\nerr\n");
         let out = shell("true", None).await;
         assert_eq!(out, ToolOutput::ok("exit code 0\n(no output)"));
         let out = shell("kill -9 $$", None).await;
@@ -513,22 +522,49 @@ mod tests {
         )
         .await;
         assert!(!out.is_error, "{out:?}");
+        let content = unfenced(&out.content);
         assert!(
-            out.content.starts_with("exit code 0\nSTARTaaa"),
+            content.starts_with("exit code 0\nSTARTaaa"),
             "{}",
-            &out.content[..40]
+            &content[..40]
         );
-        assert!(out.content.ends_with("aaaEND\n"));
+        assert!(
+            content.ends_with("aaaEND\n"),
+            "{}",
+            &content[content.len() - 40..]
+        );
         let cut = 5 + 50_000 + 4 - OUTPUT_CAP;
         assert!(
             out.content
                 .contains(&format!("\n[... {cut} bytes cut ...]\n"))
         );
         assert!(
-            out.content.len() < OUTPUT_CAP + 100,
+            out.content.len() < OUTPUT_CAP + 200,
             "{}",
             out.content.len()
         );
+        // Output, fence and exit code fit the turn's result cap, whole.
+        assert!(out.content.len() < crate::core::agent_loop::DEFAULT_TOOL_RESULT_CAP);
+        assert!(
+            out.content.contains("\n</untrusted-data boundary="),
+            "{}",
+            &out.content[out.content.len() - 80..]
+        );
+    }
+
+    /// `content` without the lines of the fence around the command's output.
+    fn unfenced(content: &str) -> String {
+        let mut kept: Vec<&str> = content
+            .split('\n')
+            .filter(|line| {
+                !line.starts_with("<untrusted-data ") && !line.starts_with("</untrusted-data ")
+            })
+            .collect();
+        // The fence closes on a line of its own after the output's last newline.
+        if content.ends_with('>') {
+            kept.push("");
+        }
+        kept.join("\n")
     }
 
     #[test]
