@@ -31,8 +31,6 @@
 //! filters the parent built: unit tests can run jailed commands inside the test binary, and no
 //! second program (a re-executed launcher) has to be found and trusted.
 
-#[cfg(test)]
-mod attacks;
 pub mod env;
 pub mod rules;
 pub mod ruleset;

@@ -19,10 +19,13 @@ use std::os::unix::net::{SocketAddr, UnixListener};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::*;
+use crate::config::ShellSandbox;
 use crate::core::ports::tool::{Tool, ToolContext};
+use crate::core::redact::Redactor;
 use crate::core::session::SessionId;
+use crate::tools::sandbox::{Jail, Sandbox, SandboxSettings, rules};
 use crate::tools::shell::{OUTPUT_CAP, ShellTool, run};
+use std::sync::Arc;
 
 /// What the config holds; no command may show it in any form.
 const SECRET: &str = "sk-attack-c0nfig-5ecret-7f3a9";

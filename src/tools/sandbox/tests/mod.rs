@@ -9,6 +9,8 @@ use std::time::Duration;
 use super::*;
 use crate::tools::shell::{OUTPUT_CAP, Run, run};
 
+mod attacks;
+
 /// A home with a config and a session, its workspace inside, a skill beside, and a directory
 /// outside everything.
 struct Layout {
