@@ -10,21 +10,21 @@
 //! as `readable_extra`; writes only the workspace. A dangling symlink is refused, since writing
 //! through it would create its target wherever it points.
 //!
-//! # Limits (TOCTOU)
-//! The check and the later open are separate system calls. A process that can change the
-//! workspace between them (for example a command the `shell` tool started in the background)
-//! can swap a checked directory or file for a symlink leading out, and the open follows it.
-//! Writes narrow this: they go through a temporary file created with `O_EXCL` and a rename,
-//! which replaces a final-component symlink instead of following it (the same protection as
-//! opening with `O_NOFOLLOW`), but a swapped *parent* directory is still followed. Closing that
-//! fully needs `openat2(RESOLVE_BENEATH)` or a sandbox; the shell tool is not sandboxed at all
-//! (it only runs in the workspace), so this guard protects against the model's mistakes, not
-//! against a hostile local process.
+//! # Check, then open beneath
+//! The check and the open are separate system calls, and a process that can change the
+//! workspace between them (a command the `shell` tool started in the background) could swap a
+//! checked directory for a symlink leading out. So the file tools open what the guard resolved
+//! through [`WorkspaceGuard::open_read`], [`WorkspaceGuard::metadata`] and
+//! [`WorkspaceGuard::replace`], which resolve it again with `openat2(RESOLVE_BENEATH)` from the
+//! workspace (or the skill directory) it must stay in ([`crate::storage::beneath`]): a swapped
+//! component fails the open instead of leading out. `list_files` still lists by path (it shows
+//! names, not contents).
 
 use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
 
 use crate::core::session::SessionId;
+use crate::storage::beneath;
 use crate::storage::bootstrap::MAIN_AGENT_FILES;
 
 /// The workspace files that describe the owner (see [`WorkspaceGuard::is_owners_private`]).
@@ -199,6 +199,68 @@ impl WorkspaceGuard {
     /// see [`attachments_dir`]), and a turn others take part in reads only its own.
     pub fn is_other_conversations_attachment(&self, path: &Path, session: &SessionId) -> bool {
         self.is_attachment(path) && !path.starts_with(self.root.join(attachments_dir(session)))
+    }
+
+    /// For a resolved `path` the guard confines: the directory it must stay beneath (the
+    /// workspace or a readable skill directory) and the path relative to it. The file tools open
+    /// through it with [`crate::storage::beneath`], so a component swapped for a link between
+    /// the check and the open (by a command running in the background) fails instead of leading
+    /// out. `None` when nothing is confined (`restrict_to_workspace: false`).
+    pub fn confined<'a>(&'a self, path: &Path) -> Option<(&'a Path, PathBuf)> {
+        if !self.restrict {
+            return None;
+        }
+        std::iter::once(&self.root)
+            .chain(&self.readable_extra)
+            .find_map(|base| {
+                let relative = path.strip_prefix(base).ok()?;
+                let relative = if relative.as_os_str().is_empty() {
+                    PathBuf::from(".")
+                } else {
+                    relative.to_owned()
+                };
+                Some((base.as_path(), relative))
+            })
+    }
+
+    /// Opens the resolved `path` for reading, beneath the directory that confines it.
+    pub fn open_read(&self, path: &Path) -> std::io::Result<std::fs::File> {
+        match self.confined(path) {
+            Some((base, relative)) => beneath::open_read(base, &relative),
+            None => std::fs::File::open(path),
+        }
+    }
+
+    /// The metadata of the resolved `path`, beneath the directory that confines it.
+    pub fn metadata(&self, path: &Path) -> std::io::Result<std::fs::Metadata> {
+        match self.confined(path) {
+            Some((base, relative)) => beneath::metadata(base, &relative),
+            None => std::fs::metadata(path),
+        }
+    }
+
+    /// Replaces the resolved `path` with `bytes` atomically, keeping its permissions (new
+    /// files get the umask's), beneath the workspace when confined.
+    pub fn replace(&self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        match self.confined(path) {
+            Some((base, relative)) => {
+                let mode = match beneath::metadata(base, &relative) {
+                    Ok(meta) => meta.permissions().mode(),
+                    Err(error) if error.kind() == std::io::ErrorKind::NotFound => 0o600,
+                    Err(error) => return Err(error),
+                };
+                beneath::replace(base, &relative, bytes, mode)
+            }
+            None => {
+                let permissions = std::fs::metadata(path).ok().map(|meta| meta.permissions());
+                crate::storage::atomic::write(path, bytes)?;
+                if let Some(permissions) = permissions {
+                    std::fs::set_permissions(path, permissions)?;
+                }
+                Ok(())
+            }
+        }
     }
 
     /// The resolved path for reading `input`: inside the workspace or a readable skill

@@ -199,6 +199,52 @@ pub fn write_new(root: &Path, relative: &Path, bytes: &[u8]) -> std::io::Result<
     result
 }
 
+/// Replaces (or creates) the file `relative` inside `root` with `bytes`, atomically and
+/// durably, with permissions `mode`: a temporary file beside it, then a rename over it. The
+/// directories on the way are created and never followed through a symlink, so a directory
+/// swapped for a link after a path was checked cannot redirect the write.
+pub fn replace(root: &Path, relative: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    let (parent, name) = match (relative.parent(), relative.file_name()) {
+        (Some(parent), Some(name)) => (parent, name),
+        _ => {
+            return Err(std::io::Error::new(
+                ErrorKind::InvalidInput,
+                format!("{} names no file", relative.display()),
+            ));
+        }
+    };
+    let dir = dir_all(root, parent)?;
+    let temp = format!(
+        ".{}.tmp.{}.{}",
+        name.to_string_lossy(),
+        std::process::id(),
+        fastrand::u64(..)
+    );
+    let fd = open_at(
+        &dir,
+        Path::new(&temp),
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL,
+        Mode::from_raw_mode(mode & 0o7777),
+        ResolveFlags::NO_SYMLINKS,
+    )?;
+    let written = (|| {
+        let mut file = File::from(fd);
+        file.write_all(bytes)?;
+        // The umask narrowed the mode at creation; the file keeps the one it had.
+        rustix::fs::fchmod(&file, Mode::from_raw_mode(mode & 0o7777))?;
+        file.sync_all()
+    })();
+    let result = written.and_then(|()| {
+        rustix::fs::renameat(&dir, &temp, &dir, name)?;
+        rustix::fs::fsync(&dir)?;
+        Ok(())
+    });
+    if result.is_err() {
+        let _ = rustix::fs::unlinkat(&dir, &temp, rustix::fs::AtFlags::empty());
+    }
+    result
+}
+
 /// Logs `error` for `path` once per process: a planted link is reported, not repeated on
 /// every turn.
 pub fn warn_once(path: &Path, error: &std::io::Error) {

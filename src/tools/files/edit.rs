@@ -12,10 +12,7 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{
-    EDIT_CAP, blocking, instruction_refusal, io_failure, lock_workspace, private_refusal,
-    write_keeping_permissions,
-};
+use super::{EDIT_CAP, blocking, instruction_refusal, io_failure, lock_workspace, private_refusal};
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
 use crate::workspace::WorkspaceGuard;
 
@@ -72,13 +69,14 @@ impl TypedTool for EditFileTool {
         {
             return refusal;
         }
-        let root = self.guard.root().to_owned();
+        let guard = self.guard.clone();
         blocking("edit_file", move || {
-            let _lock = match lock_workspace(&root) {
+            let _lock = match lock_workspace(guard.root()) {
                 Ok(lock) => lock,
                 Err(output) => return output,
             };
             edit(
+                &guard,
                 &path,
                 &arguments.path,
                 &arguments.old_text,
@@ -90,8 +88,15 @@ impl TypedTool for EditFileTool {
 }
 
 /// Replaces the single occurrence of `old_text` in `path` with `new_text`.
-pub(super) fn edit(path: &Path, shown: &str, old_text: &str, new_text: &str) -> ToolOutput {
-    match std::fs::metadata(path) {
+/// Opened, read and written beneath the workspace (see [`WorkspaceGuard::confined`]).
+pub(super) fn edit(
+    guard: &WorkspaceGuard,
+    path: &Path,
+    shown: &str,
+    old_text: &str,
+    new_text: &str,
+) -> ToolOutput {
+    match guard.metadata(path) {
         Ok(meta) if meta.is_dir() => {
             return ToolOutput::error(format!("Error: {shown} is a directory."));
         }
@@ -108,10 +113,13 @@ pub(super) fn edit(path: &Path, shown: &str, old_text: &str, new_text: &str) -> 
         Ok(_) => {}
         Err(error) => return io_failure("edit", shown, &error),
     }
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(error) => return io_failure("read", shown, &error),
-    };
+    let mut bytes = Vec::new();
+    if let Err(error) = guard
+        .open_read(path)
+        .and_then(|mut file| std::io::Read::read_to_end(&mut file, &mut bytes))
+    {
+        return io_failure("read", shown, &error);
+    }
     let Ok(text) = String::from_utf8(bytes) else {
         return ToolOutput::error(format!(
             "Error: {shown} is not UTF-8 text; edit_file only edits text files."
@@ -134,7 +142,7 @@ pub(super) fn edit(path: &Path, shown: &str, old_text: &str, new_text: &str) -> 
         }
     }
     let edited = text.replacen(old_text, new_text, 1);
-    if let Err(error) = write_keeping_permissions(path, edited.as_bytes()) {
+    if let Err(error) = guard.replace(path, edited.as_bytes()) {
         return io_failure("write", shown, &error);
     }
     tracing::info!(path = %path.display(), before = text.len(), after = edited.len(), "Agent edited a file.");

@@ -121,13 +121,3 @@ fn lock_workspace(root: &Path) -> Result<FileLock, ToolOutput> {
     FileLock::directory(root)
         .map_err(|error| ToolOutput::error(format!("Error: cannot lock the workspace: {error}")))
 }
-
-/// Writes `bytes` atomically to `path`, keeping the permissions of a file it replaces.
-fn write_keeping_permissions(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let permissions = std::fs::metadata(path).ok().map(|meta| meta.permissions());
-    crate::storage::atomic::write(path, bytes)?;
-    if let Some(permissions) = permissions {
-        std::fs::set_permissions(path, permissions)?;
-    }
-    Ok(())
-}

@@ -72,8 +72,16 @@ impl TypedTool for ReadFileTool {
         let limit = arguments.limit.unwrap_or(usize::MAX);
         // A file someone sent is theirs to write: it reaches the model fenced, like a page.
         let from_outside = self.guard.is_attachment(&path);
+        let guard = self.guard.clone();
         let output = blocking("read_file", move || {
-            read(&path, &arguments.path, offset, limit, READ_CAP)
+            read(
+                Some(&guard),
+                &path,
+                &arguments.path,
+                offset,
+                limit,
+                READ_CAP,
+            )
         })
         .await;
         if from_outside && !output.is_error {
@@ -91,25 +99,35 @@ enum Stop {
     Cap,
 }
 
-/// Reads lines `offset..offset + limit` of `path`, at most `cap` bytes of them.
+/// Reads lines `offset..offset + limit` of `path`, at most `cap` bytes of them; beneath the
+/// directory `guard` confines it to, when given.
 pub(super) fn read(
+    guard: Option<&WorkspaceGuard>,
     path: &Path,
     shown: &str,
     offset: usize,
     limit: usize,
     cap: usize,
 ) -> ToolOutput {
-    if path.is_dir() {
+    let meta = match guard {
+        Some(guard) => guard.metadata(path),
+        None => std::fs::metadata(path),
+    };
+    if meta.as_ref().is_ok_and(|meta| meta.is_dir()) {
         return ToolOutput::error(format!(
             "Error: {shown} is a directory; use list_files to see its entries."
         ));
     }
-    if path.exists() && !path.is_file() {
+    if meta.as_ref().is_ok_and(|meta| !meta.is_file()) {
         return ToolOutput::error(format!(
             "Error: {shown} is not a regular file (a device, socket or FIFO); read_file reads files."
         ));
     }
-    let file = match File::open(path) {
+    let opened = match guard {
+        Some(guard) => guard.open_read(path),
+        None => File::open(path),
+    };
+    let file = match opened {
         Ok(file) => file,
         Err(error) => return io_failure("read", shown, &error),
     };

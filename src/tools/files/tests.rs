@@ -121,7 +121,7 @@ fn read_cap_cuts_and_says_how_to_continue() {
     let text: String = (1..=100).map(|n| format!("line {n:03}\n")).collect();
     std::fs::write(&path, &text).unwrap();
     // Each line is 9 bytes: a 100-byte cap holds 11 lines.
-    let out = read::read(&path, "big.txt", 1, usize::MAX, 100);
+    let out = read::read(None, &path, "big.txt", 1, usize::MAX, 100);
     assert!(!out.is_error);
     assert!(out.content.starts_with("line 001\n"));
     assert!(out.content.contains("line 011\n"));
@@ -131,21 +131,21 @@ fn read_cap_cuts_and_says_how_to_continue() {
         "{}",
         out.content
     );
-    let out = read::read(&path, "big.txt", 12, 2, 100);
+    let out = read::read(None, &path, "big.txt", 12, 2, 100);
     assert!(
         out.content
             .starts_with("line 012\nline 013\n\n[Showing lines 12-13"),
         "{}",
         out.content
     );
-    let out = read::read(&path, "big.txt", 101, 1, 100);
+    let out = read::read(None, &path, "big.txt", 101, 1, 100);
     assert!(
         out.is_error && out.content.contains("only 100 lines"),
         "{out:?}"
     );
     // One line longer than the cap is shown in part, cut on a character boundary.
     std::fs::write(&path, "é".repeat(100)).unwrap();
-    let out = read::read(&path, "big.txt", 1, usize::MAX, 51);
+    let out = read::read(None, &path, "big.txt", 1, usize::MAX, 51);
     assert!(out.content.starts_with(&"é".repeat(25)), "{}", out.content);
     assert!(
         out.content.contains("shown only in part"),
@@ -382,4 +382,34 @@ async fn a_shared_turn_reads_only_its_own_conversations_attachments() {
         )
         .await;
     assert!(out.content.contains("passport"), "{out:?}");
+}
+
+/// #23 item 3: the file tools open beneath the workspace, so a directory swapped for a link
+/// after the path was checked (a background command's race) fails instead of leading out.
+/// The swap is simulated by handing the opener a path under a planted link directly.
+#[tokio::test]
+async fn the_file_tools_open_beneath_the_workspace() {
+    let w = workspace();
+    let outside = w.base.join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("secret.txt"), "outside secret\n").unwrap();
+    symlink(&outside, w.ws.join("swapped")).unwrap();
+    let through = w.guard.root().join("swapped/secret.txt");
+    let error = w.guard.open_read(&through).unwrap_err();
+    assert!(crate::storage::beneath::is_escape(&error), "{error}");
+    assert!(w.guard.metadata(&through).is_err());
+    let error = w.guard.replace(&through, b"overwritten").unwrap_err();
+    assert!(crate::storage::beneath::is_escape(&error), "{error}");
+    assert_eq!(
+        std::fs::read_to_string(outside.join("secret.txt")).unwrap(),
+        "outside secret\n"
+    );
+    // Inside, replace keeps the file's mode and creates what is missing.
+    let inside = w.guard.root().join("deep/new/file.txt");
+    w.guard.replace(&inside, b"one").unwrap();
+    std::fs::set_permissions(&inside, std::fs::Permissions::from_mode(0o640)).unwrap();
+    w.guard.replace(&inside, b"two").unwrap();
+    assert_eq!(std::fs::read(&inside).unwrap(), b"two");
+    let mode = std::fs::metadata(&inside).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o640);
 }

@@ -9,10 +9,7 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{
-    blocking, instruction_refusal, io_failure, lock_workspace, private_refusal,
-    write_keeping_permissions,
-};
+use super::{blocking, instruction_refusal, io_failure, lock_workspace, private_refusal};
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
 use crate::workspace::WorkspaceGuard;
 
@@ -62,10 +59,10 @@ impl TypedTool for WriteFileTool {
         {
             return refusal;
         }
-        let root = self.guard.root().to_owned();
+        let guard = self.guard.clone();
         blocking("write_file", move || {
             let shown = &arguments.path;
-            let _lock = match lock_workspace(&root) {
+            let _lock = match lock_workspace(guard.root()) {
                 Ok(lock) => lock,
                 Err(output) => return output,
             };
@@ -74,7 +71,9 @@ impl TypedTool for WriteFileTool {
             }
             let existed = path.exists();
             let bytes = arguments.content.as_bytes();
-            if let Err(error) = write_keeping_permissions(&path, bytes) {
+            // Beneath the workspace: a directory swapped for a link since the path was
+            // checked cannot redirect the write.
+            if let Err(error) = guard.replace(&path, bytes) {
                 return io_failure("write", shown, &error);
             }
             tracing::info!(path = %path.display(), bytes = bytes.len(), "Agent wrote a file.");
