@@ -69,6 +69,7 @@ fn fixture() -> &'static Fixture {
                 prompt_tail: None,
                 approvals: None,
                 audience: Default::default(),
+                authority: squidbot::core::authority::Authority::Owner,
             },
             _dir: dir,
         }
