@@ -196,3 +196,28 @@ fn an_empty_allow_list_asks_for_everything() {
     assert!(judge("ls", &allow).needs_approval());
     assert!(judge("env", &allow).needs_approval());
 }
+
+/// Found by the `shell_jail` fuzz target: brush-parser takes time exponential in the depth of
+/// unclosed `(` (25 took 10 s, each one more doubles it), which let one command line stall a
+/// turn's worker thread. Lines nested deeper than the judge reads, or longer, ask at once.
+#[test]
+fn deep_nesting_and_huge_lines_ask_at_once() {
+    let started = std::time::Instant::now();
+    for line in [
+        format!("{}\n", "(".repeat(40)),
+        format!("ls {}", "( ".repeat(40)),
+        format!("echo {}", "a".repeat(MAX_JUDGED_LEN + 1)),
+    ] {
+        assert!(
+            judge(&line, &AllowList::default()).needs_approval(),
+            "{}",
+            &line[..20]
+        );
+    }
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    // Ordinary nesting is still judged.
+    assert_eq!(
+        judge("echo $(ls $(pwd))", &AllowList::default()),
+        Judgement::Allowed
+    );
+}

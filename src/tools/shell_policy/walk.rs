@@ -55,6 +55,8 @@ impl<'a> Judge<'a> {
                 u32::from(c)
             ));
         }
+        // Every text parsed, an unwrapped `sh -c` argument too, is bounded (see `judge`).
+        super::too_hard(text)?;
         let mut parser = Parser::new(std::io::Cursor::new(text.as_bytes()), &self.options);
         let program: Program = parser
             .parse_program()
