@@ -81,33 +81,35 @@ pub const DEFAULT_ALLOW: &[&str] = &[
 pub const MAX_JUDGED_LEN: usize = 16 * 1024;
 
 /// Deepest nesting of `(` the parser is given; deeper lines ask (see [`judge`]).
-const MAX_JUDGED_DEPTH: usize = 12;
+const MAX_PAREN_DEPTH: usize = 12;
+
+/// Deepest nesting of `{` the parser is given (brace expansion grows faster than `(`).
+const MAX_BRACE_DEPTH: usize = 8;
 
 /// Why `text` is too long or nested too deeply to give the parser: brush-parser's time grows
-/// exponentially with the depth of unclosed `(` (found by the `shell_jail` fuzz target: 25
-/// took 10 s, each one more doubles it). Such lines are not predicted; the owner decides.
+/// exponentially with the depth of unclosed `(` and `{` (found by the `shell_jail` fuzz
+/// target: 25 `(` took 10 s, 18 `{` two minutes). Such lines are not predicted; the owner
+/// decides.
 fn too_hard(text: &str) -> Result<(), String> {
     if text.len() > MAX_JUDGED_LEN {
         return Err("the command line is too long to judge; the owner decides".to_owned());
     }
-    if paren_depth(text) > MAX_JUDGED_DEPTH {
+    if depth(text, '(', ')') > MAX_PAREN_DEPTH || depth(text, '{', '}') > MAX_BRACE_DEPTH {
         return Err("the command is nested too deeply to judge; the owner decides".to_owned());
     }
     Ok(())
 }
 
-/// The deepest nesting of parentheses in `text`, quotes ignored (an over-estimate only makes
-/// a line ask).
-fn paren_depth(text: &str) -> usize {
+/// The deepest nesting of `open`/`close` in `text`, quotes ignored (an over-estimate only
+/// makes a line ask).
+fn depth(text: &str, open: char, close: char) -> usize {
     let (mut depth, mut deepest) = (0usize, 0usize);
     for c in text.chars() {
-        match c {
-            '(' => {
-                depth += 1;
-                deepest = deepest.max(depth);
-            }
-            ')' => depth = depth.saturating_sub(1),
-            _ => {}
+        if c == open {
+            depth += 1;
+            deepest = deepest.max(depth);
+        } else if c == close {
+            depth = depth.saturating_sub(1);
         }
     }
     deepest
