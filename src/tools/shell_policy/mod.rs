@@ -97,6 +97,21 @@ fn too_hard(text: &str) -> Result<(), String> {
     if depth(text, '(', ')') > MAX_PAREN_DEPTH || depth(text, '{', '}') > MAX_BRACE_DEPTH {
         return Err("the command is nested too deeply to judge; the owner decides".to_owned());
     }
+    // brush-parser 0.4 panics on a file descriptor number too large for its integer
+    // (`99999999999>x`, found by the fuzz target); no real descriptor has ten digits.
+    let mut digits = 0usize;
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            digits += 1;
+        } else {
+            if digits >= 10 && matches!(c, '<' | '>') {
+                return Err(
+                    "a redirection names an impossible descriptor; the owner decides".to_owned(),
+                );
+            }
+            digits = 0;
+        }
+    }
     Ok(())
 }
 
