@@ -97,20 +97,19 @@ fn too_hard(text: &str) -> Result<(), String> {
     if depth(text, '(', ')') > MAX_PAREN_DEPTH || depth(text, '{', '}') > MAX_BRACE_DEPTH {
         return Err("the command is nested too deeply to judge; the owner decides".to_owned());
     }
-    // brush-parser 0.4 panics on a file descriptor number too large for its integer
-    // (`99999999999>x`, found by the fuzz target); no real descriptor has ten digits.
+    // brush-parser 0.4 panics on numbers too large for its integers: a file descriptor
+    // (`99999999999>x`) and a brace sequence bound (`{1..99999999999999999999}`), both found
+    // by the fuzz target. No real descriptor has ten digits; no number the judge needs has 19.
     let mut digits = 0usize;
-    for c in text.chars() {
+    for c in text.chars().chain(std::iter::once(' ')) {
         if c.is_ascii_digit() {
             digits += 1;
-        } else {
-            if digits >= 10 && matches!(c, '<' | '>') {
-                return Err(
-                    "a redirection names an impossible descriptor; the owner decides".to_owned(),
-                );
-            }
-            digits = 0;
+            continue;
         }
+        if digits >= 19 || (digits >= 10 && matches!(c, '<' | '>')) {
+            return Err("it holds a number too large to judge; the owner decides".to_owned());
+        }
+        digits = 0;
     }
     Ok(())
 }
@@ -238,8 +237,14 @@ pub fn judge(command: &str, allow: &AllowList) -> Judgement {
             "a `#` beside command substitution is not judged; the owner decides".to_owned(),
         );
     }
-    match walk::Judge::new(allow).line(command, 0) {
-        Ok(()) => Judgement::Allowed,
-        Err(reason) => Judgement::Ask(reason),
+    // The parser is another crate's: should it panic on some input, the line asks instead of
+    // the panic ending the tool call.
+    let judged = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        walk::Judge::new(allow).line(command, 0)
+    }));
+    match judged {
+        Ok(Ok(())) => Judgement::Allowed,
+        Ok(Err(reason)) => Judgement::Ask(reason),
+        Err(_) => Judgement::Ask("the shell parser failed on it; the owner decides".to_owned()),
     }
 }

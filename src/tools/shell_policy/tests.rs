@@ -212,6 +212,7 @@ fn deep_nesting_and_huge_lines_ask_at_once() {
         // brush-parser panics on a descriptor number past its integer (the fuzz target's third
         // run).
         "cat 22222222222222222222222222>x".to_owned(),
+        "echo {99999999999999999999999999..1}".to_owned(),
     ] {
         assert!(
             judge(&line, &AllowList::default()).needs_approval(),

@@ -57,17 +57,10 @@ impl<'a> Judge<'a> {
         }
         // Every text parsed, an unwrapped `sh -c` argument too, is bounded (see `judge`).
         super::too_hard(text)?;
-        // The parser is another crate's: should it panic on some input, the line asks
-        // instead of the panic ending the tool call.
-        let parsed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            Parser::new(std::io::Cursor::new(text.as_bytes()), &self.options).parse_program()
-        }));
-        let program: Program = match parsed {
-            Ok(parsed) => {
-                parsed.map_err(|error| format!("the shell parser could not read it ({error})"))?
-            }
-            Err(_) => return Err("the shell parser failed on it".to_owned()),
-        };
+        let mut parser = Parser::new(std::io::Cursor::new(text.as_bytes()), &self.options);
+        let program: Program = parser
+            .parse_program()
+            .map_err(|error| format!("the shell parser could not read it ({error})"))?;
         for complete in &program.complete_commands {
             self.list(complete, depth)?;
         }
