@@ -196,9 +196,7 @@ fn scan(
             let meta = match beneath::metadata(dir, &relative) {
                 Ok(meta) => meta,
                 Err(error) => {
-                    if beneath::is_escape(&error) {
-                        beneath::warn_once(&path, &error);
-                    }
+                    beneath::refused(&path, &error);
                     continue;
                 }
             };

@@ -10,7 +10,7 @@
 //! inside still work. Directories created for writes are walked one at a time with
 //! `RESOLVE_NO_SYMLINKS`, so a planted link directory is never written through.
 //!
-//! A refused link is logged once per path ([`warn_once`]) and treated as absent by readers.
+//! A refused link is logged once per path ([`refused`]) and treated as absent by readers.
 //! `rustix` (already in the tree through tempfile) makes the calls; `openat2` needs Linux 5.6,
 //! and on an older kernel these functions refuse instead of opening unchecked.
 
@@ -48,24 +48,44 @@ fn open_at(
         resolve | ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
     )
     .map_err(|error| match error {
-        rustix::io::Errno::XDEV => std::io::Error::new(
-            ErrorKind::PermissionDenied,
-            format!("{} leads out of the workspace", relative.display()),
-        ),
-        rustix::io::Errno::LOOP => std::io::Error::new(
-            ErrorKind::PermissionDenied,
-            format!("{} goes through a symlink", relative.display()),
-        ),
+        rustix::io::Errno::XDEV => Escape::error(relative, "leads out of the workspace"),
+        rustix::io::Errno::LOOP => Escape::error(relative, "goes through a symlink"),
         other => other.into(),
     })
 }
 
+/// A path refused because it would leave the directory it is resolved beneath: the kind of
+/// error [`is_escape`] recognises by type, not by its words.
+#[derive(Debug, thiserror::Error)]
+#[error("{path} {why}")]
+struct Escape {
+    path: String,
+    why: &'static str,
+}
+
+impl Escape {
+    fn error(path: &Path, why: &'static str) -> std::io::Error {
+        let escape = Self {
+            path: path.display().to_string(),
+            why,
+        };
+        std::io::Error::new(ErrorKind::PermissionDenied, escape)
+    }
+}
+
 /// Whether `error` is a refused way out (a link leading outside), not a plain I/O error.
 pub fn is_escape(error: &std::io::Error) -> bool {
-    let message = error.to_string();
-    error.kind() == ErrorKind::PermissionDenied
-        && (message.contains("leads out of the workspace")
-            || message.contains("goes through a symlink"))
+    error.get_ref().is_some_and(|inner| inner.is::<Escape>())
+}
+
+/// Whether `error` is a refused way out; if so it is logged once for `path` ([`warn_once`]).
+/// Readers treat such a file as absent.
+pub fn refused(path: &Path, error: &std::io::Error) -> bool {
+    let escape = is_escape(error);
+    if escape {
+        warn_once(path, error);
+    }
+    escape
 }
 
 /// A directory the daemon reads beneath: opened once, then any number of files in it.
@@ -156,10 +176,17 @@ fn dir_all(root: &Path, relative: &Path) -> std::io::Result<OwnedFd> {
     Ok(dir)
 }
 
-/// Writes `bytes` as the new file `relative` inside `root`, atomically and durably: `false`
-/// when a file of that name exists (it is left as it is). The directories on the way are
-/// created, never followed through a symlink.
-pub fn write_new(root: &Path, relative: &Path, bytes: &[u8]) -> std::io::Result<bool> {
+/// Writes `bytes` to a new, durable file beside `relative` inside `root` (the directories on
+/// the way created, never followed through a symlink) and hands it to `commit`, which moves it
+/// into place; the temporary file is removed whatever `commit` did. `mode` is set on the file
+/// whatever the umask.
+fn write_then<T>(
+    root: &Path,
+    relative: &Path,
+    bytes: &[u8],
+    mode: u32,
+    commit: impl FnOnce(&OwnedFd, &str, &std::ffi::OsStr) -> std::io::Result<T>,
+) -> std::io::Result<T> {
     let (parent, name) = match (relative.parent(), relative.file_name()) {
         (Some(parent), Some(name)) => (parent, name),
         _ => {
@@ -176,27 +203,49 @@ pub fn write_new(root: &Path, relative: &Path, bytes: &[u8]) -> std::io::Result<
         std::process::id(),
         fastrand::u64(..)
     );
+    let mode = Mode::from_raw_mode(mode & 0o7777);
     let fd = open_at(
         &dir,
         Path::new(&temp),
         OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL,
-        Mode::from_raw_mode(0o600),
+        mode,
         ResolveFlags::NO_SYMLINKS,
     )?;
     let written = (|| {
         let mut file = File::from(fd);
         file.write_all(bytes)?;
+        // The umask narrowed the mode at creation.
+        rustix::fs::fchmod(&file, mode)?;
         file.sync_all()
     })();
-    let result = written.and_then(|()| {
-        match rustix::fs::renameat_with(&dir, &temp, &dir, name, RenameFlags::NOREPLACE) {
-            Ok(()) => rustix::fs::fsync(&dir).map(|()| true).map_err(Into::into),
-            Err(rustix::io::Errno::EXIST) => Ok(false),
-            Err(error) => Err(error.into()),
-        }
-    });
+    let result = written.and_then(|()| commit(&dir, &temp, name));
+    // After a rename the name is gone and this does nothing; after a link or a failure it
+    // removes the temporary file.
     let _ = rustix::fs::unlinkat(&dir, &temp, rustix::fs::AtFlags::empty());
     result
+}
+
+/// Writes `bytes` as the new file `relative` inside `root`, atomically and durably: `false`
+/// when a file of that name exists (it is left as it is). The directories on the way are
+/// created, never followed through a symlink.
+pub fn write_new(root: &Path, relative: &Path, bytes: &[u8]) -> std::io::Result<bool> {
+    write_then(
+        root,
+        relative,
+        bytes,
+        0o600,
+        |dir, temp, name| match rustix::fs::renameat_with(
+            dir,
+            temp,
+            dir,
+            name,
+            RenameFlags::NOREPLACE,
+        ) {
+            Ok(()) => rustix::fs::fsync(dir).map(|()| true).map_err(Into::into),
+            Err(rustix::io::Errno::EXIST) => Ok(false),
+            Err(error) => Err(error.into()),
+        },
+    )
 }
 
 /// Replaces (or creates) the file `relative` inside `root` with `bytes`, atomically and
@@ -204,50 +253,16 @@ pub fn write_new(root: &Path, relative: &Path, bytes: &[u8]) -> std::io::Result<
 /// directories on the way are created and never followed through a symlink, so a directory
 /// swapped for a link after a path was checked cannot redirect the write.
 pub fn replace(root: &Path, relative: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
-    let (parent, name) = match (relative.parent(), relative.file_name()) {
-        (Some(parent), Some(name)) => (parent, name),
-        _ => {
-            return Err(std::io::Error::new(
-                ErrorKind::InvalidInput,
-                format!("{} names no file", relative.display()),
-            ));
-        }
-    };
-    let dir = dir_all(root, parent)?;
-    let temp = format!(
-        ".{}.tmp.{}.{}",
-        name.to_string_lossy(),
-        std::process::id(),
-        fastrand::u64(..)
-    );
-    let fd = open_at(
-        &dir,
-        Path::new(&temp),
-        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL,
-        Mode::from_raw_mode(mode & 0o7777),
-        ResolveFlags::NO_SYMLINKS,
-    )?;
-    let written = (|| {
-        let mut file = File::from(fd);
-        file.write_all(bytes)?;
-        // The umask narrowed the mode at creation; the file keeps the one it had.
-        rustix::fs::fchmod(&file, Mode::from_raw_mode(mode & 0o7777))?;
-        file.sync_all()
-    })();
-    let result = written.and_then(|()| {
-        rustix::fs::renameat(&dir, &temp, &dir, name)?;
-        rustix::fs::fsync(&dir)?;
+    write_then(root, relative, bytes, mode, |dir, temp, name| {
+        rustix::fs::renameat(dir, temp, dir, name)?;
+        rustix::fs::fsync(dir)?;
         Ok(())
-    });
-    if result.is_err() {
-        let _ = rustix::fs::unlinkat(&dir, &temp, rustix::fs::AtFlags::empty());
-    }
-    result
+    })
 }
 
 /// Logs `error` for `path` once per process: a planted link is reported, not repeated on
 /// every turn.
-pub fn warn_once(path: &Path, error: &std::io::Error) {
+fn warn_once(path: &Path, error: &std::io::Error) {
     static WARNED: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
     let mut warned = WARNED.lock().unwrap_or_else(|p| p.into_inner());
     if warned

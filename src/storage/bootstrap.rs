@@ -103,9 +103,7 @@ fn read_all(workspace: &Path, files: &[PathBuf], cache: &Mutex<Cache>) -> String
         let meta = match workspace_dir.metadata(path) {
             Ok(meta) => meta,
             Err(error) => {
-                if beneath::is_escape(&error) {
-                    beneath::warn_once(&workspace.join(path), &error);
-                }
+                beneath::refused(&workspace.join(path), &error);
                 continue;
             }
         };

@@ -65,10 +65,7 @@ impl MemoryStore for MemoryFile {
             match beneath::read_to_string(&workspace, Path::new("MEMORY.md")) {
                 Ok(text) => Ok(text),
                 Err(error) if error.kind() == ErrorKind::NotFound => Ok(String::new()),
-                Err(error) if beneath::is_escape(&error) => {
-                    beneath::warn_once(&path, &error);
-                    Ok(String::new())
-                }
+                Err(error) if beneath::refused(&path, &error) => Ok(String::new()),
                 Err(error) => Err(io_error("read", &path, error)),
             }
         })
@@ -92,10 +89,7 @@ impl MemoryStore for MemoryFile {
                     Some(old)
                 }
                 Err(error) if error.kind() == ErrorKind::NotFound => None,
-                Err(error) if beneath::is_escape(&error) => {
-                    beneath::warn_once(&path, &error);
-                    None
-                }
+                Err(error) if beneath::refused(&path, &error) => None,
                 Err(error) => return Err(io_error("read", &path, error)),
             };
             atomic::write(&path, content.as_bytes()).map_err(|e| io_error("write", &path, e))?;

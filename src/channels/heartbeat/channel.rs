@@ -165,10 +165,8 @@ impl HeartbeatChannel {
         let read = tokio::task::spawn_blocking(move || {
             let workspace = checklist.parent().unwrap_or(Path::new("."));
             let read = beneath::read_to_string(workspace, Path::new("HEARTBEAT.md"));
-            if let Err(error) = &read
-                && beneath::is_escape(error)
-            {
-                beneath::warn_once(&checklist, error);
+            if let Err(error) = &read {
+                beneath::refused(&checklist, error);
             }
             read
         })
