@@ -460,7 +460,7 @@ impl AgentLoop {
                 let mut reply = self.assistant(text.clone(), channel);
                 reply.reasoning_content = response.reasoning_content;
                 self.persist(session, &mut tail, vec![reply]).await?;
-                self.deliver(sink, &text).await;
+                self.send(sink, &text).await;
                 return Ok(Conversation {
                     reply: text,
                     tool_rounds: round,
@@ -660,9 +660,14 @@ impl AgentLoop {
         Ok(())
     }
 
+    /// Delivers `text` with known secrets redacted (an error text may quote a provider's).
     async fn deliver(&self, sink: &dyn ReplySink, text: &str) {
-        let text = self.tools.redactor().redact(text);
-        if let Err(error) = sink.deliver(&text).await {
+        self.send(sink, &self.tools.redactor().redact(text)).await;
+    }
+
+    /// Delivers `text`, already redacted.
+    async fn send(&self, sink: &dyn ReplySink, text: &str) {
+        if let Err(error) = sink.deliver(text).await {
             tracing::error!(error = %error, "Reply delivery failed.");
         }
     }

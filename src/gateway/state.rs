@@ -276,13 +276,7 @@ impl GatewayState {
         let channels: BTreeMap<String, Value> = self
             .channel_reports()
             .into_iter()
-            .map(|(name, report)| {
-                let state = serde_json::to_value(&report)
-                    .ok()
-                    .and_then(|report| report.get("state").cloned())
-                    .unwrap_or(Value::Null);
-                (name, serde_json::json!({ "state": state }))
-            })
+            .map(|(name, report)| (name, serde_json::json!({ "state": report.status.state })))
             .collect();
         let mut status = self.base(serde_json::to_value(channels).unwrap_or_default());
         status["detail"] =

@@ -293,16 +293,8 @@ async fn links_planted_in_the_workspace_never_reach_a_prompt() {
     std::fs::create_dir_all(workspace.join("skills")).unwrap();
     let config = home.join("squidbot.yaml");
     assert!(std::fs::read_to_string(&config).unwrap().contains(TOKEN));
-    for name in [
-        "SOUL.md",
-        "IDENTITY.md",
-        "USER.md",
-        "AGENTS.md",
-        "ENVIRONMENT.md",
-        "BOOTSTRAP.md",
-        "MEMORY.md",
-        "HEARTBEAT.md",
-    ] {
+    let bootstrap = squidbot::storage::bootstrap::MAIN_AGENT_FILES;
+    for name in bootstrap.into_iter().chain(["MEMORY.md", "HEARTBEAT.md"]) {
         let _ = std::fs::remove_file(workspace.join(name));
         std::os::unix::fs::symlink(&config, workspace.join(name)).unwrap();
     }

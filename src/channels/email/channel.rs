@@ -378,7 +378,8 @@ impl EmailChannel {
                 &self.config.authserv_id,
                 &sender,
             );
-        if claims_owner && !verified {
+        let unverified = claims_owner && !verified;
+        if unverified {
             tracing::warn!(uid, sender = %sender, "Mail from the owner's address without an authentication pass; treated as someone else's.");
         }
         if !verified {
@@ -394,11 +395,11 @@ impl EmailChannel {
             to: sender.clone(),
             metadata: metadata.clone(),
             uid: Some(uid),
-            unverified: claims_owner && !verified,
+            unverified,
         });
         // The sender id says so too, so no owner check downstream (approvals, authority)
         // takes it for the owner.
-        let origin = if claims_owner && !verified {
+        let origin = if unverified {
             Origin::person(format!("unverified:{sender}"))
         } else {
             Origin::person(sender)

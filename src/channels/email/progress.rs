@@ -83,8 +83,7 @@ pub struct Progress {
 impl Progress {
     /// The progress file of `account` under `home`.
     pub fn path_for(home: &Path, account: &str) -> PathBuf {
-        let name =
-            crate::channels::attachments::safe_name(&account.to_ascii_lowercase(), "account");
+        let name = crate::workspace::safe_name(&account.to_ascii_lowercase(), "account");
         home.join("state")
             .join("email")
             .join(format!("{name}.json"))

@@ -55,7 +55,8 @@ impl<'a> Judge<'a> {
                 u32::from(c)
             ));
         }
-        // Every text parsed, an unwrapped `sh -c` argument too, is bounded (see `judge`).
+        // Every text parsed, the whole line and an unwrapped `sh -c` argument alike, is bounded
+        // first (see `too_hard`).
         super::too_hard(text)?;
         let mut parser = Parser::new(std::io::Cursor::new(text.as_bytes()), &self.options);
         let program: Program = parser
