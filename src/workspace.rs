@@ -239,6 +239,25 @@ impl WorkspaceGuard {
         }
     }
 
+    /// The entries of the resolved directory `path`, beneath the directory that confines it
+    /// (unconfined: by path, following every link).
+    pub fn list(&self, path: &Path) -> std::io::Result<Vec<(String, beneath::EntryKind)>> {
+        if let Some((base, relative)) = self.confined(path) {
+            return beneath::Beneath::open(base)?.list(&relative);
+        }
+        let mut entries = Vec::new();
+        for entry in std::fs::read_dir(path)? {
+            let entry = entry?;
+            let kind = if std::fs::metadata(entry.path()).is_ok_and(|meta| meta.is_dir()) {
+                beneath::EntryKind::Dir
+            } else {
+                beneath::EntryKind::File
+            };
+            entries.push((entry.file_name().to_string_lossy().into_owned(), kind));
+        }
+        Ok(entries)
+    }
+
     /// Replaces the resolved `path` with `bytes` atomically, keeping its permissions (new
     /// files get the umask's), beneath the workspace when confined.
     pub fn replace(&self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {

@@ -71,6 +71,7 @@ pub struct Assembly {
     spawn: Option<Arc<SpawnHub>>,
     history_index: Option<Arc<SearchHistoryTool>>,
     sandbox: Arc<Sandbox>,
+    redactor: Arc<Redactor>,
 }
 
 /// What building more pools later needs.
@@ -285,7 +286,14 @@ impl Assembly {
             spawn,
             history_index,
             sandbox,
+            redactor,
         })
+    }
+
+    /// The redactor shared by every tool result, reply, prompt and log line (a channel adds
+    /// the secrets it learns at login).
+    pub fn redactor(&self) -> &Arc<Redactor> {
+        &self.redactor
     }
 
     /// The shell sandbox (for `/status`).

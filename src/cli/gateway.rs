@@ -49,7 +49,7 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     let metrics = Arc::new(Metrics::new());
     let assembly = Assembly::build(&loaded, Some(metrics.clone())).await?;
     metrics.register_tool("memory_write");
-    let state = Arc::new(GatewayState::new(metrics));
+    let state = Arc::new(GatewayState::new(metrics).with_redactor(assembly.redactor().clone()));
     state.add_section(Arc::new(SkillsSection(assembly.skills().clone())));
     let sandbox = assembly.sandbox().clone();
     let shell_enabled = config.tools.shell.enabled;
@@ -72,11 +72,10 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     let activity_log: Arc<dyn ActivityLog> = activity.clone();
     let matrix = config.channels.matrix.enabled.then(|| {
         let workspace = &config.agents.workspace;
-        Arc::new(MatrixChannel::new(
-            &config.channels.matrix,
-            &loaded.home,
-            workspace,
-        ))
+        Arc::new(
+            MatrixChannel::new(&config.channels.matrix, &loaded.home, workspace)
+                .with_redactor(assembly.redactor().clone()),
+        )
     });
     let turn_tools: Arc<dyn TurnTools> = match &matrix {
         Some(matrix) => Arc::new(MatrixTurnTools::new(

@@ -17,6 +17,7 @@
 //! The router sets it from the reply sink's readers ([`AgentLoop::audience`]); the terminal,
 //! whose person is the owner by construction, sets it itself.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use futures_util::future::join_all;
@@ -436,7 +437,7 @@ impl AgentLoop {
                 }
                 call = self.call_llm(llm, &prompt, &tools, sink, tag) => call,
             };
-            let response = match call {
+            let mut response = match call {
                 Ok(response) => response,
                 Err(error) => {
                     tracing::warn!(session = %session, error = %error, "LLM call failed; told the user.");
@@ -446,6 +447,17 @@ impl AgentLoop {
                     return Err(TurnError::Llm(error));
                 }
             };
+            // A secret the model repeats in its reasoning or in a call's arguments is neither
+            // kept in the history nor used: the call runs with `[redacted]`.
+            let redactor = self.tools.redactor();
+            if let Some(reasoning) = &mut response.reasoning_content
+                && let Cow::Owned(redacted) = redactor.redact(reasoning)
+            {
+                *reasoning = redacted;
+            }
+            for call in &mut response.tool_calls {
+                redactor.redact_json(&mut call.arguments);
+            }
             if response.tool_calls.is_empty() {
                 if response.text.trim().is_empty() {
                     let error = LlmError::Protocol {

@@ -13,8 +13,13 @@
 //! up in JSON output or a URL. Secrets shorter than [`MIN_SECRET_LEN`] bytes are not matched:
 //! replacing every occurrence of a four-letter word would wreck ordinary output, and such a
 //! value is no real secret; the assembly logs the fields it skipped.
+//!
+//! A secret learned later (the access token a Matrix password login returns) is added with
+//! [`Redactor::add`]: the matcher is rebuilt and swapped in, so every holder of the shared
+//! redactor (tool set, agent loop, log writer) covers it from then on.
 
 use std::borrow::Cow;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use aho_corasick::{AhoCorasick, MatchKind};
 
@@ -24,11 +29,19 @@ pub const REDACTED: &str = "[redacted]";
 /// Secrets shorter than this (in bytes) are not redacted (see the module docs).
 pub const MIN_SECRET_LEN: usize = 8;
 
-/// Replaces known secrets in text. Cheap to share; built once.
+/// Replaces known secrets in text. Cheap to share; built once, extended by [`Redactor::add`].
 #[derive(Debug, Default)]
 pub struct Redactor {
+    // A std lock: held only to clone the Arc (readers) or to swap it (a rare `add`).
+    current: RwLock<Arc<Matcher>>,
+}
+
+/// One built matcher over a fixed set of secrets.
+#[derive(Debug, Default)]
+struct Matcher {
     matcher: Option<AhoCorasick>,
-    n_secrets: usize,
+    /// The secrets matched, kept to rebuild with one more.
+    secrets: Vec<String>,
     /// Every form matched, for [`Redactor::partial_suffix`].
     patterns: Vec<String>,
 }
@@ -42,39 +55,32 @@ impl Redactor {
     /// A redactor for `secrets`; values shorter than [`MIN_SECRET_LEN`] are left out (see
     /// [`Redactor::too_short`] to name them).
     pub fn new<S: AsRef<str>>(secrets: impl IntoIterator<Item = S>) -> Self {
-        let mut patterns: Vec<String> = Vec::new();
-        let mut n_secrets = 0;
-        for secret in secrets {
-            let secret = secret.as_ref();
-            if Self::too_short(secret) {
-                continue;
-            }
-            n_secrets += 1;
-            for form in forms(secret) {
-                if !patterns.contains(&form) {
-                    patterns.push(form);
-                }
-            }
+        let secrets = secrets.into_iter().map(|s| s.as_ref().to_owned()).collect();
+        Self {
+            current: RwLock::new(Arc::new(Matcher::build(secrets))),
         }
-        if patterns.is_empty() {
-            return Self::none();
+    }
+
+    /// Adds `secret` (learned after start) to what is redacted from now on; a value too short
+    /// or already known changes nothing.
+    pub fn add(&self, secret: &str) {
+        if Self::too_short(secret) {
+            return;
         }
-        let matcher = AhoCorasick::builder()
-            .match_kind(MatchKind::Standard)
-            .build(&patterns);
-        match matcher {
-            Ok(matcher) => Self {
-                matcher: Some(matcher),
-                n_secrets,
-                patterns,
-            },
-            Err(error) => {
-                // Only a pattern set beyond aho-corasick's size limits fails; a handful of
-                // secrets never is. Say so loudly rather than pretend to redact.
-                tracing::error!(error = %error, "Secret redactor could not be built; tool output is not redacted.");
-                Self::none()
-            }
+        let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
+        if current.secrets.iter().any(|known| known == secret) {
+            return;
         }
+        let mut secrets = current.secrets.clone();
+        secrets.push(secret.to_owned());
+        *current = Arc::new(Matcher::build(secrets));
+    }
+
+    fn matcher(&self) -> Arc<Matcher> {
+        self.current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Whether `secret` is too short to be redacted.
@@ -84,19 +90,20 @@ impl Redactor {
 
     /// How many secrets are redacted.
     pub fn len(&self) -> usize {
-        self.n_secrets
+        self.matcher().secrets.len()
     }
 
     /// Whether no secret is redacted.
     pub fn is_empty(&self) -> bool {
-        self.n_secrets == 0
+        self.matcher().secrets.is_empty()
     }
 
     /// The length of the longest end of `text` that is the beginning of a secret (but not a
     /// whole one): what a stream must hold back until the next piece shows whether it goes on.
     pub fn partial_suffix(&self, text: &str) -> usize {
         let text = text.as_bytes();
-        self.patterns
+        self.matcher()
+            .patterns
             .iter()
             .filter_map(|pattern| {
                 let pattern = pattern.as_bytes();
@@ -110,14 +117,16 @@ impl Redactor {
 
     /// Whether `text` contains a known secret.
     pub fn finds(&self, text: &str) -> bool {
-        self.matcher
+        self.matcher()
+            .matcher
             .as_ref()
             .is_some_and(|matcher| matcher.is_match(text))
     }
 
     /// `text` with every known secret replaced by [`REDACTED`]; borrowed when none occurs.
     pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        let Some(matcher) = &self.matcher else {
+        let current = self.matcher();
+        let Some(matcher) = &current.matcher else {
             return Cow::Borrowed(text);
         };
         // The byte ranges of all matches, overlapping ones included, merged into maximal
@@ -147,6 +156,64 @@ impl Redactor {
         }
         out.push_str(&text[at..]);
         Cow::Owned(out)
+    }
+}
+
+impl Redactor {
+    /// `value` with the known secrets replaced in every string, keys included (a tool call's
+    /// arguments, a `/status` document).
+    pub fn redact_json(&self, value: &mut serde_json::Value) {
+        use serde_json::Value;
+        match value {
+            Value::String(text) => {
+                if let Cow::Owned(redacted) = self.redact(text) {
+                    *text = redacted;
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|item| self.redact_json(item)),
+            Value::Object(map) => {
+                for (key, mut item) in std::mem::take(map) {
+                    self.redact_json(&mut item);
+                    map.insert(self.redact(&key).into_owned(), item);
+                }
+            }
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        }
+    }
+}
+
+impl Matcher {
+    /// The matcher of `secrets`, the too-short ones dropped.
+    fn build(mut secrets: Vec<String>) -> Self {
+        secrets.retain(|secret| !Redactor::too_short(secret));
+        secrets.dedup();
+        let mut patterns: Vec<String> = Vec::new();
+        for secret in &secrets {
+            for form in forms(secret) {
+                if !patterns.contains(&form) {
+                    patterns.push(form);
+                }
+            }
+        }
+        if patterns.is_empty() {
+            return Self::default();
+        }
+        let matcher = AhoCorasick::builder()
+            .match_kind(MatchKind::Standard)
+            .build(&patterns);
+        match matcher {
+            Ok(matcher) => Self {
+                matcher: Some(matcher),
+                secrets,
+                patterns,
+            },
+            Err(error) => {
+                // Only a pattern set beyond aho-corasick's size limits fails; a handful of
+                // secrets never is. Say so loudly rather than pretend to redact.
+                tracing::error!(error = %error, "Secret redactor could not be built; tool output is not redacted.");
+                Self::default()
+            }
+        }
     }
 }
 
@@ -306,6 +373,21 @@ mod tests {
         assert!(Redactor::too_short("1234567"));
         assert!(!Redactor::too_short("12345678"));
         assert!(Redactor::none().is_empty());
+    }
+
+    #[test]
+    fn a_secret_added_later_is_redacted_from_then_on() {
+        let redactor = Redactor::new(["sk-live-123456"]);
+        let text = "sk-live-123456 syt_bot_token_abcdef";
+        assert_eq!(redactor.redact(text), "[redacted] syt_bot_token_abcdef");
+        redactor.add("syt_bot_token_abcdef");
+        redactor.add("syt_bot_token_abcdef");
+        redactor.add("short");
+        assert_eq!(redactor.len(), 2);
+        assert_eq!(redactor.redact(text), "[redacted] [redacted]");
+        let empty = Redactor::none();
+        empty.add("syt_bot_token_abcdef");
+        assert!(empty.finds(text));
     }
 
     #[test]

@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use super::metrics::Metrics;
 use crate::core::liveness::Liveness;
+use crate::core::redact::Redactor;
 use crate::core::session::SessionId;
 
 /// Where a channel task is in its life.
@@ -155,6 +156,9 @@ pub struct GatewayState {
     sessions: Mutex<HashMap<SessionId, SessionActivity>>,
     sections: RwLock<Vec<Arc<dyn StatusSection>>>,
     metrics: Arc<Metrics>,
+    /// Every string `/status` shows passes through it: a section may quote a command, an
+    /// error or a job text that holds a secret.
+    redactor: Arc<Redactor>,
 }
 
 impl GatewayState {
@@ -167,7 +171,14 @@ impl GatewayState {
             sessions: Mutex::default(),
             sections: RwLock::default(),
             metrics,
+            redactor: Arc::new(Redactor::none()),
         }
+    }
+
+    /// The state redacting what `/status` shows with `redactor`.
+    pub fn with_redactor(mut self, redactor: Arc<Redactor>) -> Self {
+        self.redactor = redactor;
+        self
     }
 
     /// The metrics.
@@ -321,6 +332,24 @@ impl GatewayState {
         let mut status = self.base(serde_json::to_value(channels).unwrap_or_default());
         status["sessions"] = serde_json::to_value(sessions).unwrap_or_default();
         self.add_sections(&mut status, |_| true).await;
+        self.redactor.redact_json(&mut status);
         status
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn status_shows_no_secret_a_section_quotes() {
+        let redactor = Arc::new(Redactor::new(["sk-status-SECRET-99"]));
+        let state = GatewayState::new(Arc::new(Metrics::new())).with_redactor(redactor);
+        state.add_section(Arc::new(status_fn("jobs", || {
+            serde_json::json!([{"message": "use sk-status-SECRET-99 daily", "sk-status-SECRET-99": 1}])
+        })));
+        let shown = state.snapshot().await.to_string();
+        assert!(shown.contains("use [redacted] daily"), "{shown}");
+        assert!(!shown.contains("SECRET"), "{shown}");
     }
 }

@@ -130,6 +130,46 @@ impl Beneath {
     }
 }
 
+/// What an entry of a listed directory is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A directory (or a link to one that stays inside).
+    Dir,
+    /// Anything else that stays inside.
+    File,
+    /// A link that leads out (or through a magic link): named, never followed.
+    Outside,
+}
+
+impl Beneath {
+    /// The entries of the directory `relative` (names, unsorted, without `.` and `..`), each
+    /// classified by resolving it beneath this directory: a link out is [`EntryKind::Outside`].
+    pub fn list(&self, relative: &Path) -> std::io::Result<Vec<(String, EntryKind)>> {
+        let dir = open_at(
+            &self.0,
+            relative,
+            OFlags::RDONLY | OFlags::DIRECTORY,
+            Mode::empty(),
+            ResolveFlags::empty(),
+        )?;
+        let mut entries = Vec::new();
+        for entry in rustix::fs::Dir::new(dir)? {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name == "." || name == ".." {
+                continue;
+            }
+            let kind = match self.metadata(&relative.join(&name)) {
+                Ok(meta) if meta.is_dir() => EntryKind::Dir,
+                Err(error) if is_escape(&error) => EntryKind::Outside,
+                _ => EntryKind::File,
+            };
+            entries.push((name, kind));
+        }
+        Ok(entries)
+    }
+}
+
 /// Opens `relative` (inside `root`) for reading.
 pub fn open_read(root: &Path, relative: &Path) -> std::io::Result<File> {
     Beneath::open(root)?.open_read(relative)

@@ -403,3 +403,47 @@ async fn secrets_are_redacted_from_replies_streams_history_and_prompts() {
         "the history holds the key"
     );
 }
+
+/// #23 item 7: a provider error quoting the key (as some do: "Incorrect API key provided:
+/// sk-…") is logged without it; a key the model puts in a tool call's arguments is redacted
+/// before the call runs, so neither the job it schedules, nor `/status` listing that job, nor
+/// any file in the home holds it.
+#[tokio::test]
+async fn a_secret_in_a_provider_error_reaches_neither_the_log_nor_status() {
+    let llm = ScriptedLlm::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("gateway.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let gw = gateway(&llm, "", Stdio::from(log)).await;
+    let error = format!(
+        "{{\"error\":{{\"message\":\"Incorrect API key provided: {PROVIDER_KEY}\",\"code\":\"invalid_api_key\"}}}}"
+    );
+    llm.enqueue(Reply::Status {
+        status: 401,
+        body: error,
+        retry_after: None,
+    });
+    let (status, body) = gw.say("leak", "hello").await;
+    assert_ne!(status, 200, "{body}");
+    assert!(!body.to_string().contains("SECRET"), "{body}");
+    // A job whose text quotes the key (the model wrote it).
+    let job = json!({"name": format!("rotate {PROVIDER_KEY}"), "message": format!("rotate {PROVIDER_KEY}"), "schedule": "every 3600"});
+    llm.enqueue(round(&[("cron_add", job)]));
+    llm.enqueue(Reply::Text("scheduled".into()));
+    let (status, body) = gw.say("leak", "schedule it").await;
+    assert_eq!(status, 200, "{body}");
+    let shown = gw.get_json("/status").await.to_string();
+    assert!(shown.contains("rotate [redacted]"), "{shown}");
+    assert!(!shown.contains("SECRET"), "{shown}");
+    let logged = std::fs::read_to_string(&log_path).unwrap();
+    assert!(
+        logged.contains("Incorrect API key provided: [redacted]"),
+        "the error is not logged at all:\n{logged}"
+    );
+    assert!(!logged.contains("SECRET"), "{logged}");
+    // Nor does any file: the call's arguments were redacted before it ran and was stored.
+    assert_eq!(
+        files_holding(gw.home(), PROVIDER_KEY, &log_path),
+        Vec::<String>::new()
+    );
+}

@@ -45,6 +45,7 @@ use crate::core::origin::Origin;
 use crate::core::ports::channel::{
     Channel, ChannelContext, ChannelError, Inbound, ReplySink, routing,
 };
+use crate::core::redact::Redactor;
 use crate::core::session::SessionId;
 
 /// The channel's name and session prefix.
@@ -83,6 +84,8 @@ pub struct MatrixChannel {
     client: ClientSlot,
     /// A std mutex: held only to copy or update a few fields.
     status: Mutex<MatrixStatus>,
+    /// Learns the access token a password login returns, so no reply, prompt or log shows it.
+    redactor: Arc<Redactor>,
 }
 
 impl MatrixChannel {
@@ -98,7 +101,15 @@ impl MatrixChannel {
                 state: "stopped",
                 ..MatrixStatus::default()
             }),
+            redactor: Arc::new(Redactor::none()),
         }
+    }
+
+    /// The channel adding the access token it obtains at login to `redactor` (the shared one
+    /// of tool results, replies, prompts and logs).
+    pub fn with_redactor(mut self, redactor: Arc<Redactor>) -> Self {
+        self.redactor = redactor;
+        self
     }
 
     /// The client handle shared with the `matrix_send_file` tool.
@@ -153,6 +164,9 @@ impl MatrixChannel {
                 .send()
                 .await
                 .map_err(login_error)?;
+            if let Some(token) = client.access_token() {
+                self.redactor.add(&token);
+            }
         } else {
             let session = MatrixSession {
                 meta: SessionMeta {

@@ -10,6 +10,7 @@ use serde::Deserialize;
 
 use super::{LIST_CAP, blocking, io_failure};
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
+use crate::storage::beneath::EntryKind;
 use crate::workspace::WorkspaceGuard;
 
 /// Lists a directory.
@@ -67,34 +68,30 @@ impl TypedTool for ListFilesTool {
                  listed; see the paths named in the messages.",
             );
         }
-        blocking("list_files", move || list(&path, &shown, LIST_CAP)).await
+        let guard = self.guard.clone();
+        blocking("list_files", move || list(&guard, &path, &shown, LIST_CAP)).await
     }
 }
 
-/// The listing of `path`, at most `cap` entries.
-pub(super) fn list(path: &Path, shown: &str, cap: usize) -> ToolOutput {
-    if path.exists() && !path.is_dir() {
+/// The listing of `path`, at most `cap` entries, read beneath the workspace: a link that
+/// leads out is named as such and never followed.
+pub(super) fn list(guard: &WorkspaceGuard, path: &Path, shown: &str, cap: usize) -> ToolOutput {
+    if guard.metadata(path).is_ok_and(|meta| !meta.is_dir()) {
         return ToolOutput::error(format!(
             "Error: {shown} is not a directory; use read_file to read it."
         ));
     }
-    let entries = match std::fs::read_dir(path) {
+    let entries = match guard.list(path) {
         Ok(entries) => entries,
         Err(error) => return io_failure("list", shown, &error),
     };
     let mut dirs = Vec::new();
     let mut files = Vec::new();
-    for entry in entries {
-        let entry = match entry {
-            Ok(entry) => entry,
-            Err(error) => return io_failure("list", shown, &error),
-        };
-        let name = entry.file_name().to_string_lossy().into_owned();
-        // Follow symlinks so a link to a directory is listed as one.
-        if std::fs::metadata(entry.path()).is_ok_and(|meta| meta.is_dir()) {
-            dirs.push(name);
-        } else {
-            files.push(name);
+    for (name, kind) in entries {
+        match kind {
+            EntryKind::Dir => dirs.push(name),
+            EntryKind::File => files.push(name),
+            EntryKind::Outside => files.push(format!("{name} (a link out of the workspace)")),
         }
     }
     if dirs.is_empty() && files.is_empty() {

@@ -250,13 +250,20 @@ async fn list_files_dirs_first_and_capped() {
     std::fs::create_dir_all(w.ws.join("adir")).unwrap();
     std::fs::write(w.ws.join("b.txt"), "").unwrap();
     std::fs::write(w.ws.join("a.txt"), "").unwrap();
-    symlink(w.ws.join("adir"), w.ws.join("linkdir")).unwrap();
+    symlink("adir", w.ws.join("linkdir")).unwrap();
+    // A link out is named, never followed (the directory it names is not looked into).
+    std::fs::create_dir_all(w.base.join("elsewhere")).unwrap();
+    symlink(w.base.join("elsewhere"), w.ws.join("out")).unwrap();
     let list = ListFilesTool::new(w.guard.clone());
     let out = call(&list, json!({})).await;
     assert_eq!(
         out,
-        ToolOutput::ok("d adir\nd linkdir\nd zdir\nf a.txt\nf b.txt")
+        ToolOutput::ok(
+            "d adir\nd linkdir\nd zdir\nf a.txt\nf b.txt\nf out (a link out of the workspace)"
+        )
     );
+    let out = call(&list, json!({"path": "out"})).await;
+    assert!(out.is_error, "{out:?}");
     let out = call(&list, json!({"path": "adir"})).await;
     assert_eq!(out, ToolOutput::ok("(adir is empty)"));
     let out = call(&list, json!({"path": "a.txt"})).await;
@@ -264,10 +271,10 @@ async fn list_files_dirs_first_and_capped() {
         out.is_error && out.content.contains("not a directory"),
         "{out:?}"
     );
-    let out = list::list(&w.ws, ".", 2);
+    let out = list::list(&w.guard, &w.ws, ".", 2);
     assert_eq!(
         out.content,
-        "d adir\nd linkdir\n[... 3 more entries not shown; list a subdirectory or use the shell tool.]"
+        "d adir\nd linkdir\n[... 4 more entries not shown; list a subdirectory or use the shell tool.]"
     );
 }
 
