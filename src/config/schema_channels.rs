@@ -144,9 +144,15 @@ pub struct EmailConfig {
     /// Attachments larger than this (bytes, decoded) are not saved: the agent gets a note
     /// naming them instead. Default: `5242880` (5 MiB).
     pub max_attachment_bytes: u64,
-    /// Replies per sender per hour; mail beyond it is marked read and not answered, which
-    /// stops any mail loop the other guards miss. Default: `20`.
+    /// Replies per sender per hour, for everyone but the owner; mail beyond it stays unread
+    /// and is answered when the hour has room again (the sender is told once), which stops
+    /// any mail loop the other guards miss. Default: `20`.
     pub replies_per_hour: u32,
+    /// On the first start against a mailbox (no progress stored) and after the server
+    /// renumbered it (a new UIDVALIDITY), the unseen mail of the last this-many days is
+    /// answered; older mail, and all mail already read, is history and never answered (the
+    /// log says how much was skipped). `0`: only mail arriving from then on. Default: `1`.
+    pub backlog_days: u32,
     /// The authserv-id your receiving mail server writes in the `Authentication-Results`
     /// header it adds (`mx.example.org`). Mail from the owner's address counts as the owner's
     /// (approvals, private memory, the owner's tools) only when the topmost such header, from
@@ -176,6 +182,7 @@ impl Default for EmailConfig {
             max_message_bytes: 25 * 1024 * 1024,
             max_attachment_bytes: 5 * 1024 * 1024,
             replies_per_hour: 20,
+            backlog_days: 1,
             authserv_id: String::new(),
         }
     }

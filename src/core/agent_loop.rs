@@ -41,6 +41,7 @@ use crate::core::ports::store::{StoreError, StoredMessage, Tail};
 use crate::core::ports::tool::{Tool, ToolContext};
 use crate::core::ports::usage::{CallTag, Purpose, TurnSpend};
 use crate::core::redact::StreamRedactor;
+use crate::core::resume::{self, Resume};
 use crate::core::session::SessionId;
 use crate::core::session_locks::SessionLocks;
 use crate::core::tool_pipeline::CallPipeline;
@@ -79,6 +80,9 @@ pub struct TurnRequest {
     /// Who takes part: the owner's private memory is part of the turn only with
     /// [`Audience::Owner`]. Shared by default, so a request nobody judged keeps it out.
     pub audience: Audience,
+    /// The channel's id of the message, when it may be handed over again (see
+    /// [`crate::core::resume`]).
+    pub source_id: Option<String>,
 }
 
 impl TurnRequest {
@@ -94,6 +98,7 @@ impl TurnRequest {
             persisted: None,
             cancel: CancellationToken::new(),
             audience: Audience::Shared,
+            source_id: None,
         }
     }
 
@@ -111,6 +116,7 @@ impl TurnRequest {
             reply,
             persisted,
             llm,
+            source_id,
         } = inbound;
         let request = Self {
             session,
@@ -122,6 +128,7 @@ impl TurnRequest {
             persisted,
             cancel: CancellationToken::new(),
             audience: Audience::Shared,
+            source_id,
         };
         (request, reply)
     }
@@ -315,20 +322,52 @@ impl AgentLoop {
             }
         }
 
-        let mut user = Message::new(Role::User, request.text.clone(), self.clock.now());
-        user.channel = Some(channel.clone());
-        user.sender_id = Some(request.origin.sender_id().into_owned());
-        let offsets = self
-            .memory
-            .history()
-            .append(&session, std::slice::from_ref(&user))
-            .await;
-        let offsets = offsets.map_err(TurnError::Persist)?;
+        let resumed = match &request.source_id {
+            Some(source_id) => {
+                let tail = self.memory.load_tail(&session).await;
+                resume::resume(&tail.map_err(TurnError::Store)?, source_id)
+            }
+            None => Resume::Fresh,
+        };
+        let user = match resumed {
+            Resume::Fresh => {
+                let mut user = Message::new(Role::User, request.text.clone(), self.clock.now());
+                user.channel = Some(channel.clone());
+                user.sender_id = Some(request.origin.sender_id().into_owned());
+                user.source_id = request.source_id.clone();
+                let offsets = self
+                    .memory
+                    .history()
+                    .append(&session, std::slice::from_ref(&user))
+                    .await;
+                let offsets = offsets.map_err(TurnError::Persist)?;
+                Some((user, offsets))
+            }
+            Resume::Continue(_) => {
+                tracing::info!(session = %session, "A message handed over again was cut short; its turn goes on.");
+                None
+            }
+            Resume::Answered(reply) => {
+                tracing::info!(session = %session, "A message handed over again was answered; the answer is sent again.");
+                if let Some(persisted) = request.persisted.take() {
+                    let _ = persisted.send(());
+                }
+                self.send(sink, &reply).await;
+                let tail = self.memory.load_tail(&session).await;
+                return Ok(TurnOutcome {
+                    reply,
+                    tool_rounds: 0,
+                    tools_called: Vec::new(),
+                    history_len: tail.map_err(TurnError::Store)?.total(),
+                    consolidation: Consolidation::NotDue,
+                });
+            }
+        };
         if let Some(persisted) = request.persisted.take() {
             let _ = persisted.send(());
         }
         sink.typing(true).await;
-        let result = self.converse(&request, &channel, user, offsets, sink).await;
+        let result = self.converse(&request, &channel, user, sink).await;
         sink.typing(false).await;
         let Conversation {
             reply,
@@ -358,8 +397,7 @@ impl AgentLoop {
         &self,
         request: &TurnRequest,
         channel: &str,
-        user: Message,
-        offsets: Vec<u64>,
+        user: Option<(Message, Vec<u64>)>,
         sink: &dyn ReplySink,
     ) -> Result<Conversation, TurnError> {
         let session = &request.session;
@@ -370,7 +408,10 @@ impl AgentLoop {
             .load_tail(session)
             .await
             .map_err(TurnError::Store)?;
-        if tail.messages.last().is_none_or(|s| *s.message != user) {
+        // `None`: a resumed turn, whose message (and what followed it) is in the tail.
+        if let Some((user, offsets)) = user
+            && tail.messages.last().is_none_or(|s| *s.message != user)
+        {
             // The tail was read before our append became visible (cannot happen with a
             // read-your-writes store, but stay correct): add it ourselves.
             tail.messages.push(StoredMessage {

@@ -65,6 +65,10 @@ pub struct Message {
     /// Who sent it: a user id, `assistant`, `heartbeat`, `cron:<job>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sender_id: Option<String>,
+    /// The channel's id of what was received (a mailbox entry), on a user message: a turn
+    /// handed over again after a crash finds it and resumes instead of starting twice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_id: Option<String>,
 }
 
 impl Message {
@@ -79,6 +83,7 @@ impl Message {
             reasoning_content: None,
             channel: None,
             sender_id: None,
+            source_id: None,
         }
     }
 

@@ -20,6 +20,7 @@ pub mod origin;
 pub mod owner;
 pub mod ports;
 pub mod redact;
+pub mod resume;
 pub mod session;
 pub mod session_locks;
 pub mod tool_pipeline;

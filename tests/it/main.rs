@@ -55,6 +55,8 @@ mod import_cli;
 mod two_processes;
 // The email channel against real dovecot + SMTP: parsing, threading, loop guard, restarts.
 mod email;
+// Real mail from public corpora, on dovecot.
+mod email_corpus;
 // `search_history` through the binary: ranked recall, the asking turn left out, summaries,
 // unforgeable output, index rebuilds.
 mod search_history;

@@ -1,14 +1,18 @@
 //! [`EmailChannel`]: the running task. It keeps one IMAP connection, turns new mail into turns
-//! of `email:<sender>`, marks each `\Seen` once persisted, and answers through [`EmailReply`].
+//! of `email:<sender>`, answers through [`EmailReply`], and marks each mail `\Seen` once its
+//! answer was sent or queued (so a crash at any step leaves it unseen, and it is answered
+//! after the restart: the turn finds its message by the mail's source id and goes on, see
+//! [`crate::core::resume`]).
 //!
 //! The loop: connect and log in (backing off 1 s doubling to 60 s after failures), select
-//! INBOX, check UIDVALIDITY, then repeatedly scan (unseen mail and mail above the last UID,
-//! skipping what the progress file says is done) and wait: IDLE, re-armed every 25 minutes
-//! (servers may drop an IDLE after 29), or a poll timer where the server has no IDLE. The wait
-//! also ends when a submitted mail was persisted, so its `\Seen` is set promptly. Shutdown ends
-//! every wait, and the session logs out before `run` returns.
+//! INBOX, check UIDVALIDITY (a mailbox met for the first time, or renumbered, starts from its
+//! present mail: see [`super::progress`]), then repeatedly scan (unseen mail and mail above the
+//! last UID, skipping what the progress file says is done) and wait: IDLE, re-armed every 25
+//! minutes (servers may drop an IDLE after 29), or a poll timer where the server has no IDLE.
+//! The wait also ends when a submitted mail was answered, so its `\Seen` is set promptly.
+//! Shutdown ends every wait, and the session logs out before `run` returns.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -23,7 +27,7 @@ use super::guard::{Allowlist, RateLimit, loop_check};
 use super::imap::{self, Fetched, ImapSession};
 use super::parse::{self, ParsedMail};
 use super::progress::{MessageState, Progress, ProgressSummary};
-use super::reply::{META_FROM, META_MESSAGE_ID, META_REFERENCES};
+use super::reply::{META_FROM, META_MESSAGE_ID, META_REFERENCES, META_UID};
 use super::sink::{EmailReply, Mailer};
 use super::smtp::SmtpOutbox;
 use super::{EmailError, auth};
@@ -71,11 +75,12 @@ pub struct EmailStatus {
 
 /// How one mail was handled.
 enum Handled {
-    /// Submitted; its `\Seen` follows once persisted.
+    /// Submitted; its `\Seen` follows once answered.
     Submitted,
     /// Not for the agent: recorded and marked `\Seen` now.
     Ignored(String),
-    /// Not handled now (shutting down); it stays unseen and comes again.
+    /// Not handled now (shutting down, or its sender is over the rate limit); it stays
+    /// unseen and comes again.
     Deferred,
 }
 
@@ -89,8 +94,13 @@ pub struct EmailChannel {
     // Std mutexes: held for quick in-memory updates only, never across an await.
     rate_limit: Mutex<RateLimit>,
     status: Mutex<EmailStatus>,
-    /// UIDs submitted but not yet persisted: not to be submitted again meanwhile.
+    /// UIDs submitted whose turn has not ended: not to be submitted again meanwhile.
     in_flight: Arc<Mutex<HashSet<u32>>>,
+    /// UIDs whose turn ended without an answer (cancelled at shutdown, failed to persist):
+    /// left unseen for the next start, not retried in a loop by this one.
+    unanswered: Arc<Mutex<HashSet<u32>>>,
+    /// UIDs of senders over the rate limit, and when they have room again.
+    deferred: Mutex<HashMap<u32, Instant>>,
     /// Whose mail is the owner's own instruction; everyone else's is fenced as untrusted data.
     owner: Owner,
 }
@@ -117,6 +127,8 @@ impl EmailChannel {
                 ..EmailStatus::default()
             }),
             in_flight: Arc::new(Mutex::new(HashSet::new())),
+            unanswered: Arc::new(Mutex::new(HashSet::new())),
+            deferred: Mutex::new(HashMap::new()),
             owner: Owner::nobody(),
         })
     }
@@ -190,12 +202,8 @@ impl EmailChannel {
         ack_rx: &mut mpsc::UnboundedReceiver<u32>,
     ) -> Result<(), EmailError> {
         let uid_validity = imap::select_inbox(&mut session).await?;
-        if self.progress.set_uid_validity(uid_validity)? {
-            tracing::warn!(
-                uid_validity,
-                "INBOX UIDVALIDITY changed; only unseen mail counts."
-            );
-            lock(&self.in_flight).clear();
+        if self.progress.needs_start(uid_validity) {
+            self.start_mailbox(&mut session, uid_validity).await?;
         }
         let idle = imap::supports_idle(&mut session).await?;
         lock(&self.status).idle_supported = Some(idle);
@@ -290,7 +298,49 @@ impl EmailChannel {
         }
     }
 
-    /// Handles every new mail once; marks the handled-before and ignored ones `\Seen`.
+    /// Starts a mailbox met for the first time, or renumbered by the server: what is there is
+    /// history, but for the unseen mail of the last `backlog_days`.
+    async fn start_mailbox(
+        &self,
+        session: &mut ImapSession,
+        uid_validity: u32,
+    ) -> Result<(), EmailError> {
+        let renumbered = self.progress.knew_mailbox();
+        let days = self.config.backlog_days;
+        let since = (days > 0)
+            .then(|| chrono::Local::now().date_naive() - chrono::Days::new(u64::from(days)));
+        let baseline = imap::baseline(session, since).await?;
+        self.progress.start(
+            uid_validity,
+            baseline.highest,
+            baseline.backlog.iter().copied(),
+        )?;
+        lock(&self.in_flight).clear();
+        lock(&self.unanswered).clear();
+        lock(&self.deferred).clear();
+        let skipped = baseline.total.saturating_sub(baseline.backlog.len());
+        let answered = baseline.backlog.len();
+        if renumbered {
+            tracing::warn!(
+                uid_validity,
+                skipped,
+                answered,
+                backlog_days = days,
+                "INBOX was renumbered (UIDVALIDITY changed): its older mail is history; only its unseen mail of the last backlog_days and new mail are answered."
+            );
+        } else {
+            tracing::info!(
+                uid_validity,
+                skipped,
+                answered,
+                backlog_days = days,
+                "First start on this mailbox: its read and older mail is history, not answered; its unseen mail of the last backlog_days and new mail are."
+            );
+        }
+        Ok(())
+    }
+
+    /// Handles every new mail once; marks the answered and ignored ones `\Seen`.
     async fn scan(
         &self,
         session: &mut ImapSession,
@@ -299,16 +349,27 @@ impl EmailChannel {
     ) -> Result<(), EmailError> {
         let uids = imap::candidate_uids(session, self.progress.last_uid()).await?;
         let mut seen = Vec::new();
+        let now = Instant::now();
+        lock(&self.deferred).retain(|_, room_at| *room_at > now);
         for uid in uids {
             if context.shutdown.is_cancelled() {
                 break;
             }
-            if lock(&self.in_flight).contains(&uid) {
+            // History (before the mailbox's start), running, or waiting: not now.
+            if !self.progress.wanted(uid)
+                || lock(&self.in_flight).contains(&uid)
+                || lock(&self.unanswered).contains(&uid)
+                || lock(&self.deferred).contains_key(&uid)
+            {
                 continue;
             }
-            if self.progress.state(uid).is_some() {
-                seen.push(uid);
-                continue;
+            match self.progress.state(uid) {
+                Some(MessageState::Answered | MessageState::Ignored(_)) => {
+                    seen.push(uid);
+                    continue;
+                }
+                // Persisted but never answered: a turn cut short by a crash; it goes on.
+                Some(MessageState::Persisted) | None => {}
             }
             let fetched = imap::fetch(session, uid, self.config.max_message_bytes).await?;
             match self.handle(uid, fetched, context, ack_tx).await {
@@ -341,9 +402,17 @@ impl EmailChannel {
             }
             Fetched::Gone => return Handled::Ignored("gone".into()),
         };
-        let parsed = tokio::task::spawn_blocking(move || parse::parse(&raw, max_attachment)).await;
+        let whole = note.is_none();
+        let parsed = tokio::task::spawn_blocking(move || {
+            let mut mail = parse::parse(&raw, max_attachment)?;
+            if whole {
+                parse::shape_for_prompt(&mut mail, parse::MAX_TEXT_CHARS);
+            }
+            Some(mail)
+        })
+        .await;
         let Ok(Some(mut mail)) = parsed else {
-            tracing::warn!(uid, "Mail could not be parsed; skipped.");
+            tracing::warn!(uid, "Mail not answered: it could not be parsed as a mail.");
             return Handled::Ignored("unparseable".into());
         };
         if let Some(note) = note {
@@ -352,23 +421,18 @@ impl EmailChannel {
         let progress = self.progress.clone();
         let own_id = move |id: &str| progress.is_own_id(id);
         if let Some(reason) = loop_check(&mail.facts, &self.config.from_address, own_id) {
-            tracing::info!(uid, sender = ?mail.facts.sender, reason = reason.label(), "Mail not answered (loop guard).");
+            tracing::info!(uid, sender = ?mail.facts.sender, reason = reason.label(), "Mail not answered: {}.", reason.why());
             return Handled::Ignored(reason.label().into());
         }
         let sender = mail.facts.sender.clone().unwrap_or_default();
         if !self.allowlist.allows(&sender) {
-            tracing::debug!(uid, sender = %sender, "Mail from a sender not in allow_from; ignored.");
+            tracing::info!(uid, sender = %sender, "Mail not answered: the sender is not in allow_from.");
             return Handled::Ignored("not_allowed".into());
         }
-        if !lock(&self.rate_limit).try_take(&sender, Instant::now()) {
-            tracing::warn!(uid, sender = %sender, "Sender over replies_per_hour; mail not answered.");
-            return Handled::Ignored("rate_limited".into());
-        }
         let Ok(session) = SessionId::new(NAME, &sender) else {
-            tracing::warn!(uid, sender = %sender, "Sender address is not a valid session key; skipped.");
+            tracing::warn!(uid, sender = %sender, "Mail not answered: the sender's address is not a valid session key.");
             return Handled::Ignored("bad_sender".into());
         };
-        let mut text = self.save_attachments(&mail, &session, max_attachment).await;
         // The owner's address in From proves nothing: only the receiving server's verdict
         // does (see `auth`). A mail that claims the owner without it is someone else's.
         let claims_owner = self.owner.is(NAME, &sender);
@@ -379,6 +443,35 @@ impl EmailChannel {
                 &sender,
             );
         let unverified = claims_owner && !verified;
+        // The owner is never rate-limited away; anyone else over the limit waits, unread.
+        let limited = if verified {
+            Ok(())
+        } else {
+            lock(&self.rate_limit).try_take(&sender, Instant::now())
+        };
+        if let Err(over) = limited {
+            tracing::warn!(uid, sender = %sender, "Sender over replies_per_hour: the mail stays unread and is answered when the hour has room.");
+            lock(&self.deferred).insert(uid, over.room_at);
+            if over.tell {
+                self.tell_over_limit(&sender, &mail).await;
+            }
+            return Handled::Deferred;
+        }
+        // A second delivery of a mail already taken: not answered twice.
+        if let Some(id) = &mail.facts.message_id {
+            match self.progress.take_id(id, uid) {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::info!(uid, sender = %sender, message_id = %id, "Mail not answered: a mail with this Message-ID was answered already (delivered twice).");
+                    return Handled::Ignored("duplicate".into());
+                }
+                Err(error) => {
+                    tracing::warn!(uid, error = %error, "Could not record a mail's Message-ID; it stays unread for now.");
+                    return Handled::Deferred;
+                }
+            }
+        }
+        let mut text = self.save_attachments(&mail, &session, max_attachment).await;
         if unverified {
             tracing::warn!(uid, sender = %sender, "Mail from the owner's address without an authentication pass; treated as someone else's.");
         }
@@ -406,33 +499,59 @@ impl EmailChannel {
         };
         let mut inbound = Inbound::new(session, text, origin, reply);
         inbound.metadata = metadata;
+        let uid_validity = self.progress.summary().uid_validity.unwrap_or(0);
+        inbound.source_id = Some(format!("email:{uid_validity}:{uid}"));
         let (persisted_tx, persisted_rx) = oneshot::channel();
         inbound.persisted = Some(persisted_tx);
         lock(&self.in_flight).insert(uid);
-        if context.dispatch.submit(inbound).is_err() {
+        let Ok(ended) = context.dispatch.submit(inbound) else {
             lock(&self.in_flight).remove(&uid);
             return Handled::Deferred;
-        }
+        };
         lock(&self.status).submitted += 1;
         context.liveness.inbound();
         let progress = self.progress.clone();
         let in_flight = self.in_flight.clone();
+        let unanswered = self.unanswered.clone();
         let ack_tx = ack_tx.clone();
         context.tasks.spawn(async move {
-            if persisted_rx.await.is_ok() {
-                match progress.record(uid, MessageState::Persisted) {
-                    Ok(()) => {
-                        let _ = ack_tx.send(uid);
-                    }
-                    Err(error) => {
-                        tracing::warn!(uid, error = %error, "Could not record a persisted mail; it stays unseen.");
-                    }
-                }
+            if persisted_rx.await.is_ok()
+                && let Err(error) = progress.record(uid, MessageState::Persisted)
+            {
+                tracing::warn!(uid, error = %error, "Could not record a persisted mail.");
             }
-            // Not persisted (shutdown): not acknowledged, so it is delivered again.
+            let _ = ended.await;
+            // `\Seen` only once the answer was sent or queued (the sink records it): a turn
+            // that ended without one leaves the mail unseen for the next start.
+            if progress.state(uid) == Some(MessageState::Answered) {
+                let _ = ack_tx.send(uid);
+            } else {
+                tracing::warn!(uid, "A mail's turn ended without an answer; it stays unread and is taken up again at the next start.");
+                lock(&unanswered).insert(uid);
+            }
             lock(&in_flight).remove(&uid);
         });
         Handled::Submitted
+    }
+
+    /// Tells `sender`, once per full hour, that their mail waits: a reply in the thread of
+    /// `mail`, queued like any other (not counted against the limit).
+    async fn tell_over_limit(&self, sender: &str, mail: &ParsedMail) {
+        let note = format!(
+            "You have sent more than {} messages within an hour. Your message is kept and \
+             will be answered when the hour has room; there is no need to send it again.",
+            self.config.replies_per_hour
+        );
+        let sink = EmailReply {
+            mailer: self.mailer.clone(),
+            to: sender.to_owned(),
+            metadata: metadata(0, mail),
+            uid: None,
+            unverified: false,
+        };
+        if let Err(error) = sink.deliver(&note).await {
+            tracing::warn!(sender = %sender, error = %error, "Could not tell a sender they are over the rate limit.");
+        }
     }
 
     /// Saves the attachments in the workspace and returns the agent's text.
@@ -488,7 +607,7 @@ fn metadata(uid: u32, mail: &ParsedMail) -> Map<String, Value> {
         "email_in_reply_to".into(),
         Value::from(mail.in_reply_to.clone()),
     );
-    metadata.insert("email_uid".into(), Value::from(uid));
+    metadata.insert(META_UID.into(), Value::from(uid));
     if let Some(kind) = mail.signature {
         metadata.insert("email_signature_type".into(), Value::from(kind));
     }

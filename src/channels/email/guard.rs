@@ -1,13 +1,18 @@
 //! Who gets an answer: the loop guard, the sender allowlist and the per-sender rate limit.
 //!
 //! A bot that answers mail can loop with another robot (an out-of-office reply, a bounce, a
-//! mailing list, itself) forever. The guard refuses every mail that says it was sent by a
-//! machine (`Auto-Submitted` other than `no`, `Precedence: bulk|list|junk`, `List-Id`, a null
-//! `Return-Path`, a mailer-daemon or postmaster sender) and every mail that is the bot's own
-//! (its address or a Message-ID it generated). A per-sender rate limit stops whatever loop slips
-//! through. Everything here is pure, so the rules are unit-tested without a server.
+//! mailing list, itself) forever, and a machine's mail has nobody to read the answer. The
+//! guard refuses every mail that says it was sent by a machine: RFC 3834 `Auto-Submitted`
+//! other than `no`; the `X-Autoreply`/`X-Autorespond` headers and the subjects of
+//! out-of-office replies that carry neither (Exchange's "Automatic reply:"); read receipts
+//! (RFC 8098 `disposition-notification` reports, and the "Read:" notices of Outlook);
+//! delivery reports (DSNs, `delivery-status`); `Precedence: bulk|list|junk`; `List-Id` or
+//! `List-Unsubscribe` (mailing lists and newsletters); a null `Return-Path`; a mailer-daemon,
+//! postmaster or no-reply sender. It refuses every mail that is the bot's own (its address or a
+//! Message-ID it generated). A per-sender rate limit stops whatever loop slips through.
+//! Everything here is pure, so the rules are unit-tested without a server.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 /// The header facts of one mail the guard looks at.
@@ -23,6 +28,16 @@ pub struct MailFacts {
     pub precedence: Option<String>,
     /// Whether a `List-Id` header is present.
     pub list_id: bool,
+    /// Whether a `List-Unsubscribe` header is present (newsletters often carry only it).
+    pub list_unsubscribe: bool,
+    /// Whether an `X-Autoreply`, `X-Autorespond` or `X-Auto-Response-Suppress: All`-style
+    /// auto-responder header is present (name of the header).
+    pub autoresponder: Option<&'static str>,
+    /// The `report-type` of a top-level `multipart/report` (`delivery-status`,
+    /// `disposition-notification`), lower-cased.
+    pub report_type: Option<String>,
+    /// The decoded subject, for the out-of-office and receipt subjects.
+    pub subject: String,
     /// Whether `Return-Path` is the null path `<>` (a bounce).
     pub null_return_path: bool,
     /// The topmost `Authentication-Results` header: the receiving server's verdict (see
@@ -51,6 +66,16 @@ pub enum IgnoreReason {
     NotAllowed,
     /// The sender exceeded `replies_per_hour`.
     RateLimited,
+    /// An auto-responder's mail (out of office, vacation).
+    AutoReply(&'static str),
+    /// A read receipt.
+    ReadReceipt,
+    /// A delivery report (bounce or delay notice).
+    DeliveryReport,
+    /// A newsletter (`List-Unsubscribe`).
+    Newsletter,
+    /// A sender that takes no replies (`no-reply@`, `do_not_reply@`, …).
+    NoReplySender,
 }
 
 impl IgnoreReason {
@@ -66,12 +91,71 @@ impl IgnoreReason {
             Self::MailSystem => "mail_system",
             Self::NotAllowed => "not_allowed",
             Self::RateLimited => "rate_limited",
+            Self::AutoReply(_) => "auto_reply",
+            Self::ReadReceipt => "read_receipt",
+            Self::DeliveryReport => "delivery_report",
+            Self::Newsletter => "newsletter",
+            Self::NoReplySender => "no_reply_sender",
+        }
+    }
+
+    /// Why, in words, for the log line each refused mail gets.
+    pub fn why(&self) -> String {
+        match self {
+            Self::NoSender => "the From header has no address".into(),
+            Self::OwnAddress => "it comes from the bot's own address".into(),
+            Self::OwnMessageId => "its Message-ID is one the bot generated".into(),
+            Self::AutoSubmitted(value) => format!("Auto-Submitted: {value}"),
+            Self::Precedence(value) => format!("Precedence: {value}"),
+            Self::MailingList => "it came through a mailing list (List-Id)".into(),
+            Self::MailSystem => "it is a bounce or from a mail system account".into(),
+            Self::NotAllowed => "the sender is not in allow_from".into(),
+            Self::RateLimited => "the sender is over replies_per_hour".into(),
+            Self::AutoReply(what) => format!("it is an automatic reply ({what})"),
+            Self::ReadReceipt => "it is a read receipt".into(),
+            Self::DeliveryReport => "it is a delivery report".into(),
+            Self::Newsletter => "it is a newsletter (List-Unsubscribe)".into(),
+            Self::NoReplySender => "the sender takes no replies".into(),
         }
     }
 }
 
 /// Local parts of mail-system accounts, which never get an answer.
 const SYSTEM_SENDERS: [&str; 2] = ["mailer-daemon", "postmaster"];
+
+/// Subject prefixes of out-of-office replies sent without `Auto-Submitted` (Exchange, Gmail's
+/// vacation responder in some setups, localized Outlook), compared lower-cased.
+const AUTO_REPLY_SUBJECTS: [&str; 9] = [
+    "automatic reply:",
+    "auto reply:",
+    "autoreply:",
+    "auto-reply:",
+    "out of office:",
+    "out of the office:",
+    "abwesenheitsnotiz:",
+    "réponse automatique :",
+    "respuesta automática:",
+];
+
+/// Subject prefixes of read receipts not sent as RFC 8098 reports (Outlook's "Read: …").
+const RECEIPT_SUBJECTS: [&str; 4] = ["read:", "read receipt:", "gelesen:", "lu :"];
+
+/// Whether a local part (`no-reply`, `noreply`, `do_not_reply`, `donotreply`, `no.reply`,
+/// `noreply+x`, `bounce-…`) names a mailbox that takes no replies.
+fn is_no_reply(local: &str) -> bool {
+    let squeezed: String = local
+        .split('+')
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect();
+    squeezed.starts_with("noreply")
+        || squeezed.starts_with("donotreply")
+        || squeezed.starts_with("dontreply")
+        || squeezed.ends_with("noreply")
+        || squeezed.ends_with("donotreply")
+}
 
 /// The loop-guard verdict for `facts`: `Some(reason)` means no answer. `own_address` is the
 /// bot's address (any case); `is_own_id` tells whether a Message-ID is one the bot sent.
@@ -101,12 +185,33 @@ pub fn loop_check(
             return Some(IgnoreReason::Precedence(token));
         }
     }
+    if let Some(header) = facts.autoresponder {
+        return Some(IgnoreReason::AutoReply(header));
+    }
+    match facts.report_type.as_deref() {
+        Some("disposition-notification") => return Some(IgnoreReason::ReadReceipt),
+        Some("delivery-status") => return Some(IgnoreReason::DeliveryReport),
+        _ => {}
+    }
+    let subject = facts.subject.trim_start().to_lowercase();
+    if AUTO_REPLY_SUBJECTS.iter().any(|p| subject.starts_with(p)) {
+        return Some(IgnoreReason::AutoReply("subject"));
+    }
+    if RECEIPT_SUBJECTS.iter().any(|p| subject.starts_with(p)) {
+        return Some(IgnoreReason::ReadReceipt);
+    }
     if facts.list_id {
         return Some(IgnoreReason::MailingList);
+    }
+    if facts.list_unsubscribe {
+        return Some(IgnoreReason::Newsletter);
     }
     let local = sender.split('@').next().unwrap_or_default();
     if facts.null_return_path || SYSTEM_SENDERS.contains(&local) {
         return Some(IgnoreReason::MailSystem);
+    }
+    if is_no_reply(local) {
+        return Some(IgnoreReason::NoReplySender);
     }
     None
 }
@@ -166,10 +271,21 @@ impl Allowlist {
 pub struct RateLimit {
     per_hour: usize,
     answered: HashMap<String, VecDeque<Instant>>,
+    /// Senders told they are over the limit since they last had room.
+    told: HashSet<String>,
 }
 
 /// The window of the rate limit.
 const WINDOW: Duration = Duration::from_secs(3600);
+
+/// A sender over the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OverLimit {
+    /// When the sender has room again.
+    pub room_at: Instant,
+    /// Whether this is the first refusal since they last had room: tell them, once.
+    pub tell: bool,
+}
 
 impl RateLimit {
     /// A limit of `per_hour` answers per sender.
@@ -177,11 +293,13 @@ impl RateLimit {
         Self {
             per_hour: per_hour as usize,
             answered: HashMap::new(),
+            told: HashSet::new(),
         }
     }
 
-    /// Records an answer to `sender` at `now` if the limit allows it; `false` means over limit.
-    pub fn try_take(&mut self, sender: &str, now: Instant) -> bool {
+    /// Records an answer to `sender` at `now` if the limit allows it; else when there is
+    /// room again, and whether to tell the sender.
+    pub fn try_take(&mut self, sender: &str, now: Instant) -> Result<(), OverLimit> {
         self.answered.retain(|_, times| {
             while times
                 .front()
@@ -193,10 +311,13 @@ impl RateLimit {
         });
         let times = self.answered.entry(sender.to_owned()).or_default();
         if times.len() >= self.per_hour {
-            return false;
+            let room_at = times.front().map_or(now, |first| *first + WINDOW);
+            let tell = self.told.insert(sender.to_owned());
+            return Err(OverLimit { room_at, tell });
         }
         times.push_back(now);
-        true
+        self.told.remove(sender);
+        Ok(())
     }
 }
 
@@ -258,6 +379,60 @@ mod tests {
     }
 
     #[test]
+    fn auto_replies_receipts_reports_newsletters_and_no_reply_senders_are_refused() {
+        let with = |change: &dyn Fn(&mut MailFacts)| {
+            let mut mail = facts("alice@example.org");
+            change(&mut mail);
+            check(&mail)
+        };
+        assert_eq!(
+            with(&|m| m.autoresponder = Some("X-Autoreply")),
+            Some("auto_reply")
+        );
+        for subject in [
+            "Automatic reply: lunch",
+            "Out of Office: back Monday",
+            "AutoReply: x",
+        ] {
+            assert_eq!(
+                with(&|m| m.subject = subject.into()),
+                Some("auto_reply"),
+                "{subject}"
+            );
+        }
+        assert_eq!(
+            with(&|m| m.subject = "Read: the plan".into()),
+            Some("read_receipt")
+        );
+        assert_eq!(
+            with(&|m| m.report_type = Some("disposition-notification".into())),
+            Some("read_receipt")
+        );
+        assert_eq!(
+            with(&|m| m.report_type = Some("delivery-status".into())),
+            Some("delivery_report")
+        );
+        assert_eq!(with(&|m| m.list_unsubscribe = true), Some("newsletter"));
+        for sender in [
+            "no-reply@example.org",
+            "noreply+abc@example.org",
+            "do_not_reply@example.org",
+            "DoNotReply@example.org",
+            "notifications-noreply@example.org",
+        ] {
+            let sender = sender.to_ascii_lowercase();
+            assert_eq!(check(&facts(&sender)), Some("no_reply_sender"), "{sender}");
+        }
+        // People whose names merely contain the words pass, as does a subject about reading.
+        assert_eq!(check(&facts("noreen@example.org")), None);
+        assert_eq!(
+            with(&|m| m.subject = "Reading list for Monday".into()),
+            None
+        );
+        assert_eq!(with(&|m| m.subject = "Re: Read: x".into()), None);
+    }
+
+    #[test]
     fn allowlist_matches_addresses_and_domains_case_insensitively() {
         let list = Allowlist::new(&["Alice@Example.org".into(), "@Corp.Example".into()]);
         assert!(list.allows("alice@example.org"));
@@ -274,10 +449,23 @@ mod tests {
     fn rate_limit_slides_per_sender() {
         let start = Instant::now();
         let mut limit = RateLimit::new(2);
-        assert!(limit.try_take("a@x", start));
-        assert!(limit.try_take("a@x", start));
-        assert!(!limit.try_take("a@x", start + Duration::from_secs(10)));
-        assert!(limit.try_take("b@x", start));
-        assert!(limit.try_take("a@x", start + WINDOW));
+        assert!(limit.try_take("a@x", start).is_ok());
+        assert!(limit.try_take("a@x", start).is_ok());
+        let later = start + Duration::from_secs(10);
+        let over = OverLimit {
+            room_at: start + WINDOW,
+            tell: true,
+        };
+        assert_eq!(limit.try_take("a@x", later), Err(over));
+        let told = OverLimit {
+            tell: false,
+            ..over
+        };
+        assert_eq!(limit.try_take("a@x", later), Err(told));
+        assert!(limit.try_take("b@x", start).is_ok());
+        assert!(limit.try_take("a@x", start + WINDOW).is_ok());
+        // Room again: a later refusal is told again.
+        limit.try_take("a@x", start + WINDOW).unwrap();
+        assert!(limit.try_take("a@x", start + WINDOW).unwrap_err().tell);
     }
 }

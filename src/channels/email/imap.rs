@@ -161,6 +161,41 @@ pub async fn supports_idle(session: &mut ImapSession) -> Result<bool, EmailError
     Ok(capabilities.has_str("IDLE"))
 }
 
+/// What a mailbox holds when the channel starts on it afresh (see [`super::progress`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Baseline {
+    /// The highest UID present (0 when empty).
+    pub highest: u32,
+    /// The unseen mail received since the backlog's first day, to be answered.
+    pub backlog: Vec<u32>,
+    /// How many messages are there in all.
+    pub total: usize,
+}
+
+/// The mailbox's [`Baseline`]: every UID, and the unseen ones received on or after `since`
+/// (none when `None`). IMAP's SINCE compares whole days of the internal date.
+pub async fn baseline(
+    session: &mut ImapSession,
+    since: Option<chrono::NaiveDate>,
+) -> Result<Baseline, EmailError> {
+    let all = limited("UID SEARCH ALL", session.uid_search("ALL")).await?;
+    let backlog = match since {
+        Some(day) => {
+            let query = format!("UNSEEN SINCE {}", day.format("%d-%b-%Y"));
+            let found = limited("UID SEARCH UNSEEN SINCE", session.uid_search(&query)).await?;
+            let mut found: Vec<u32> = found.into_iter().collect();
+            found.sort_unstable();
+            found
+        }
+        None => Vec::new(),
+    };
+    Ok(Baseline {
+        highest: all.iter().copied().max().unwrap_or(0),
+        backlog,
+        total: all.len(),
+    })
+}
+
 /// The UIDs to look at: every unseen mail and every mail above `last_uid`, ascending.
 pub async fn candidate_uids(
     session: &mut ImapSession,

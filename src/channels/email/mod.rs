@@ -27,10 +27,12 @@ pub mod guard;
 pub mod imap;
 pub mod parse;
 pub mod progress;
+pub mod quote;
 pub mod reply;
 pub mod sink;
 pub mod smtp;
 pub mod tls;
+pub mod uuencode;
 
 #[cfg(test)]
 mod tests;
@@ -101,14 +103,5 @@ pub enum EmailError {
         path: std::path::PathBuf,
         /// The I/O or JSON error.
         source: std::io::Error,
-    },
-    /// Sending failed and the mail could not be queued for a retry either: it is lost unless
-    /// the caller reports it.
-    #[error("{send}; and it could not be queued: {source}")]
-    NotQueued {
-        /// Why sending failed.
-        send: Box<EmailError>,
-        /// Why queueing failed.
-        source: Box<EmailError>,
     },
 }

@@ -12,9 +12,18 @@ use std::path::PathBuf;
 use mail_parser::{HeaderValue, Message, MessageParser, MimeHeaders, PartType};
 
 use super::guard::MailFacts;
+use super::{quote, uuencode};
 
 /// The width HTML is wrapped to when converted to text.
 const HTML_WIDTH: usize = 100;
+
+/// The most characters of a mail's text the prompt gets (about 5 000 tokens); the whole text
+/// is saved beside the attachments, so a long mail costs a file, not the conversation's
+/// history in the prompt.
+pub const MAX_TEXT_CHARS: usize = 20_000;
+
+/// The name under which the whole text of a shortened mail is saved.
+pub const FULL_TEXT_NAME: &str = "full-text.txt";
 
 /// One mail, parsed.
 #[derive(Debug, Clone, Default)]
@@ -35,6 +44,8 @@ pub struct ParsedMail {
     pub attachments: Vec<Attachment>,
     /// Attachments over the size limit: `(name, mime, size)`.
     pub skipped: Vec<(String, String, usize)>,
+    /// Forwarded messages (`message/rfc822` parts), as text: their headers and body.
+    pub forwarded: Vec<String>,
 }
 
 /// One attachment kept for saving.
@@ -91,6 +102,9 @@ pub fn parse(raw: &[u8], max_attachment: usize) -> Option<ParsedMail> {
                 PartType::Message(_) => format!("message-{}.eml", index + 1),
                 _ => format!("attachment-{}", index + 1),
             });
+        if let PartType::Message(inner) = &part.body {
+            mail.forwarded.push(forwarded_text(inner));
+        }
         let bytes = part.contents();
         if bytes.len() > max_attachment {
             mail.skipped.push((name, mime, bytes.len()));
@@ -103,6 +117,94 @@ pub fn parse(raw: &[u8], max_attachment: usize) -> Option<ParsedMail> {
         }
     }
     Some(mail)
+}
+
+/// A forwarded message as the person would see it in their client.
+fn forwarded_text(message: &Message<'_>) -> String {
+    let mut text = String::from("---------- Forwarded message ----------\n");
+    let addresses = |list: Option<&mail_parser::Address<'_>>| {
+        list.map(|list| {
+            list.iter()
+                .map(|a| match (a.name(), a.address()) {
+                    (Some(name), Some(address)) => format!("{name} <{address}>"),
+                    (_, Some(address)) => address.to_owned(),
+                    (Some(name), None) => name.to_owned(),
+                    (None, None) => String::new(),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+    };
+    if let Some(from) = addresses(message.from()) {
+        text.push_str(&format!("From: {from}\n"));
+    }
+    if let Some(date) = message.date() {
+        text.push_str(&format!("Date: {}\n", date.to_rfc822()));
+    }
+    if let Some(subject) = message.subject() {
+        text.push_str(&format!("Subject: {subject}\n"));
+    }
+    if let Some(to) = addresses(message.to()) {
+        text.push_str(&format!("To: {to}\n"));
+    }
+    text.push('\n');
+    text.push_str(&body(message));
+    text
+}
+
+/// Shapes `mail`'s text for the prompt: uuencoded files become attachments, the quoted
+/// history is cut (see [`quote`]), forwarded messages are shown as text, and what is longer
+/// than `max_chars` is shortened; each with a note, and the whole text kept as the
+/// attachment [`FULL_TEXT_NAME`] when anything was left out.
+pub fn shape_for_prompt(mail: &mut ParsedMail, max_chars: usize) {
+    let (body, files) = uuencode::extract(&mail.body);
+    for file in files {
+        mail.attachments.push(Attachment {
+            name: file.name,
+            mime: "application/octet-stream".into(),
+            bytes: file.bytes,
+        });
+    }
+    let mut whole = body.clone();
+    for forwarded in &mail.forwarded {
+        whole.push_str("\n\n");
+        whole.push_str(forwarded);
+    }
+    let unquoted = quote::unquote(&body);
+    let mut text = unquoted.text;
+    if unquoted.cut_lines > 0 {
+        text.push_str(&format!(
+            "\n\n[{} lines quoting earlier mail are left out here; the whole text is in the \
+             attachment {FULL_TEXT_NAME}.]",
+            unquoted.cut_lines
+        ));
+    }
+    for forwarded in &mail.forwarded {
+        text.push_str("\n\n");
+        text.push_str(forwarded);
+    }
+    let total = text.chars().count();
+    let shortened = total > max_chars;
+    if shortened {
+        let cut = text
+            .char_indices()
+            .nth(max_chars)
+            .map_or(text.len(), |(at, _)| at);
+        text.truncate(cut);
+        text.push_str(&format!(
+            "\n\n[The mail goes on for {} more characters, left out here; the whole text is in \
+             the attachment {FULL_TEXT_NAME}.]",
+            total - max_chars
+        ));
+    }
+    if unquoted.cut_lines > 0 || shortened {
+        mail.attachments.push(Attachment {
+            name: FULL_TEXT_NAME.into(),
+            mime: "text/plain".into(),
+            bytes: whole.into_bytes(),
+        });
+    }
+    mail.body = text;
 }
 
 /// The sender and automation headers.
@@ -119,12 +221,35 @@ fn facts(message: &Message<'_>) -> MailFacts {
             .filter(|v| !v.is_empty())
     };
     let return_path = header("Return-Path").unwrap_or_default();
+    let autoresponder = ["X-Autoreply", "X-Autorespond", "X-Autoresponder"]
+        .into_iter()
+        .find(|name| header(name).is_some_and(|v| !v.eq_ignore_ascii_case("no")))
+        .or_else(|| {
+            // Exchange marks its own automatic replies with this (and X-Auto-Response-Suppress).
+            header("X-MS-Exchange-Inbox-Rules-Loop")
+                .is_some()
+                .then_some("X-MS-Exchange-Inbox-Rules-Loop")
+        });
+    let report_type = message
+        .content_type()
+        .filter(|ct| {
+            ct.ctype().eq_ignore_ascii_case("multipart")
+                && ct
+                    .subtype()
+                    .is_some_and(|s| s.eq_ignore_ascii_case("report"))
+        })
+        .and_then(|ct| ct.attribute("report-type"))
+        .map(|kind| kind.trim().to_ascii_lowercase());
     MailFacts {
         sender,
         message_id: message.message_id().map(str::to_owned),
         auto_submitted: header("Auto-Submitted"),
         precedence: header("Precedence"),
         list_id: message.header_raw("List-Id").is_some(),
+        list_unsubscribe: message.header_raw("List-Unsubscribe").is_some(),
+        autoresponder,
+        report_type,
+        subject: message.subject().unwrap_or_default().trim().to_owned(),
         null_return_path: return_path.replace(' ', "") == "<>",
         // The first occurrence is the topmost header: the one the receiving server added.
         auth_results: header("Authentication-Results"),

@@ -6,10 +6,14 @@
 //! Message-IDs the bot generated (the loop guard refuses mail carrying them) and the replies
 //! that still have to be sent. It is rewritten atomically after every change, under a std
 //! mutex: the writes are small and quick, and holding the lock across the write keeps the file
-//! in the order of the changes. A new UIDVALIDITY means the server renumbered the mailbox: the
-//! per-UID states are void and only unseen mail counts again.
+//! in the order of the changes.
+//!
+//! A mailbox seen for the first time (no progress stored, or a lost state directory) and one
+//! the server renumbered (a new UIDVALIDITY) start from a *floor*: the highest UID there at
+//! that moment. Mail at or below it is history, never answered, except the *backlog*: the
+//! unseen mail of the last `backlog_days`, chosen once at that start.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
@@ -55,8 +59,17 @@ pub struct PendingReply {
 struct ProgressData {
     uid_validity: Option<u32>,
     last_uid: u32,
+    /// Mail at or below this UID predates the start: not answered unless in `backlog`. A
+    /// file from before floors were kept has none (0): all of its mail counted.
+    floor: u32,
+    /// The older unseen mail chosen at the start to be answered; a UID leaves once handled.
+    backlog: BTreeSet<u32>,
     messages: BTreeMap<u32, MessageState>,
     sent_ids: VecDeque<String>,
+    /// Message-IDs of mail handed to the agent: the same mail delivered again (to a second
+    /// address of the bot, through a list, by a server replaying its queue) is not answered
+    /// twice.
+    taken_ids: VecDeque<(String, u32)>,
     pending: Vec<PendingReply>,
 }
 
@@ -128,19 +141,38 @@ impl Progress {
         })
     }
 
-    /// Records the mailbox's UIDVALIDITY; a change voids the per-UID states. Returns whether
-    /// it changed.
-    pub fn set_uid_validity(&self, uid_validity: u32) -> Result<bool, EmailError> {
+    /// Whether the mailbox with `uid_validity` needs a start: it was never seen, or the
+    /// server renumbered it (the stored UIDVALIDITY differs).
+    pub fn needs_start(&self, uid_validity: u32) -> bool {
+        self.lock().uid_validity != Some(uid_validity)
+    }
+
+    /// Whether a UIDVALIDITY was stored before (a start is then a renumbering, not a first).
+    pub fn knew_mailbox(&self) -> bool {
+        self.lock().uid_validity.is_some()
+    }
+
+    /// Starts the mailbox `uid_validity` afresh: every UID up to `highest` is history except
+    /// `backlog`; the per-UID states of a renumbered mailbox are void.
+    pub fn start(
+        &self,
+        uid_validity: u32,
+        highest: u32,
+        backlog: impl IntoIterator<Item = u32>,
+    ) -> Result<(), EmailError> {
         let mut data = self.lock();
-        if data.uid_validity == Some(uid_validity) {
-            return Ok(false);
-        }
-        let changed = data.uid_validity.is_some();
         data.uid_validity = Some(uid_validity);
-        data.last_uid = 0;
+        data.last_uid = highest;
+        data.floor = highest;
+        data.backlog = backlog.into_iter().filter(|uid| *uid <= highest).collect();
         data.messages.clear();
-        self.save(&data)?;
-        Ok(changed)
+        self.save(&data)
+    }
+
+    /// Whether `uid` is mail to handle: above the floor, or in the backlog.
+    pub fn wanted(&self, uid: u32) -> bool {
+        let data = self.lock();
+        uid > data.floor || data.backlog.contains(&uid)
     }
 
     /// The highest UID handled.
@@ -162,6 +194,7 @@ impl Progress {
             return Ok(());
         }
         data.messages.insert(uid, state);
+        data.backlog.remove(&uid);
         data.last_uid = data.last_uid.max(uid);
         while data.messages.len() > KEEP_MESSAGES {
             data.messages.pop_first();
@@ -179,9 +212,55 @@ impl Progress {
         self.save(&data)
     }
 
+    /// Notes that the mail `uid` with Message-ID `id` is handed to the agent; `false` when
+    /// another mail with that id was (a second delivery). The same UID again is its own
+    /// first delivery, resumed after a crash.
+    pub fn take_id(&self, id: &str, uid: u32) -> Result<bool, EmailError> {
+        let mut data = self.lock();
+        if let Some((_, taken)) = data.taken_ids.iter().find(|(taken, _)| taken == id) {
+            return Ok(*taken == uid);
+        }
+        data.taken_ids.push_back((id.to_owned(), uid));
+        while data.taken_ids.len() > KEEP_MESSAGES {
+            data.taken_ids.pop_front();
+        }
+        self.save(&data)?;
+        Ok(true)
+    }
+
     /// Whether `id` is a Message-ID the bot generated.
     pub fn is_own_id(&self, id: &str) -> bool {
         self.lock().sent_ids.iter().any(|sent| sent == id)
+    }
+
+    /// Records, in one write, that `mail` answers `uid` (if any) and is on its way: its
+    /// Message-ID for the loop guard, `uid` as answered, and `mail` queued to be sent at
+    /// `send_by` should the attempt under way not finish (a crash). The sender removes it once
+    /// the server took it; so a crash at any step sends it once more at worst, with the same
+    /// Message-ID, which mail clients show once.
+    pub fn answering(
+        &self,
+        uid: Option<u32>,
+        mail: &OutgoingMail,
+        send_by: i64,
+    ) -> Result<(), EmailError> {
+        let mut data = self.lock();
+        data.sent_ids.push_back(mail.message_id.clone());
+        while data.sent_ids.len() > KEEP_SENT_IDS {
+            data.sent_ids.pop_front();
+        }
+        if let Some(uid) = uid {
+            data.messages.insert(uid, MessageState::Answered);
+            data.backlog.remove(&uid);
+            data.last_uid = data.last_uid.max(uid);
+        }
+        data.pending.push(PendingReply {
+            mail: mail.clone(),
+            attempts: 0,
+            next_attempt: send_by,
+            last_error: String::new(),
+        });
+        self.save(&data)
     }
 
     /// Queues `mail` for a retry at `next_attempt` after a failure.
@@ -266,7 +345,10 @@ mod tests {
         let path = Progress::path_for(dir.path(), "Bot@Example.org");
         assert!(path.ends_with("state/email/bot@example.org.json"));
         let progress = Progress::load(path.clone()).unwrap();
-        assert!(!progress.set_uid_validity(7).unwrap());
+        assert!(progress.needs_start(7));
+        assert!(!progress.knew_mailbox());
+        progress.start(7, 0, []).unwrap();
+        assert!(!progress.needs_start(7));
         progress.record(3, MessageState::Persisted).unwrap();
         progress.record(3, MessageState::Answered).unwrap();
         progress.record(3, MessageState::Persisted).unwrap();
@@ -274,6 +356,9 @@ mod tests {
             .record(5, MessageState::Ignored("own_address".into()))
             .unwrap();
         progress.add_sent_id("squidbot.1@example.org").unwrap();
+        assert!(progress.take_id("m1@example.org", 3).unwrap());
+        assert!(progress.take_id("m1@example.org", 3).unwrap());
+        assert!(!progress.take_id("m1@example.org", 4).unwrap());
         progress
             .add_pending(outgoing("squidbot.2@x"), "refused".into(), 100)
             .unwrap();
@@ -293,11 +378,20 @@ mod tests {
         reloaded.remove_pending("squidbot.2@x").unwrap();
         assert_eq!(reloaded.summary().pending_replies, 0);
 
-        assert!(!reloaded.set_uid_validity(7).unwrap());
-        assert!(reloaded.set_uid_validity(8).unwrap());
+        assert!(!reloaded.needs_start(7));
+        assert!(reloaded.needs_start(8));
+        assert!(reloaded.knew_mailbox());
+        // Renumbered with 60 old messages, 58 and 59 unseen and recent: only those two and
+        // what comes after count.
+        reloaded.start(8, 60, [58, 59, 99]).unwrap();
         assert_eq!(reloaded.state(3), None);
-        assert_eq!(reloaded.last_uid(), 0);
+        assert_eq!(reloaded.last_uid(), 60);
         assert!(reloaded.is_own_id("squidbot.1@example.org"));
+        let wanted: Vec<u32> = (1..=62).filter(|uid| reloaded.wanted(*uid)).collect();
+        assert_eq!(wanted, [58, 59, 61, 62]);
+        reloaded.record(58, MessageState::Answered).unwrap();
+        let reloaded = Progress::load(reloaded.path.clone()).unwrap();
+        assert!(!reloaded.wanted(58) && reloaded.wanted(59));
     }
 
     #[test]

@@ -22,6 +22,8 @@ use crate::core::ports::channel::routing;
 pub const META_MESSAGE_ID: &str = "email_message_id";
 /// The sender address.
 pub const META_FROM: &str = "email_from";
+/// Metadata key: the UID of the mail a turn answers (only mail that answers one has it).
+pub const META_UID: &str = "email_uid";
 /// The References ids (a JSON array).
 pub const META_REFERENCES: &str = "email_references";
 
@@ -119,6 +121,9 @@ pub fn outgoing(
                 .collect()
         })
         .unwrap_or_default();
+    // A mail without a Message-ID is still answered as a reply: `Re:` keeps the exchange
+    // recognisable even where nothing can thread it.
+    let answers_mail = metadata.contains_key(META_UID);
     let subject = match &answered {
         Some(id) => {
             if !references.contains(id) {
@@ -126,6 +131,7 @@ pub fn outgoing(
             }
             reply_subject(subject)
         }
+        None if answers_mail => reply_subject(subject),
         None if subject.trim().is_empty() => "[squidbot]".to_owned(),
         None => subject.trim().to_owned(),
     };

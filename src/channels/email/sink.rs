@@ -1,10 +1,12 @@
 //! Where replies leave: the reply sink of one mail (or one proactive message) and the retry
 //! queue for mail the SMTP server did not take.
 //!
-//! A send that fails is not lost: the mail (with its Message-ID fixed) goes into the progress
-//! file's queue and the retry loop sends it again with growing pauses (5 s doubling to 10 min),
-//! also after a restart. Every generated Message-ID is recorded before the first attempt, so
-//! the loop guard recognises the bot's own mail if it ever comes back.
+//! A reply is never lost: before the first attempt the mail (with its Message-ID fixed) is
+//! recorded in the progress file's queue, with the answered mail's state, in one write; it
+//! leaves the queue when the server took it. A send that fails, or a crash during it, leaves
+//! it there, and the retry loop sends it again with growing pauses (5 s doubling to 10 min),
+//! also after a restart. Every generated Message-ID is recorded with it, so the loop guard
+//! recognises the bot's own mail if it ever comes back.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +17,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::EmailError;
-use super::progress::{MessageState, Progress};
+use super::progress::Progress;
 use super::reply::{self, OutgoingMail};
 use super::smtp::SmtpOutbox;
 use crate::core::audience::Readers;
@@ -25,6 +27,9 @@ use crate::core::ports::channel::{DeliveryError, ReplySink};
 
 /// Pauses between attempts to send a queued mail: 5 s doubling to 10 min.
 const RETRY_BACKOFF: Backoff = Backoff::new(Duration::from_secs(5), Duration::from_secs(600));
+/// How long a mail being sent is left to its sender before the retry loop takes it over (a
+/// crash): longer than one SMTP attempt.
+const IN_FLIGHT: Duration = Duration::from_secs(120);
 
 /// What every sink of the channel shares.
 pub struct Mailer {
@@ -37,39 +42,36 @@ pub struct Mailer {
 }
 
 impl Mailer {
-    /// Sends `mail` answering `uid` (if any); on failure queues it for a retry.
+    /// Sends `mail` answering `uid` (if any). It is recorded as answered and queued first,
+    /// so a crash before the server took it sends it after the restart; on failure the queue
+    /// retries it.
     pub async fn send_or_queue(
         &self,
         mail: OutgoingMail,
         uid: Option<u32>,
     ) -> Result<(), EmailError> {
-        if let Err(error) = self.progress.add_sent_id(&mail.message_id) {
-            tracing::warn!(error = %error, "Could not record an outgoing Message-ID.");
-        }
+        // The retry loop leaves it alone while this attempt may still be under way.
+        let send_by = now() + IN_FLIGHT.as_secs() as i64;
+        self.progress.answering(uid, &mail, send_by)?;
         let result = self.outbox.send(&mail).await;
-        if let Some(uid) = uid
-            && let Err(error) = self.progress.record(uid, MessageState::Answered)
-        {
-            tracing::warn!(uid, error = %error, "Could not record an answered mail.");
-        }
-        match result {
+        let saved = match &result {
             Ok(()) => {
                 tracing::debug!(to = %mail.to, message_id = %mail.message_id, "Mail sent.");
-                Ok(())
+                self.progress.remove_pending(&mail.message_id)
             }
             Err(error) => {
                 tracing::warn!(to = %mail.to, error = %error, "Sending mail failed; it will be retried.");
                 let next = now() + RETRY_BACKOFF.delay(0).as_secs() as i64;
-                if let Err(queueing) = self.progress.add_pending(mail, error.to_string(), next) {
-                    return Err(EmailError::NotQueued {
-                        send: Box::new(error),
-                        source: Box::new(queueing),
-                    });
-                }
+                let saved = self.progress.add_pending(mail, error.to_string(), next);
                 self.queued.notify_one();
-                Ok(())
+                saved
             }
+        };
+        if let Err(error) = saved {
+            // The queue still holds the mail: at worst it is sent once more.
+            tracing::warn!(error = %error, "Could not update the mail queue after a send.");
         }
+        Ok(())
     }
 
     /// Sends queued mail when due, until `shutdown`.

@@ -163,6 +163,9 @@ pub struct Inbound {
     pub persisted: Option<oneshot::Sender<()>>,
     /// A client to use instead of the default pool (the heartbeat's pool).
     pub llm: Option<Arc<dyn LlmClient>>,
+    /// The channel's id of what was received, for a channel that may hand the same message
+    /// over again after a crash (see [`crate::core::message::Message::source_id`]).
+    pub source_id: Option<String>,
 }
 
 impl Inbound {
@@ -181,6 +184,7 @@ impl Inbound {
             reply,
             persisted: None,
             llm: None,
+            source_id: None,
         }
     }
 }
