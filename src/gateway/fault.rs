@@ -3,7 +3,8 @@
 //!
 //! It is added only when the environment variable `SQUIDBOT_FAULT_CHANNEL` is set (to
 //! `panic:<ms>` or `error:<ms>`): it becomes ready, waits that long, then panics or fails.
-//! Nothing in a normal configuration enables it.
+//! [`crash_point`] aborts the process at a named step when `SQUIDBOT_CRASH_AT` names it.
+//! Nothing in a normal configuration enables either.
 
 use std::time::Duration;
 
@@ -60,5 +61,21 @@ impl Channel for FaultChannel {
             FaultMode::Panic => panic!("fault channel: injected panic"),
             FaultMode::Error => Err(ChannelError::new("fault", "injected failure")),
         }
+    }
+}
+
+/// The test hook behind `SQUIDBOT_CRASH_AT`: aborts the process (as a power cut or `kill -9`
+/// would end it) when the variable names `step`, so the crash tests can stop the gateway at an
+/// exact step of handling a message and prove what a restart does. Unset, it costs one read
+/// of a cached value.
+pub fn crash_point(step: &str) {
+    static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let at = AT.get_or_init(|| std::env::var("SQUIDBOT_CRASH_AT").ok());
+    if at.as_deref() == Some(step) {
+        tracing::error!(
+            step,
+            "SQUIDBOT_CRASH_AT names this step: aborting, as asked."
+        );
+        std::process::abort();
     }
 }

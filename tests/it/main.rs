@@ -57,6 +57,8 @@ mod two_processes;
 mod email;
 // Real mail from public corpora, on dovecot.
 mod email_corpus;
+// Crashes at each step of a mail, a first start on a used mailbox, the rate limit.
+mod email_crash;
 // `search_history` through the binary: ranked recall, the asking turn left out, summaries,
 // unforgeable output, index rebuilds.
 mod search_history;

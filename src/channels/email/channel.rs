@@ -41,6 +41,7 @@ use crate::core::ports::channel::{
 };
 use crate::core::session::SessionId;
 use crate::core::untrusted;
+use crate::gateway::fault;
 
 /// The channel name and session prefix.
 const NAME: &str = "email";
@@ -218,6 +219,9 @@ impl EmailChannel {
             while let Ok(uid) = ack_rx.try_recv() {
                 acks.push(uid);
             }
+            if !acks.is_empty() {
+                fault::crash_point("email:answered");
+            }
             imap::mark_seen(&mut session, &acks).await?;
             acks.clear();
             self.scan(&mut session, context, ack_tx).await?;
@@ -372,6 +376,7 @@ impl EmailChannel {
                 Some(MessageState::Persisted) | None => {}
             }
             let fetched = imap::fetch(session, uid, self.config.max_message_bytes).await?;
+            fault::crash_point("email:fetched");
             match self.handle(uid, fetched, context, ack_tx).await {
                 Handled::Submitted | Handled::Deferred => {}
                 Handled::Ignored(reason) => {
@@ -515,10 +520,11 @@ impl EmailChannel {
         let unanswered = self.unanswered.clone();
         let ack_tx = ack_tx.clone();
         context.tasks.spawn(async move {
-            if persisted_rx.await.is_ok()
-                && let Err(error) = progress.record(uid, MessageState::Persisted)
-            {
-                tracing::warn!(uid, error = %error, "Could not record a persisted mail.");
+            if persisted_rx.await.is_ok() {
+                if let Err(error) = progress.record(uid, MessageState::Persisted) {
+                    tracing::warn!(uid, error = %error, "Could not record a persisted mail.");
+                }
+                fault::crash_point("email:persisted");
             }
             let _ = ended.await;
             // `\Seen` only once the answer was sent or queued (the sink records it): a turn

@@ -118,6 +118,13 @@ impl Progress {
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => ProgressData::default(),
             Err(source) => return Err(EmailError::Progress { path, source }),
         };
+        let mut data: ProgressData = data;
+        // A reply whose first attempt was under way when the last process ended may or may
+        // not have reached the server: it is due now (at worst the same mail twice, with the
+        // same Message-ID), not after the in-flight lease.
+        for pending in data.pending.iter_mut().filter(|p| p.attempts == 0) {
+            pending.next_attempt = 0;
+        }
         Ok(Self {
             path,
             data: Mutex::new(data),

@@ -57,6 +57,7 @@ impl Mailer {
         let saved = match &result {
             Ok(()) => {
                 tracing::debug!(to = %mail.to, message_id = %mail.message_id, "Mail sent.");
+                crate::gateway::fault::crash_point("email:sent");
                 self.progress.remove_pending(&mail.message_id)
             }
             Err(error) => {
