@@ -33,6 +33,8 @@ mod commands;
 mod matrix;
 // Room keys when the bot and a member's device meet: rotated, never re-sent at a later index.
 mod matrix_keys;
+// Sync gaps filled: messages sent while the bot was away, all answered in order.
+mod matrix_gaps;
 // Matrix rooms with someone besides the owner get none of the owner's private memory.
 mod matrix_privacy;
 // Authority follows who asked: a guest in a shared room cannot schedule or rewrite instructions.

@@ -32,6 +32,7 @@ use serde_json::{Map, Value};
 use tokio_util::task::TaskTracker;
 
 use super::MatrixError;
+use super::backfill;
 use super::media::{self, ClientSlot};
 use super::policy::{MessageFacts, RoomPolicy, Verdict, mentions_bot};
 use super::room_keys::{Connected, RoomKeys};
@@ -438,7 +439,23 @@ impl MatrixChannel {
                 )
             });
             let start = joined_at.map_or(0, |at| at + 1);
-            for event in &events[start..] {
+            // More arrived since the last sync than it returned: page back over the gap.
+            let mut recovered = backfill::Recovered::default();
+            if update.timeline.limited
+                && joined_at.is_none()
+                && let Some(first) = events.first().and_then(|event| event.event_id())
+            {
+                let state = this.state.clone();
+                let seen = move |id: &str| state.lock().is_ok_and(|s| s.handled(id));
+                recovered = backfill::recover(&room, &first, &this.own, seen).await;
+                let count = recovered.events.len();
+                if recovered.complete {
+                    tracing::info!(room = %room_id, recovered = count, "Paged back over a Matrix sync gap; every missed message is handled now.");
+                } else {
+                    tracing::warn!(room = %room_id, recovered = count, "Paged back over a Matrix sync gap but not to its start: older messages in it are not answered.");
+                }
+            }
+            for event in recovered.events.iter().chain(&events[start..]) {
                 let Some(event_id) = event.event_id() else {
                     continue;
                 };

@@ -14,6 +14,7 @@
 //!   starts a new Olm session (what kept the bot's first messages unreadable on some devices).
 //! - [`channel`]: [`MatrixChannel`], login, the sync loop with backoff, and its status.
 
+pub mod backfill;
 pub mod channel;
 pub mod media;
 pub mod policy;

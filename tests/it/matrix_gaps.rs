@@ -1,0 +1,76 @@
+//! #24: what people send reaches the agent, also when more arrives than one sync returns.
+//!
+//! A real `squidbot gateway` on the shared Synapse; the human side reads the room's history
+//! from the server (`/messages`), not from its own sync, which skips a burst the same way.
+
+use std::time::{Duration, Instant};
+
+use matrix_sdk::room::MessagesOptions;
+use matrix_sdk::ruma::OwnedUserId;
+use serde_json::Value;
+
+use crate::matrix::{BotGateway, echo};
+use crate::support::matrix_client::{Homeserver, Human};
+use crate::support::scripted_llm::ScriptedLlm;
+
+/// #24: more messages while the bot is down than one sync returns (Synapse gives 10 and a
+/// `limited` timeline): the bot pages back to where it left off and answers all, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifteen_messages_sent_while_down_are_all_answered_in_order() {
+    let hs = Homeserver::shared();
+    let (bot, a) = (hs.register("bot"), hs.register("alice"));
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(echo);
+    let home = tempfile::tempdir().unwrap();
+    let extra = format!("    allowlist: [\"{}\"]", a.user_id);
+    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
+    let alice = Human::login(&hs, &a).await;
+    let room = alice.create_room(&[], false).await;
+    let room_id = room.room_id().to_owned();
+    room.invite_user_by_id(&bot.user_id.parse::<OwnedUserId>().unwrap())
+        .await
+        .unwrap();
+    alice.wait_joined(&room_id, &bot.user_id).await;
+    alice.say(&room_id, "first").await;
+    alice.wait_messages(&room_id, &bot.user_id, 1).await;
+    gateway.stop().await;
+
+    let sent: Vec<String> = (1..=15).map(|n| format!("while down {n}")).collect();
+    for text in &sent {
+        alice.say(&room_id, text).await;
+    }
+    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while llm.request_count() < 16 {
+        assert!(Instant::now() < deadline, "{} turns", llm.request_count());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The room's history as the server keeps it (a client's own sync may skip a burst of
+    // replies the same way the bot's did).
+    let mut expected = vec!["**echo** first".to_owned()];
+    expected.extend(sent.iter().map(|text| format!("**echo** {text}")));
+    let mut replies = Vec::new();
+    while Instant::now() < deadline {
+        let mut options = MessagesOptions::backward();
+        options.limit = 100u32.into();
+        let page = room.messages(options).await.unwrap();
+        replies = page
+            .chunk
+            .iter()
+            .rev()
+            .filter_map(|event| {
+                let value: Value = event.raw().deserialize_as().ok()?;
+                (value["sender"] == bot.user_id.as_str())
+                    .then(|| value["content"]["body"].as_str().map(str::to_owned))
+                    .flatten()
+            })
+            .collect();
+        if replies.len() >= expected.len() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(replies, expected);
+    assert_eq!(llm.request_count(), 16);
+    drop(gateway);
+}
