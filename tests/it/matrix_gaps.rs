@@ -74,3 +74,100 @@ async fn fifteen_messages_sent_while_down_are_all_answered_in_order() {
     assert_eq!(llm.request_count(), 16);
     drop(gateway);
 }
+
+/// The LLM's user messages so far, in order.
+fn user_texts(llm: &ScriptedLlm) -> Vec<String> {
+    llm.requests()
+        .iter()
+        .filter_map(|request| {
+            request["messages"]
+                .as_array()?
+                .iter()
+                .rev()
+                .find(|m| m["role"] == "user")?["content"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
+async fn wait_turns(llm: &ScriptedLlm, count: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let texts = user_texts(llm);
+        if texts.len() >= count {
+            return texts;
+        }
+        assert!(Instant::now() < deadline, "{texts:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// #24 item 3: an edit, a reply without the quoted fallback (as current clients send them)
+/// and a file with a caption reach the agent with what they mean, in an encrypted room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_a_reply_without_fallback_and_a_caption_reach_the_agent() {
+    let hs = Homeserver::shared();
+    let (bot, a) = (hs.register("bot"), hs.register("alice"));
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(echo);
+    let home = tempfile::tempdir().unwrap();
+    let extra = format!("    allowlist: [\"{}\"]", a.user_id);
+    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
+    let alice = Human::login(&hs, &a).await;
+    let room = alice.create_room(&[], true).await;
+    let room_id = room.room_id().to_owned();
+    room.invite_user_by_id(&bot.user_id.parse::<OwnedUserId>().unwrap())
+        .await
+        .unwrap();
+    alice.wait_joined(&room_id, &bot.user_id).await;
+    let original = alice.say(&room_id, "meet at 5 at the station").await;
+    wait_turns(&llm, 1).await;
+
+    let edit = serde_json::json!({
+        "msgtype": "m.text",
+        "body": "* meet at 6 at the station",
+        "m.new_content": {"msgtype": "m.text", "body": "meet at 6 at the station"},
+        "m.relates_to": {"rel_type": "m.replace", "event_id": original},
+    });
+    room.send_raw("m.room.message", edit).await.unwrap();
+    let texts = wait_turns(&llm, 2).await;
+    assert!(texts[1].contains("edited an earlier message"), "{texts:?}");
+    assert!(texts[1].contains("meet at 6 at the station"), "{texts:?}");
+    assert!(!texts[1].contains("* meet"), "{texts:?}");
+
+    let reply = serde_json::json!({
+        "msgtype": "m.text",
+        "body": "yes, that one",
+        "m.relates_to": {"m.in_reply_to": {"event_id": original}},
+    });
+    room.send_raw("m.room.message", reply).await.unwrap();
+    let texts = wait_turns(&llm, 3).await;
+    assert!(
+        texts[2].contains(&format!("[In reply to {}: «meet at 5 at the station»]", a.user_id)),
+        "{texts:?}"
+    );
+    assert!(texts[2].ends_with("yes, that one"), "{texts:?}");
+
+    let upload = alice
+        .client
+        .media()
+        .upload(&mime::TEXT_PLAIN, b"minutes".to_vec(), None)
+        .await
+        .unwrap();
+    let caption = serde_json::json!({
+        "msgtype": "m.file",
+        "body": "the minutes of Monday, please summarize",
+        "filename": "minutes.txt",
+        "url": upload.content_uri,
+        "info": {"mimetype": "text/plain", "size": 7},
+    });
+    // An encrypted room: the raw content is encrypted by the SDK like any message.
+    room.send_raw("m.room.message", caption).await.unwrap();
+    let texts = wait_turns(&llm, 4).await;
+    assert!(
+        texts[3].starts_with("the minutes of Monday, please summarize\n[attachment: minutes.txt"),
+        "{texts:?}"
+    );
+    drop(gateway);
+}

@@ -564,11 +564,13 @@ impl MatrixChannel {
         else {
             return false;
         };
-        if matches!(message.content.relates_to, Some(Relation::Replacement(_))) {
-            return false; // An edit; the original was answered.
-        }
+        // An edit carries the corrected message in `m.new_content`: it is a turn that says so.
+        let (msgtype, edited) = match &message.content.relates_to {
+            Some(Relation::Replacement(replacement)) => (&replacement.new_content.msgtype, true),
+            _ => (&message.content.msgtype, false),
+        };
         let sender = message.sender.to_string();
-        let (body, formatted) = match &message.content.msgtype {
+        let (body, formatted) = match msgtype {
             MessageType::Text(text) => (
                 text.body.clone(),
                 text.formatted.as_ref().map(|f| f.body.clone()),
@@ -609,10 +611,28 @@ impl MatrixChannel {
         let Ok(session) = SessionId::new(NAME, room.room_id().as_str()) else {
             return false;
         };
-        let text = match media::media_of(&message.content.msgtype) {
-            Some(media) => media::receive(&this.client, &self.attachments, &session, media).await,
-            None => body,
+        let mut text = match media::media_of(msgtype) {
+            Some(media) => {
+                let caption = media.caption.clone();
+                let saved = media::receive(&this.client, &self.attachments, &session, media).await;
+                match caption {
+                    Some(caption) => format!("{caption}\n{saved}"),
+                    None => saved,
+                }
+            }
+            None => strip_reply_fallback(&body).to_owned(),
         };
+        if edited {
+            text = format!(
+                "[The person edited an earlier message; this is the corrected text.]\n{text}"
+            );
+        } else if let Some(Relation::Reply(reply)) = &message.content.relates_to {
+            // Current clients send replies without the quoted fallback: what is replied to is
+            // fetched, so the agent knows.
+            if let Some(quoted) = replied_to(room, &reply.in_reply_to.event_id).await {
+                text = format!("{quoted}\n{text}");
+            }
+        }
         let thread = match &message.content.relates_to {
             Some(Relation::Thread(thread)) => Some(ThreadRef {
                 root: thread.event_id.clone(),
@@ -668,4 +688,46 @@ impl MatrixChannel {
         });
         true
     }
+}
+
+/// The most characters of a replied-to message shown with a reply.
+const REPLIED_TO_CHARS: usize = 500;
+
+/// `body` without the quoted fallback older clients put before a reply (`> <@a:x> text`
+/// lines and a blank line).
+fn strip_reply_fallback(body: &str) -> &str {
+    if !body.starts_with("> <") {
+        return body;
+    }
+    let mut rest = body;
+    while let Some(line_end) = rest.find('\n') {
+        if !rest.starts_with('>') {
+            break;
+        }
+        rest = &rest[line_end + 1..];
+    }
+    rest.strip_prefix('\n').unwrap_or(rest)
+}
+
+/// A note of the message `event_id` a reply answers: its sender and (shortened) text.
+async fn replied_to(room: &Room, event_id: &matrix_sdk::ruma::EventId) -> Option<String> {
+    let event = match room.event(event_id, None).await {
+        Ok(event) => event,
+        Err(error) => {
+            tracing::debug!(room = %room.room_id(), error = %error, "Could not fetch the message a reply answers.");
+            return None;
+        }
+    };
+    let Ok(AnySyncTimelineEvent::MessageLike(AnySyncMessageLikeEvent::RoomMessage(
+        SyncMessageLikeEvent::Original(original),
+    ))) = event.raw().deserialize()
+    else {
+        return None;
+    };
+    let body = strip_reply_fallback(original.content.body());
+    let mut quoted: String = body.chars().take(REPLIED_TO_CHARS).collect();
+    if body.chars().count() > REPLIED_TO_CHARS {
+        quoted.push('…');
+    }
+    Some(format!("[In reply to {}: «{quoted}»]", original.sender))
 }

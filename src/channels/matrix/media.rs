@@ -45,39 +45,51 @@ pub struct MediaRef {
     pub size: Option<u64>,
     /// The plain or encrypted source.
     pub source: MediaSource,
+    /// The caption: the body, when the sender also gave a file name that differs from it
+    /// (Matrix 1.10 media captions).
+    pub caption: Option<String>,
 }
 
 /// The media of a message, if it is an image, file, audio or video.
 pub fn media_of(msgtype: &MessageType) -> Option<MediaRef> {
-    let (name, source, mimetype, size) = match msgtype {
+    let (name, body, source, mimetype, size) = match msgtype {
         MessageType::Image(c) => (
-            c.filename.clone().unwrap_or_else(|| c.body.clone()),
+            c.filename.clone(),
+            c.body.clone(),
             c.source.clone(),
             c.info.as_ref().and_then(|i| i.mimetype.clone()),
             c.info.as_ref().and_then(|i| i.size).map(u64::from),
         ),
         MessageType::File(c) => (
-            c.filename.clone().unwrap_or_else(|| c.body.clone()),
+            c.filename.clone(),
+            c.body.clone(),
             c.source.clone(),
             c.info.as_ref().and_then(|i| i.mimetype.clone()),
             c.info.as_ref().and_then(|i| i.size).map(u64::from),
         ),
         MessageType::Audio(c) => (
-            c.filename.clone().unwrap_or_else(|| c.body.clone()),
+            c.filename.clone(),
+            c.body.clone(),
             c.source.clone(),
             c.info.as_ref().and_then(|i| i.mimetype.clone()),
             c.info.as_ref().and_then(|i| i.size).map(u64::from),
         ),
         MessageType::Video(c) => (
-            c.filename.clone().unwrap_or_else(|| c.body.clone()),
+            c.filename.clone(),
+            c.body.clone(),
             c.source.clone(),
             c.info.as_ref().and_then(|i| i.mimetype.clone()),
             c.info.as_ref().and_then(|i| i.size).map(u64::from),
         ),
         _ => return None,
     };
+    let caption = name
+        .as_ref()
+        .filter(|name| **name != body && !body.trim().is_empty())
+        .map(|_| body.clone());
     Some(MediaRef {
-        name,
+        name: name.unwrap_or(body),
+        caption,
         mimetype,
         size,
         source,
