@@ -144,7 +144,10 @@ async fn an_edit_a_reply_without_fallback_and_a_caption_reach_the_agent() {
     room.send_raw("m.room.message", reply).await.unwrap();
     let texts = wait_turns(&llm, 3).await;
     assert!(
-        texts[2].contains(&format!("[In reply to {}: «meet at 5 at the station»]", a.user_id)),
+        texts[2].contains(&format!(
+            "[In reply to {}: «meet at 5 at the station»]",
+            a.user_id
+        )),
         "{texts:?}"
     );
     assert!(texts[2].ends_with("yes, that one"), "{texts:?}");
@@ -169,5 +172,37 @@ async fn an_edit_a_reply_without_fallback_and_a_caption_reach_the_agent() {
         texts[3].starts_with("the minutes of Monday, please summarize\n[attachment: minutes.txt"),
         "{texts:?}"
     );
+    drop(gateway);
+}
+
+/// #24: a DM's first message, sent after the invite but before the bot joined (it was
+/// down), is answered; what was said before the invite is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dms_first_message_sent_before_the_bot_joined_is_answered() {
+    let hs = Homeserver::shared();
+    let (bot, a) = (hs.register("bot"), hs.register("alice"));
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(echo);
+    let home = tempfile::tempdir().unwrap();
+    let extra = format!("    allowlist: [\"{}\"]", a.user_id);
+    // The bot has been up once (its device and store exist), and is down now.
+    BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra)
+        .await
+        .stop()
+        .await;
+    let alice = Human::login(&hs, &a).await;
+    let room = alice.create_room(&[], true).await;
+    let room_id = room.room_id().to_owned();
+    alice.say(&room_id, "a note to myself").await;
+    room.invite_user_by_id(&bot.user_id.parse::<OwnedUserId>().unwrap())
+        .await
+        .unwrap();
+    alice.say(&room_id, "hello, are you there?").await;
+    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
+    let texts = wait_turns(&llm, 1).await;
+    assert_eq!(texts, ["hello, are you there?"]);
+    alice.say(&room_id, "and now").await;
+    let texts = wait_turns(&llm, 2).await;
+    assert_eq!(texts, ["hello, are you there?", "and now"]);
     drop(gateway);
 }

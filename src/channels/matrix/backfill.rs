@@ -5,7 +5,7 @@
 //! the last one, the timeline comes back `limited`. Paging back from the first event the sync
 //! returned (`/context` for the events just before it, then `/messages` from its start token;
 //! the SDK decrypts both like synced events) until an event the channel already handed over,
-//! the bot's own message or its join recovers what was missed. (Paging from the sync's own
+//! the bot's own message, its join or its invite recovers what was missed. (Paging from the sync's own
 //! `prev_batch` skipped the event just before the timeline on Synapse.)
 //! the channel then treats each recovered message like a live one, oldest first. The paging
 //! is bounded ([`MAX_EVENTS`]): a gap longer than that is logged with how far it reached.
@@ -92,14 +92,15 @@ pub async fn recover(
     recovered
 }
 
-/// Whether `event` was sent by the bot, or is its own join.
+/// Whether `event` was sent by the bot, or is its own invite or join (where it came in).
 fn is_own(event: &TimelineEvent, own: &str) -> bool {
     match event.raw().deserialize() {
         Ok(AnySyncTimelineEvent::State(AnySyncStateEvent::RoomMember(
             SyncStateEvent::Original(member),
-        ))) => {
-            member.state_key.as_str() == own && member.content.membership == MembershipState::Join
-        }
+        ))) if member.state_key.as_str() == own => matches!(
+            member.content.membership,
+            MembershipState::Join | MembershipState::Invite
+        ),
         Ok(event) => event.sender().as_str() == own,
         Err(_) => false,
     }

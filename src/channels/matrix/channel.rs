@@ -430,19 +430,37 @@ impl MatrixChannel {
                 continue;
             }
             let events = &update.timeline.events;
-            // Events before the bot's own join in this batch predate it: never answered.
-            let joined_at = events.iter().rposition(|event| {
-                matches!(
-                    event.raw().deserialize(),
-                    Ok(AnySyncTimelineEvent::State(AnySyncStateEvent::RoomMember(SyncStateEvent::Original(member))))
-                        if member.state_key.as_str() == this.own && member.content.membership == MembershipState::Join
-                )
+            // Events before the bot was invited predate it: never answered. Those between the
+            // invite and the join (a DM's first message, sent while the bot was away) are.
+            let own_member = |membership: MembershipState| {
+                let own = this.own.as_str();
+                move |event: &matrix_sdk::deserialized_responses::TimelineEvent| {
+                    matches!(
+                        event.raw().deserialize(),
+                        Ok(AnySyncTimelineEvent::State(AnySyncStateEvent::RoomMember(SyncStateEvent::Original(member))))
+                            if member.state_key.as_str() == own && member.content.membership == membership
+                    )
+                }
+            };
+            let joined_at = events.iter().rposition(own_member(MembershipState::Join));
+            let invited_at = joined_at.and_then(|at| {
+                events[..at]
+                    .iter()
+                    .rposition(own_member(MembershipState::Invite))
             });
-            let start = joined_at.map_or(0, |at| at + 1);
-            // More arrived since the last sync than it returned: page back over the gap.
+            let limited = update.timeline.limited;
+            let start = match (invited_at, joined_at) {
+                (Some(invited), _) => invited + 1,
+                // The invite is further back than the batch reaches: paged back to below.
+                (None, Some(_)) if limited => 0,
+                (None, Some(joined)) => joined + 1,
+                (None, None) => 0,
+            };
+            // More arrived since the last sync (or the invite) than it returned: page back
+            // over the gap.
             let mut recovered = backfill::Recovered::default();
-            if update.timeline.limited
-                && joined_at.is_none()
+            if limited
+                && invited_at.is_none()
                 && let Some(first) = events.first().and_then(|event| event.event_id())
             {
                 let state = this.state.clone();
