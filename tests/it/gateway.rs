@@ -99,6 +99,8 @@ async fn the_message_api_refuses_a_missing_or_wrong_token_and_bad_input() {
         "{\"text\": \"hi\", \"extra\": 1}",
         "{\"text\": [\"hi\"]}",
         "{}",
+        // A key twice: refused, not "the last one wins" (#24).
+        "{\"text\": \"a\", \"text\": \"b\"}",
     ] {
         let response = gw
             .http

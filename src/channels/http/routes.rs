@@ -137,10 +137,15 @@ struct MessageBody {
 }
 
 /// Reads a body that must be a JSON object. A derived `Deserialize` also accepts a struct
-/// written as an array of its fields (`["hi"]`), which is not the documented API.
-fn object_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, serde_json::Error> {
-    let object: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(body)?;
-    T::deserialize(serde_json::Value::Object(object))
+/// written as an array of its fields (`["hi"]`), which is not the documented API, so the body
+/// must start as an object; it is then read straight into `T`, whose derived `Deserialize`
+/// refuses a key given twice (`{"text":"a","text":"b"}`), where going through a generic map
+/// would keep the last.
+fn object_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, String> {
+    if body.trim_ascii_start().first() != Some(&b'{') {
+        return Err("the body must be a JSON object".into());
+    }
+    serde_json::from_slice(body).map_err(|error| error.to_string())
 }
 
 fn bad_request(message: impl std::fmt::Display) -> Response {
