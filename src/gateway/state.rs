@@ -27,6 +27,8 @@ pub enum ChannelPhase {
     Running,
     /// Failed; waiting for its restart.
     Failing,
+    /// Failed in a way retrying cannot fix (a refused login): not restarted.
+    Broken,
     /// Stopped for shutdown.
     Stopped,
 }

@@ -1,4 +1,5 @@
-//! [`Supervisor`]: one task per channel, restarted with capped exponential backoff.
+//! [`Supervisor`]: one task per channel, restarted with capped exponential backoff (unless
+//! its error is permanent, such as a refused login: it is then reported broken, not retried).
 //!
 //! A channel task that returns an error, returns early or panics is logged with its name,
 //! shown as `failing` in `/status`, counted in `squidbot_channel_restarts_total`, and started
@@ -181,6 +182,14 @@ async fn supervise(channel: Arc<dyn Channel>, state: Arc<GatewayState>, parts: P
                 return;
             }
             Ok(Ok(Ok(()))) => "stopped without being asked to".to_owned(),
+            Ok(Ok(Err(error))) if error.permanent && !shutdown.is_cancelled() => {
+                // Retrying a refused login only hammers the server (and may lock the
+                // account): the channel stays down until the configuration is fixed.
+                let error = error.to_string();
+                state.set_channel(&name, ChannelPhase::Broken, Some(error.clone()));
+                tracing::error!(channel = %name, error = %error, "Channel stopped for good: retrying cannot fix this. Fix the configuration (squidbot doctor checks it) and restart the gateway.");
+                return;
+            }
             Ok(Ok(Err(error))) => error.to_string(),
             Ok(Err(panic)) => format!("panicked: {}", panic_text(panic.as_ref())),
             Err(join) => format!("task failed: {join}"),

@@ -30,14 +30,27 @@ use crate::support::testenv;
 /// A gateway with the Matrix channel, on a home the test owns (so it can be restarted).
 pub(crate) struct BotGateway {
     child: Child,
-    base: String,
-    http: reqwest::Client,
+    pub(crate) base: String,
+    pub(crate) http: reqwest::Client,
 }
 
 impl BotGateway {
     /// Starts `squidbot gateway` in `home`, logged in as `bot`, with `matrix_extra` (YAML at
     /// the indentation of `channels.matrix` fields) added; waits for `/readyz`.
     pub(crate) async fn start(
+        home: &Path,
+        llm: &str,
+        hs: &Homeserver,
+        bot: &Account,
+        matrix_extra: &str,
+    ) -> Self {
+        let gateway = Self::spawn(home, llm, hs, bot, matrix_extra);
+        crate::support::bin::wait_ready(&gateway.http, &gateway.base, home).await;
+        gateway
+    }
+
+    /// Starts the gateway without waiting for it to be ready.
+    pub(crate) fn spawn(
         home: &Path,
         llm: &str,
         hs: &Homeserver,
@@ -70,16 +83,14 @@ impl BotGateway {
             .kill_on_drop(true)
             .spawn()
             .unwrap();
-        let gateway = Self {
+        Self {
             child,
             base: format!("http://127.0.0.1:{port}"),
             http: reqwest::Client::new(),
-        };
-        crate::support::bin::wait_ready(&gateway.http, &gateway.base, home).await;
-        gateway
+        }
     }
 
-    async fn status(&self) -> Value {
+    pub(crate) async fn status(&self) -> Value {
         let response = self
             .http
             .get(format!("{}/status", self.base))

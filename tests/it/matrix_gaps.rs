@@ -206,3 +206,60 @@ async fn a_dms_first_message_sent_before_the_bot_joined_is_answered() {
     assert_eq!(texts, ["hello, are you there?", "and now"]);
     drop(gateway);
 }
+
+/// #24 item 6: a refused login (a wrong password) is reported broken, in `/status` and
+/// `/readyz`, and not retried in a loop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_login_is_reported_broken_and_not_retried() {
+    let hs = Homeserver::shared();
+    let mut bot = hs.register("bot");
+    bot.password = "not-the-password".into();
+    let llm = ScriptedLlm::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let gateway = BotGateway::spawn(home.path(), &llm.url(), &hs, &bot, "");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let matrix = loop {
+        if let Ok(response) = gateway
+            .http
+            .get(format!("{}/healthz", gateway.base))
+            .send()
+            .await
+            && response.status() == 200
+        {
+            let status = gateway.status().await;
+            if status["channels"]["matrix"]["state"] == "broken" {
+                break status["channels"]["matrix"].clone();
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the channel never reported broken"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(
+        matrix["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("logging in as"),
+        "{matrix}"
+    );
+    // Time in which the supervisor would have retried twice (1 s, then 2 s).
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let readyz = gateway
+        .http
+        .get(format!("{}/readyz", gateway.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(readyz.status(), 503);
+    assert!(readyz.text().await.unwrap().contains("matrix"));
+    let log = std::fs::read_to_string(home.path().join("gateway.log")).unwrap();
+    assert_eq!(log.matches("Channel stopped for good").count(), 1, "{log}");
+    assert_eq!(
+        log.matches("Channel failed; restarting").count(),
+        0,
+        "{log}"
+    );
+    drop(gateway);
+}

@@ -224,6 +224,16 @@ async fn joined_members(room: &Room) -> u64 {
     stored.max(room.joined_members_count())
 }
 
+/// Whether logging in failed in a way only new credentials fix: the server refused them, or
+/// they name another account than configured.
+fn refused(error: &MatrixError) -> bool {
+    match error {
+        MatrixError::Login { source, .. } => is_fatal(source),
+        MatrixError::WrongToken { .. } | MatrixError::UserId { .. } => true,
+        _ => false,
+    }
+}
+
 /// Whether a sync error means the session is gone (no point retrying with it).
 fn is_fatal(error: &matrix_sdk::Error) -> bool {
     matches!(
@@ -274,6 +284,9 @@ impl Channel for MatrixChannel {
                     s.state = "stopped";
                     s.last_error = Some(error.to_string());
                 });
+                if refused(&error) {
+                    return Err(ChannelError::permanent(NAME, error));
+                }
                 return Err(ChannelError::new(NAME, error));
             }
         };
@@ -353,7 +366,7 @@ impl Channel for MatrixChannel {
                         source: Box::new(error),
                     };
                     self.update(|s| s.last_error = Some(error.to_string()));
-                    break Err(ChannelError::new(NAME, error));
+                    break Err(ChannelError::permanent(NAME, error));
                 }
                 Err(error) => {
                     let delay = SYNC_BACKOFF.delay(failures);

@@ -222,6 +222,9 @@ pub struct ChannelError {
     /// What went wrong.
     #[source]
     pub source: Cause,
+    /// Whether retrying cannot help (a refused login, a wrong token): the supervisor then
+    /// stops the channel and reports it broken instead of restarting it in a loop.
+    pub permanent: bool,
 }
 
 impl ChannelError {
@@ -230,6 +233,15 @@ impl ChannelError {
         Self {
             channel: channel.to_owned(),
             source: source.into(),
+            permanent: false,
+        }
+    }
+
+    /// An error only a change of configuration (or on the server) can fix.
+    pub fn permanent(channel: &str, source: impl Into<Cause>) -> Self {
+        Self {
+            permanent: true,
+            ..Self::new(channel, source)
         }
     }
 }
