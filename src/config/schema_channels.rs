@@ -48,7 +48,9 @@ pub struct MatrixConfig {
     pub password: Secret,
     /// Name of an environment variable holding the password. Default: empty.
     pub password_env: String,
-    /// Device id of the bot's session. Default: `SQUIDBOT01`.
+    /// Device id of the bot's session. Default: empty: one is chosen for this home at the
+    /// first login and kept in the Matrix store (`device_id`), so two homes on one account
+    /// never share a device; a store made before this keeps the old default, `SQUIDBOT01`.
     pub device_id: String,
     /// Rooms the bot listens in; empty means every joined room. Default: none.
     pub room_ids: Vec<String>,
@@ -88,7 +90,7 @@ impl Default for MatrixConfig {
             access_token_env: String::new(),
             password: Secret::default(),
             password_env: String::new(),
-            device_id: "SQUIDBOT01".to_owned(),
+            device_id: String::new(),
             room_ids: Vec::new(),
             group_policy: GroupPolicy::Mention,
             allowlist: Vec::new(),

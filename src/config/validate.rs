@@ -430,11 +430,6 @@ fn check_channels(config: &Config, checker: &mut Checker<'_>) {
         checker.require(login, "channels.matrix.access_token", message);
         let message = "must not be empty";
         checker.require(
-            !matrix.device_id.is_empty(),
-            "channels.matrix.device_id",
-            message,
-        );
-        checker.require(
             !matrix.store_dir.trim().is_empty(),
             "channels.matrix.store_dir",
             message,

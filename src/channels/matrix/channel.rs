@@ -32,12 +32,12 @@ use serde_json::{Map, Value};
 use tokio_util::task::TaskTracker;
 
 use super::MatrixError;
-use super::backfill;
 use super::media::{self, ClientSlot};
 use super::policy::{MessageFacts, RoomPolicy, Verdict, mentions_bot};
 use super::room_keys::{Connected, RoomKeys};
 use super::sink::{MatrixReplySink, ThreadRef};
 use super::sync_state::SyncState;
+use super::{backfill, device, relations};
 use crate::channels::attachments::AttachmentStore;
 use crate::config::MatrixConfig;
 use crate::core::approval;
@@ -140,6 +140,13 @@ impl MatrixChannel {
             path: self.store_dir.clone(),
             source,
         })?;
+        let device_id =
+            device::device_id(&config.device_id, &self.store_dir).map_err(|source| {
+                MatrixError::StoreDir {
+                    path: self.store_dir.clone(),
+                    source,
+                }
+            })?;
         let passphrase = (!config.store_passphrase.is_empty())
             .then(|| config.store_passphrase.expose().to_owned());
         let client = Client::builder()
@@ -160,7 +167,7 @@ impl MatrixChannel {
             client
                 .matrix_auth()
                 .login_username(user_id.as_str(), config.password.expose())
-                .device_id(&config.device_id)
+                .device_id(&device_id)
                 .initial_device_display_name("squidbot")
                 .send()
                 .await
@@ -172,7 +179,7 @@ impl MatrixChannel {
             let session = MatrixSession {
                 meta: SessionMeta {
                     user_id: user_id.clone(),
-                    device_id: config.device_id.as_str().into(),
+                    device_id: device_id.as_str().into(),
                 },
                 tokens: SessionTokens {
                     access_token: config.access_token.expose().to_owned(),
@@ -185,9 +192,9 @@ impl MatrixChannel {
                 .await
                 .map_err(|e| login_error(matrix_sdk::Error::Http(Box::new(e))))?;
             let device = who.device_id.as_ref().map(|d| d.as_str());
-            if who.user_id != user_id || device != Some(config.device_id.as_str()) {
+            if who.user_id != user_id || device != Some(device_id.as_str()) {
                 return Err(MatrixError::WrongToken {
-                    configured: format!("{user_id} device {}", config.device_id),
+                    configured: format!("{user_id} device {device_id}"),
                     actual: format!("{} device {}", who.user_id, device.unwrap_or("?")),
                 });
             }
@@ -651,7 +658,7 @@ impl MatrixChannel {
                     None => saved,
                 }
             }
-            None => strip_reply_fallback(&body).to_owned(),
+            None => relations::strip_reply_fallback(&body).to_owned(),
         };
         if edited {
             text = format!(
@@ -660,7 +667,7 @@ impl MatrixChannel {
         } else if let Some(Relation::Reply(reply)) = &message.content.relates_to {
             // Current clients send replies without the quoted fallback: what is replied to is
             // fetched, so the agent knows.
-            if let Some(quoted) = replied_to(room, &reply.in_reply_to.event_id).await {
+            if let Some(quoted) = relations::replied_to(room, &reply.in_reply_to.event_id).await {
                 text = format!("{quoted}\n{text}");
             }
         }
@@ -719,46 +726,4 @@ impl MatrixChannel {
         });
         true
     }
-}
-
-/// The most characters of a replied-to message shown with a reply.
-const REPLIED_TO_CHARS: usize = 500;
-
-/// `body` without the quoted fallback older clients put before a reply (`> <@a:x> text`
-/// lines and a blank line).
-fn strip_reply_fallback(body: &str) -> &str {
-    if !body.starts_with("> <") {
-        return body;
-    }
-    let mut rest = body;
-    while let Some(line_end) = rest.find('\n') {
-        if !rest.starts_with('>') {
-            break;
-        }
-        rest = &rest[line_end + 1..];
-    }
-    rest.strip_prefix('\n').unwrap_or(rest)
-}
-
-/// A note of the message `event_id` a reply answers: its sender and (shortened) text.
-async fn replied_to(room: &Room, event_id: &matrix_sdk::ruma::EventId) -> Option<String> {
-    let event = match room.event(event_id, None).await {
-        Ok(event) => event,
-        Err(error) => {
-            tracing::debug!(room = %room.room_id(), error = %error, "Could not fetch the message a reply answers.");
-            return None;
-        }
-    };
-    let Ok(AnySyncTimelineEvent::MessageLike(AnySyncMessageLikeEvent::RoomMessage(
-        SyncMessageLikeEvent::Original(original),
-    ))) = event.raw().deserialize()
-    else {
-        return None;
-    };
-    let body = strip_reply_fallback(original.content.body());
-    let mut quoted: String = body.chars().take(REPLIED_TO_CHARS).collect();
-    if body.chars().count() > REPLIED_TO_CHARS {
-        quoted.push('…');
-    }
-    Some(format!("[In reply to {}: «{quoted}»]", original.sender))
 }

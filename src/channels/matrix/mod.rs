@@ -12,12 +12,17 @@
 //! - [`media`]: received files saved in the workspace, and the `matrix_send_file` tool.
 //! - [`room_keys`]: room keys rotated, never re-sent at a later index, when a member's device
 //!   starts a new Olm session (what kept the bot's first messages unreadable on some devices).
+//! - [`backfill`]: the messages a `limited` sync skipped, paged back and handled in order.
+//! - [`relations`]: what a reply refers to (fallback dropped, the replied-to message fetched).
+//! - [`device`]: the bot's device id, chosen per home and kept in the store.
 //! - [`channel`]: [`MatrixChannel`], login, the sync loop with backoff, and its status.
 
 pub mod backfill;
 pub mod channel;
+pub mod device;
 pub mod media;
 pub mod policy;
+pub mod relations;
 pub mod room_keys;
 pub mod sink;
 pub mod sync_state;

@@ -35,7 +35,7 @@ fn empty_file_is_defaults_without_llm() {
     for text in ["", "# nothing yet\n", "{}"] {
         let loaded = check_ok(text);
         assert!(!loaded.config.llm_configured());
-        assert_eq!(loaded.config.channels.matrix.device_id, "SQUIDBOT01");
+        assert_eq!(loaded.config.channels.matrix.device_id, "");
     }
 }
 
