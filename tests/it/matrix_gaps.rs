@@ -207,6 +207,34 @@ async fn a_dms_first_message_sent_before_the_bot_joined_is_answered() {
     drop(gateway);
 }
 
+/// Waits until `/status` reports the Matrix channel broken; its status then. Panics with the
+/// gateway's warnings after 30 s.
+async fn wait_broken(gateway: &BotGateway, home: &std::path::Path) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let health = gateway
+            .http
+            .get(format!("{}/healthz", gateway.base))
+            .send()
+            .await;
+        if health.is_ok_and(|response| response.status() == 200) {
+            let status = gateway.status().await;
+            if status["channels"]["matrix"]["state"] == "broken" {
+                return status["channels"]["matrix"].clone();
+            }
+        }
+        if Instant::now() > deadline {
+            let log = std::fs::read_to_string(home.join("gateway.log")).unwrap_or_default();
+            let lines: Vec<&str> = log
+                .lines()
+                .filter(|l| l.contains("ERROR") || l.contains("WARN"))
+                .collect();
+            panic!("the channel never reported broken:\n{}", lines.join("\n"));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// #24 item 6: a refused login (a wrong password) is reported broken, in `/status` and
 /// `/readyz`, and not retried in a loop.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -217,26 +245,7 @@ async fn a_refused_login_is_reported_broken_and_not_retried() {
     let llm = ScriptedLlm::start().await;
     let home = tempfile::tempdir().unwrap();
     let gateway = BotGateway::spawn(home.path(), &llm.url(), &hs, &bot, "");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let matrix = loop {
-        if let Ok(response) = gateway
-            .http
-            .get(format!("{}/healthz", gateway.base))
-            .send()
-            .await
-            && response.status() == 200
-        {
-            let status = gateway.status().await;
-            if status["channels"]["matrix"]["state"] == "broken" {
-                break status["channels"]["matrix"].clone();
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the channel never reported broken"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let matrix = wait_broken(&gateway, home.path()).await;
     assert!(
         matrix["last_error"]
             .as_str()
@@ -260,6 +269,37 @@ async fn a_refused_login_is_reported_broken_and_not_retried() {
         log.matches("Channel failed; restarting").count(),
         0,
         "{log}"
+    );
+    drop(gateway);
+}
+
+/// #24 item 1: a lost crypto store (same device id) is reported: `/status` and `/readyz`
+/// say the channel is broken and why, instead of "healthy" while nothing can be decrypted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_crypto_store_for_the_same_device_is_reported_broken() {
+    let hs = Homeserver::shared();
+    let bot = hs.register("bot");
+    let llm = ScriptedLlm::start().await;
+    let home = tempfile::tempdir().unwrap();
+    BotGateway::start(home.path(), &llm.url(), &hs, &bot, "")
+        .await
+        .stop()
+        .await;
+    let store = home.path().join("matrix");
+    assert!(
+        store.is_dir(),
+        "{:?}",
+        std::fs::read_dir(home.path()).unwrap().collect::<Vec<_>>()
+    );
+    std::fs::remove_dir_all(&store).unwrap();
+    let gateway = BotGateway::spawn(home.path(), &llm.url(), &hs, &bot, "");
+    let matrix = wait_broken(&gateway, home.path()).await;
+    assert!(
+        matrix["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("crypto store does not hold the keys"),
+        "{matrix}"
     );
     drop(gateway);
 }

@@ -36,6 +36,7 @@ use super::media::{self, ClientSlot};
 use super::policy::{MessageFacts, RoomPolicy, Verdict, mentions_bot};
 use super::room_keys::{Connected, RoomKeys};
 use super::sink::{MatrixReplySink, ThreadRef};
+use super::store_check::{self, StoreCheck};
 use super::sync_state::SyncState;
 use super::{backfill, device, relations};
 use crate::channels::attachments::AttachmentStore;
@@ -58,6 +59,9 @@ const STALL_SYNCS: u32 = 4;
 
 /// Waits between failed syncs: 1 s doubling to 60 s.
 const SYNC_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
+
+/// After how many of the first syncs the crypto store is checked (see `store_check`).
+const STORE_CHECKS: u32 = 3;
 
 /// How long shutdown waits for messages being persisted, so their receipts go out.
 const DRAIN: Duration = Duration::from_secs(3);
@@ -127,6 +131,35 @@ impl MatrixChannel {
         if let Ok(mut status) = self.status.lock() {
             change(&mut status);
         }
+    }
+
+    /// After the first sync: the store's keys must be the ones the server has for the device
+    /// (see [`store_check`]). A mismatch with a password login moves the store aside (the
+    /// restart logs in as a new device); with a token it is a permanent error.
+    async fn check_store(&self, client: &Client) -> Result<(), ChannelError> {
+        let StoreCheck::Mismatch { device } = store_check::check(client).await else {
+            return Ok(());
+        };
+        let can_renew = self.config.access_token.is_empty() && self.config.device_id.is_empty();
+        if !can_renew {
+            let error = MatrixError::StoreMismatch { device };
+            tracing::error!(error = %error, "Matrix channel cannot decrypt.");
+            return Err(ChannelError::permanent(NAME, error));
+        }
+        let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S");
+        let mut aside = self.store_dir.clone().into_os_string();
+        aside.push(format!(".lost-{stamp}"));
+        let aside = PathBuf::from(aside);
+        if let Err(source) = std::fs::rename(&self.store_dir, &aside) {
+            let error = MatrixError::StoreDir {
+                path: self.store_dir.clone(),
+                source,
+            };
+            return Err(ChannelError::permanent(NAME, error));
+        }
+        let error = MatrixError::NewDevice { device, aside };
+        tracing::warn!(error = %error, "Matrix crypto store replaced; logging in as a new device. Remove the old device from the account in your client.");
+        Err(ChannelError::new(NAME, error))
     }
 
     /// Builds the client on the persistent store and logs in (access token or password).
@@ -334,6 +367,7 @@ impl Channel for MatrixChannel {
         };
         let mut failures = 0u32;
         let mut first = true;
+        let mut checks = STORE_CHECKS + 1;
         let sync_timeout = Duration::from_secs(self.config.sync_timeout_seconds);
         context.liveness.expect_rounds(sync_timeout * STALL_SYNCS);
         let result = loop {
@@ -354,6 +388,15 @@ impl Channel for MatrixChannel {
                     failures = 0;
                     let fresh = token.is_none();
                     token = Some(response.next_batch.clone());
+                    // The keys are uploaded during the first syncs: the store is checked
+                    // after each of them.
+                    checks = checks.saturating_sub(1);
+                    if checks > 0
+                        && let Err(error) = self.check_store(&client).await
+                    {
+                        self.update(|s| s.last_error = Some(error.to_string()));
+                        break Err(error);
+                    }
                     first = false;
                     self.update(|s| {
                         s.state = "syncing";

@@ -15,6 +15,8 @@
 //! - [`backfill`]: the messages a `limited` sync skipped, paged back and handled in order.
 //! - [`relations`]: what a reply refers to (fallback dropped, the replied-to message fetched).
 //! - [`device`]: the bot's device id, chosen per home and kept in the store.
+//! - [`store_check`]: whether the crypto store still holds the keys the server has for the
+//!   device (a lost store is reported, or replaced by a new device).
 //! - [`channel`]: [`MatrixChannel`], login, the sync loop with backoff, and its status.
 
 pub mod backfill;
@@ -25,6 +27,7 @@ pub mod policy;
 pub mod relations;
 pub mod room_keys;
 pub mod sink;
+pub mod store_check;
 pub mod sync_state;
 
 pub use channel::{MatrixChannel, MatrixStatus};
@@ -88,5 +91,23 @@ pub enum MatrixError {
         path: std::path::PathBuf,
         /// The I/O error.
         source: std::io::Error,
+    },
+    /// The crypto store does not hold the keys the server has for the device.
+    #[error(
+        "the Matrix crypto store does not hold the keys the server has for device {device} (the store was lost or replaced): nothing encrypted can be read. Configure a password (squidbot then logs in as a new device) or the access token of a new device"
+    )]
+    StoreMismatch {
+        /// The device id.
+        device: String,
+    },
+    /// The store was moved aside to log in as a new device.
+    #[error(
+        "the Matrix crypto store did not match device {device} on the server; it was moved to {aside} and the channel logs in as a new device"
+    )]
+    NewDevice {
+        /// The old device id.
+        device: String,
+        /// Where the old store went.
+        aside: std::path::PathBuf,
     },
 }
