@@ -35,6 +35,8 @@ mod matrix;
 mod matrix_keys;
 // Sync gaps filled: messages sent while the bot was away, all answered in order.
 mod matrix_gaps;
+// The human side played by matrix-nio with libolm, an independent client.
+mod matrix_nio;
 // Matrix rooms with someone besides the owner get none of the owner's private memory.
 mod matrix_privacy;
 // Authority follows who asked: a guest in a shared room cannot schedule or rewrite instructions.

@@ -1,0 +1,173 @@
+#!/usr/bin/python3
+"""A person on another Matrix client, for the integration tests: matrix-nio with libolm (the
+Debian packages python3-matrix-nio and python3-olm), an implementation independent of the
+matrix-sdk squidbot uses. Each call is one step; the device (its keys and Olm sessions) lives
+in STORE between calls, as a real client's would.
+
+    nio_human.py login STORE HOMESERVER USER PASSWORD   log in as a new device
+    nio_human.py dm STORE BOT                           create an encrypted DM, invite BOT; print its id
+    nio_human.py wait-joined STORE ROOM USER            until USER joined ROOM
+    nio_human.py say STORE ROOM TEXT...                 send each TEXT, in order
+    nio_human.py replies STORE ROOM SENDER COUNT        until SENDER has COUNT messages in ROOM
+                                                        (decrypted, from the server's history);
+                                                        print their bodies as a JSON array
+
+Exit status 0 on success; on a timeout (60 s) or an error, 1 with the reason on stderr.
+"""
+import asyncio
+import json
+import os
+import sys
+import time
+
+from nio import (
+    AsyncClient,
+    AsyncClientConfig,
+    LoginResponse,
+    MegolmEvent,
+    MessageDirection,
+    RoomCreateResponse,
+    RoomMessagesResponse,
+    RoomMessageText,
+    RoomSendResponse,
+)
+
+TIMEOUT = 60.0
+
+
+def fail(why):
+    print(f"nio_human: {why}", file=sys.stderr)
+    sys.exit(1)
+
+
+def session_path(store):
+    return os.path.join(store, "session.json")
+
+
+async def client_for(store):
+    with open(session_path(store), encoding="utf-8") as f:
+        saved = json.load(f)
+    config = AsyncClientConfig(store_sync_tokens=True, encryption_enabled=True)
+    client = AsyncClient(saved["homeserver"], saved["user_id"], device_id=saved["device_id"],
+                         store_path=store, config=config)
+    client.restore_login(saved["user_id"], saved["device_id"], saved["access_token"])
+    await settle(client, full_state=True)
+    return client
+
+
+async def settle(client, full_state=False, timeout=0):
+    """One sync, then every key request the client owes (upload, query, claim)."""
+    await client.sync(timeout=timeout, full_state=full_state)
+    if client.should_upload_keys:
+        await client.keys_upload()
+    if client.should_query_keys:
+        await client.keys_query()
+    if client.should_claim_keys:
+        await client.keys_claim(client.get_users_for_key_claiming())
+
+
+async def login(store, homeserver, user, password):
+    os.makedirs(store, exist_ok=True)
+    config = AsyncClientConfig(store_sync_tokens=True, encryption_enabled=True)
+    client = AsyncClient(homeserver, user, store_path=store, config=config)
+    response = await client.login(password, device_name="nio-human")
+    if not isinstance(response, LoginResponse):
+        fail(f"login: {response}")
+    with open(session_path(store), "w", encoding="utf-8") as f:
+        json.dump({"homeserver": homeserver, "user_id": response.user_id,
+                   "device_id": response.device_id, "access_token": response.access_token}, f)
+    await settle(client, full_state=True)
+    await client.close()
+
+
+async def dm(store, bot):
+    client = await client_for(store)
+    encryption = {"type": "m.room.encryption", "state_key": "",
+                  "content": {"algorithm": "m.megolm.v1.aes-sha2"}}
+    response = await client.room_create(is_direct=True, invite=[bot], initial_state=[encryption])
+    if not isinstance(response, RoomCreateResponse):
+        fail(f"room_create: {response}")
+    print(response.room_id)
+    await client.close()
+
+
+async def wait_joined(store, room, user):
+    client = await client_for(store)
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        members = await client.joined_members(room)
+        if any(m.user_id == user for m in getattr(members, "members", [])):
+            await settle(client)
+            await client.close()
+            return
+        await settle(client, timeout=1000)
+    fail(f"{user} never joined {room}")
+
+
+async def say(store, room, texts):
+    client = await client_for(store)
+    for text in texts:
+        content = {"msgtype": "m.text", "body": text}
+        response = await client.room_send(room, "m.room.message", content,
+                                          ignore_unverified_devices=True)
+        if not isinstance(response, RoomSendResponse):
+            fail(f"room_send: {response}")
+    await client.close()
+
+
+async def history(client, room, sender):
+    """SENDER's message bodies in ROOM, oldest first, from the server's history."""
+    bodies = []
+    token = client.next_batch
+    for _ in range(20):
+        response = await client.room_messages(room, token, direction=MessageDirection.back,
+                                              limit=100)
+        if not isinstance(response, RoomMessagesResponse):
+            fail(f"room_messages: {response}")
+        for event in response.chunk:
+            if isinstance(event, MegolmEvent):
+                try:
+                    event = client.decrypt_event(event)
+                except Exception:  # noqa: BLE001 - not decryptable (yet): not a reply seen
+                    continue
+            if isinstance(event, RoomMessageText) and event.sender == sender:
+                bodies.append(event.body)
+        if not response.end or response.end == token or not response.chunk:
+            break
+        token = response.end
+    bodies.reverse()
+    return bodies
+
+
+async def replies(store, room, sender, count):
+    client = await client_for(store)
+    deadline = time.monotonic() + TIMEOUT
+    bodies = []
+    while time.monotonic() < deadline:
+        bodies = await history(client, room, sender)
+        if len(bodies) >= count:
+            print(json.dumps(bodies))
+            await client.close()
+            return
+        await settle(client, timeout=1000)
+    fail(f"expected {count} messages from {sender}, got {json.dumps(bodies)}")
+
+
+def main(argv):
+    if len(argv) < 3:
+        fail(__doc__)
+    command, store, rest = argv[1], argv[2], argv[3:]
+    steps = {
+        "login": lambda: login(store, *rest),
+        "dm": lambda: dm(store, *rest),
+        "wait-joined": lambda: wait_joined(store, *rest),
+        "say": lambda: say(store, rest[0], rest[1:]),
+        "replies": lambda: replies(store, rest[0], rest[1], int(rest[2])),
+    }
+    if command not in steps:
+        fail(f"unknown command {command}")
+    asyncio.run(steps[command]())
+
+
+if __name__ == "__main__":
+    main(sys.argv)
