@@ -8,9 +8,12 @@ in STORE between calls, as a real client's would.
     nio_human.py dm STORE BOT                           create an encrypted DM, invite BOT; print its id
     nio_human.py wait-joined STORE ROOM USER            until USER joined ROOM
     nio_human.py say STORE ROOM TEXT...                 send each TEXT, in order
+    nio_human.py say-late-key STORE ROOM SECONDS TEXT   send TEXT in a new megolm session whose
+                                                        key goes out SECONDS later (a slow client)
     nio_human.py replies STORE ROOM SENDER COUNT        until SENDER has COUNT messages in ROOM
                                                         (decrypted, from the server's history);
                                                         print their bodies as a JSON array
+                                                        (notices as "notice: BODY")
 
 Exit status 0 on success; on a timeout (60 s) or an error, 1 with the reason on stderr.
 """
@@ -20,7 +23,10 @@ import os
 import sys
 import time
 
+from uuid import uuid4
+
 from nio import (
+    Api,
     AsyncClient,
     AsyncClientConfig,
     LoginResponse,
@@ -28,8 +34,10 @@ from nio import (
     MessageDirection,
     RoomCreateResponse,
     RoomMessagesResponse,
+    RoomMessageNotice,
     RoomMessageText,
     RoomSendResponse,
+    ShareGroupSessionResponse,
 )
 
 TIMEOUT = 60.0
@@ -115,6 +123,37 @@ async def say(store, room, texts):
     await client.close()
 
 
+async def say_late_key(store, room, seconds, text):
+    """TEXT encrypted in a fresh megolm session; the room key (at the index TEXT used) is
+    sent to the members' devices only SECONDS after TEXT itself."""
+    client = await client_for(store)
+    missing = client.get_missing_sessions(room)
+    if missing:
+        await client.keys_claim(missing)
+    client.olm.rotate_outbound_group_session(room)
+    members = list(client.rooms[room].users.keys())
+    key_messages = [
+        Api.to_device(client.access_token, "m.room.encrypted", to_device, uuid4())
+        for _, to_device in client.olm.share_group_session_parallel(
+            room, members, ignore_unverified_devices=True)
+    ]
+    client.olm.outbound_group_sessions[room].shared = True
+    content = client.olm.group_encrypt(
+        room, {"type": "m.room.message", "content": {"msgtype": "m.text", "body": text}})
+    method, path, data = Api.room_send(client.access_token, room, "m.room.encrypted", content,
+                                       uuid4())
+    response = await client._send(RoomSendResponse, method, path, data, response_data=(room,))
+    if not isinstance(response, RoomSendResponse):
+        fail(f"room_send: {response}")
+    await asyncio.sleep(seconds)
+    for method, path, data in key_messages:
+        response = await client._send(ShareGroupSessionResponse, method, path, data,
+                                      response_data=(room, set()))
+        if not isinstance(response, ShareGroupSessionResponse):
+            fail(f"sending the room key: {response}")
+    await client.close()
+
+
 async def history(client, room, sender):
     """SENDER's message bodies in ROOM, oldest first, from the server's history."""
     bodies = []
@@ -130,8 +169,12 @@ async def history(client, room, sender):
                     event = client.decrypt_event(event)
                 except Exception:  # noqa: BLE001 - not decryptable (yet): not a reply seen
                     continue
-            if isinstance(event, RoomMessageText) and event.sender == sender:
+            if event.sender != sender:
+                continue
+            if isinstance(event, RoomMessageText):
                 bodies.append(event.body)
+            elif isinstance(event, RoomMessageNotice):
+                bodies.append(f"notice: {event.body}")
         if not response.end or response.end == token or not response.chunk:
             break
         token = response.end
@@ -162,6 +205,7 @@ def main(argv):
         "dm": lambda: dm(store, *rest),
         "wait-joined": lambda: wait_joined(store, *rest),
         "say": lambda: say(store, rest[0], rest[1:]),
+        "say-late-key": lambda: say_late_key(store, rest[0], float(rest[1]), rest[2]),
         "replies": lambda: replies(store, rest[0], rest[1], int(rest[2])),
     }
     if command not in steps:

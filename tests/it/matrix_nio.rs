@@ -4,7 +4,7 @@
 //! an implementation it does not share code with.
 
 use crate::matrix::{BotGateway, echo};
-use crate::support::matrix_client::Homeserver;
+use crate::support::matrix_client::{Account, Homeserver};
 use crate::support::scripted_llm::ScriptedLlm;
 use crate::support::testenv;
 
@@ -16,36 +16,100 @@ fn nio(store: &std::path::Path, args: &[&str]) -> String {
     testenv::run_script("nio_human.py", &all).trim().to_owned()
 }
 
+/// A bot gateway and nio as alice in an encrypted DM with it, after one exchange ("first"
+/// answered).
+struct NioDm {
+    hs: Homeserver,
+    bot: Account,
+    llm: ScriptedLlm,
+    home: tempfile::TempDir,
+    extra: String,
+    gateway: Option<BotGateway>,
+    store: tempfile::TempDir,
+    room: String,
+}
+
+impl NioDm {
+    async fn open() -> Self {
+        let hs = Homeserver::shared();
+        let (bot, a) = (hs.register("bot"), hs.register("alice"));
+        let llm = ScriptedLlm::start().await;
+        llm.set_handler(echo);
+        let home = tempfile::tempdir().unwrap();
+        let extra = format!("    allowlist: [\"{}\"]", a.user_id);
+        let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
+        let store = tempfile::tempdir().unwrap();
+        nio(store.path(), &["login", &hs.url, &a.user_id, &a.password]);
+        let room = nio(store.path(), &["dm", &bot.user_id]);
+        nio(store.path(), &["wait-joined", &room, &bot.user_id]);
+        nio(store.path(), &["say", &room, "first"]);
+        nio(store.path(), &["replies", &room, &bot.user_id, "1"]);
+        Self {
+            hs,
+            bot,
+            llm,
+            home,
+            extra,
+            gateway: Some(gateway),
+            store,
+            room,
+        }
+    }
+
+    async fn restart_after(&mut self, while_down: impl FnOnce()) {
+        if let Some(gateway) = self.gateway.take() {
+            gateway.stop().await;
+        }
+        while_down();
+        let (home, url) = (self.home.path(), self.llm.url());
+        let gateway = BotGateway::start(home, &url, &self.hs, &self.bot, &self.extra).await;
+        self.gateway = Some(gateway);
+    }
+}
+
 /// 15 encrypted messages sent from nio while the bot is down are all answered, in order,
 /// and nio decrypts every answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_independent_client_gets_every_answer_in_an_encrypted_dm_across_a_restart() {
-    let hs = Homeserver::shared();
-    let (bot, a) = (hs.register("bot"), hs.register("alice"));
-    let llm = ScriptedLlm::start().await;
-    llm.set_handler(echo);
-    let home = tempfile::tempdir().unwrap();
-    let extra = format!("    allowlist: [\"{}\"]", a.user_id);
-    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
-    let store = tempfile::tempdir().unwrap();
-    let store = store.path();
-    nio(store, &["login", &hs.url, &a.user_id, &a.password]);
-    let room = nio(store, &["dm", &bot.user_id]);
-    nio(store, &["wait-joined", &room, &bot.user_id]);
-    nio(store, &["say", &room, "first"]);
-    nio(store, &["replies", &room, &bot.user_id, "1"]);
-    gateway.stop().await;
-
+    let mut dm = NioDm::open().await;
+    let (store, room, bot_id) = (
+        dm.store.path().to_owned(),
+        dm.room.clone(),
+        dm.bot.user_id.clone(),
+    );
     let sent: Vec<String> = (1..=15).map(|n| format!("while down {n}")).collect();
     let mut say = vec!["say", room.as_str()];
     say.extend(sent.iter().map(String::as_str));
-    nio(store, &say);
-    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
+    dm.restart_after(|| {
+        nio(&store, &say);
+    })
+    .await;
     let replies: Vec<String> =
-        serde_json::from_str(&nio(store, &["replies", &room, &bot.user_id, "16"])).unwrap();
+        serde_json::from_str(&nio(&store, &["replies", &room, &bot_id, "16"])).unwrap();
     let mut expected = vec!["**echo** first".to_owned()];
     expected.extend(sent.iter().map(|text| format!("**echo** {text}")));
     assert_eq!(replies, expected);
-    assert_eq!(llm.request_count(), 16);
-    drop(gateway);
+    assert_eq!(dm.llm.request_count(), 16);
+}
+
+/// A room key that reaches the bot seconds after its message (a slow client): the message
+/// is answered once the key is there, and no notice claims it was lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_whose_key_arrives_seconds_late_is_answered() {
+    let dm = NioDm::open().await;
+    let (store, room, bot_id) = (dm.store.path(), dm.room.as_str(), dm.bot.user_id.as_str());
+    nio(store, &["say-late-key", room, "4", "sent before its key"]);
+    let replies: Vec<String> =
+        serde_json::from_str(&nio(store, &["replies", room, bot_id, "2"])).unwrap();
+    assert_eq!(replies, ["**echo** first", "**echo** sent before its key"]);
+    let log = std::fs::read_to_string(dm.home.path().join("gateway.log")).unwrap();
+    assert!(
+        log.contains("A Matrix message decrypted once its key arrived"),
+        "the key was not late after all"
+    );
+    // Past the bot's notice delay: still no notice that it could not decrypt.
+    tokio::time::sleep(std::time::Duration::from_secs(8)).await;
+    let replies: Vec<String> =
+        serde_json::from_str(&nio(store, &["replies", room, bot_id, "2"])).unwrap();
+    assert_eq!(replies.len(), 2, "{replies:?}");
 }

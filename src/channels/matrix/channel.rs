@@ -38,6 +38,7 @@ use super::room_keys::{Connected, RoomKeys};
 use super::sink::{MatrixReplySink, ThreadRef};
 use super::store_check::{self, StoreCheck};
 use super::sync_state::SyncState;
+use super::undecrypted::Undecrypted;
 use super::{backfill, device, relations};
 use crate::channels::attachments::AttachmentStore;
 use crate::config::MatrixConfig;
@@ -296,6 +297,8 @@ struct Loop {
     /// notice per sender key session, so a run of undecryptable messages is not a run of
     /// notices, while a new session that fails too is reported again.
     utd_notified: HashSet<(OwnedRoomId, String)>,
+    /// Messages waiting for their room keys.
+    undecrypted: Undecrypted,
 }
 
 #[async_trait]
@@ -364,6 +367,7 @@ impl Channel for MatrixChannel {
             keys,
             waiters: TaskTracker::new(),
             utd_notified: HashSet::new(),
+            undecrypted: Undecrypted::default(),
         };
         let mut failures = 0u32;
         let mut first = true;
@@ -372,7 +376,16 @@ impl Channel for MatrixChannel {
         context.liveness.expect_rounds(sync_timeout * STALL_SYNCS);
         let result = loop {
             let settings = SyncSettings::default()
-                .timeout(if first { Duration::ZERO } else { sync_timeout })
+                .timeout(if first {
+                    Duration::ZERO
+                } else {
+                    // A message waiting for its key is told about on time.
+                    let notice = this
+                        .undecrypted
+                        .next_due()
+                        .map(|due| due + Duration::from_millis(50));
+                    sync_timeout.min(notice.unwrap_or(sync_timeout))
+                })
                 .token(match &token {
                     Some(token) => SyncToken::Specific(token.clone()),
                     None => SyncToken::NoToken,
@@ -552,19 +565,31 @@ impl MatrixChannel {
                     utd_info,
                 } = &event.kind
                 {
+                    // Kept and tried again as keys arrive (see `undecrypted`).
                     let sender = raw
                         .get_field::<String>("sender")
                         .ok()
                         .flatten()
                         .unwrap_or_default();
                     let session = utd_info.session_id.clone().unwrap_or_default();
-                    self.undecryptable(this, &room, &sender, session).await;
+                    tracing::debug!(room = %room_id, sender, session, "A Matrix message cannot be decrypted yet; kept for its key.");
+                    this.undecrypted
+                        .add(room_id.clone(), raw.clone(), sender, session);
                     continue;
                 }
                 if self.message(this, context, &room, event, batch).await {
                     submitted += 1;
                 }
             }
+        }
+        let retried = this.undecrypted.retry(&this.client).await;
+        for (room, event) in &retried.decrypted {
+            if self.message(this, context, room, event, batch).await {
+                submitted += 1;
+            }
+        }
+        for (room, sender, session) in retried.due_notice {
+            self.undecryptable(this, &room, &sender, session).await;
         }
         if let Ok(mut state) = this.state.lock() {
             state.close(batch);
@@ -616,8 +641,9 @@ impl MatrixChannel {
             return;
         }
         let notice = RoomMessageEventContent::notice_plain(
-            "I could not decrypt a message in this room: my device did not receive its key. \
-             Please allow sending keys to unverified devices (or verify mine) and send it again.",
+            "I could not decrypt a message in this room: its key never reached my device, even \
+             after waiting. Your client may share keys only with verified devices; allow \
+             unverified devices for this room (or for me), then send it again.",
         );
         this.keys.settle().await;
         match room.send(notice).await {

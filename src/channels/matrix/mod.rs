@@ -29,6 +29,7 @@ pub mod room_keys;
 pub mod sink;
 pub mod store_check;
 pub mod sync_state;
+pub mod undecrypted;
 
 pub use channel::{MatrixChannel, MatrixStatus};
 pub use media::MatrixTurnTools;
