@@ -303,3 +303,54 @@ async fn a_lost_crypto_store_for_the_same_device_is_reported_broken() {
     );
     drop(gateway);
 }
+
+/// #24 item 2: the bot makes its cross-signing identity at its first login, so another
+/// client sees its device signed by its own account (what verifying the bot rests on).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bot_has_a_cross_signing_identity_that_signs_its_device() {
+    let hs = Homeserver::shared();
+    let (bot, a) = (hs.register("bot"), hs.register("alice"));
+    let llm = ScriptedLlm::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, "").await;
+    let alice = Human::login(&hs, &a).await;
+    let bot_id: OwnedUserId = bot.user_id.parse().unwrap();
+    let identity = alice
+        .client
+        .encryption()
+        .request_user_identity(&bot_id)
+        .await
+        .unwrap();
+    assert!(identity.is_some(), "the bot has no cross-signing identity");
+    let device = alice
+        .client
+        .encryption()
+        .get_device(&bot_id, "SQUIDBOTTEST".into())
+        .await
+        .unwrap()
+        .expect("the bot's device is known");
+    assert!(
+        device.is_cross_signed_by_owner(),
+        "the bot's device is not signed by its identity"
+    );
+    // A restart keeps the identity (no new one, which would break every verification).
+    let master = identity
+        .unwrap()
+        .master_key()
+        .get_first_key()
+        .map(|k| k.to_base64());
+    gateway.stop().await;
+    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, "").await;
+    let again = alice
+        .client
+        .encryption()
+        .request_user_identity(&bot_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        again.master_key().get_first_key().map(|k| k.to_base64()),
+        master
+    );
+    drop(gateway);
+}

@@ -39,7 +39,7 @@ use super::sink::{MatrixReplySink, ThreadRef};
 use super::store_check::{self, StoreCheck};
 use super::sync_state::SyncState;
 use super::undecrypted::Undecrypted;
-use super::{backfill, device, relations};
+use super::{backfill, device, identity, relations};
 use crate::channels::attachments::AttachmentStore;
 use crate::config::MatrixConfig;
 use crate::core::approval;
@@ -249,6 +249,8 @@ impl MatrixChannel {
                 }
             }
         }
+        let password = (!config.password.is_empty()).then(|| config.password.expose());
+        identity::bootstrap(&client, user_id.as_str(), password).await;
         Ok(client)
     }
 }

@@ -22,6 +22,7 @@
 pub mod backfill;
 pub mod channel;
 pub mod device;
+pub mod identity;
 pub mod media;
 pub mod policy;
 pub mod relations;
