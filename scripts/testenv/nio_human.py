@@ -10,6 +10,9 @@ in STORE between calls, as a real client's would.
     nio_human.py say STORE ROOM TEXT...                 send each TEXT, in order
     nio_human.py say-late-key STORE ROOM SECONDS TEXT   send TEXT in a new megolm session whose
                                                         key goes out SECONDS later (a slow client)
+    nio_human.py verify STORE USER DEVICE               verify USER's DEVICE with emoji (SAS),
+                                                        confirming; print {"verified": bool,
+                                                        "emoji": [symbols]} as JSON
     nio_human.py replies STORE ROOM SENDER COUNT        until SENDER has COUNT messages in ROOM
                                                         (decrypted, from the server's history);
                                                         print their bodies as a JSON array
@@ -38,6 +41,7 @@ from nio import (
     RoomMessageText,
     RoomSendResponse,
     ShareGroupSessionResponse,
+    ToDeviceResponse,
 )
 
 TIMEOUT = 60.0
@@ -154,6 +158,34 @@ async def say_late_key(store, room, seconds, text):
     await client.close()
 
 
+async def verify(store, user, device_id):
+    client = await client_for(store)
+    if client.should_query_keys:
+        await client.keys_query()
+    device = client.device_store[user][device_id]
+    response = await client.start_key_verification(device)
+    if not isinstance(response, ToDeviceResponse):
+        fail(f"start_key_verification: {response}")
+    sas = client.olm.get_active_sas(user, device_id)
+    if sas is None:
+        fail("no verification under way")
+    emoji = []
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline and not sas.verified:
+        await settle(client, timeout=500)
+        await client.send_to_device_messages()
+        if sas.canceled:
+            fail(f"the verification was cancelled: {sas.cancel_reason}")
+        if sas.other_key_set and not emoji:
+            emoji = [symbol for symbol, _ in sas.get_emoji()]
+            response = await client.confirm_short_auth_string(sas.transaction_id)
+            if not isinstance(response, ToDeviceResponse):
+                fail(f"confirm_short_auth_string: {response}")
+    verified = client.device_store[user][device_id].verified
+    print(json.dumps({"verified": verified, "emoji": emoji}))
+    await client.close()
+
+
 async def history(client, room, sender):
     """SENDER's message bodies in ROOM, oldest first, from the server's history."""
     bodies = []
@@ -206,6 +238,7 @@ def main(argv):
         "wait-joined": lambda: wait_joined(store, *rest),
         "say": lambda: say(store, rest[0], rest[1:]),
         "say-late-key": lambda: say_late_key(store, rest[0], float(rest[1]), rest[2]),
+        "verify": lambda: verify(store, *rest),
         "replies": lambda: replies(store, rest[0], rest[1], int(rest[2])),
     }
     if command not in steps:

@@ -74,7 +74,8 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
         let workspace = &config.agents.workspace;
         Arc::new(
             MatrixChannel::new(&config.channels.matrix, &loaded.home, workspace)
-                .with_redactor(assembly.redactor().clone()),
+                .with_redactor(assembly.redactor().clone())
+                .with_owner(config.owner()),
         )
     });
     let turn_tools: Arc<dyn TurnTools> = match &matrix {

@@ -354,3 +354,110 @@ async fn the_bot_has_a_cross_signing_identity_that_signs_its_device() {
     );
     drop(gateway);
 }
+
+/// #24 item 2: the owner verifies the bot with emoji from their client; the bot answers,
+/// logs the same emoji, and the owner's client then shows the bot's device verified.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owner_verifies_the_bot_with_emoji() {
+    use futures_util::StreamExt;
+    use matrix_sdk::encryption::verification::{SasState, VerificationRequestState};
+    let hs = Homeserver::shared();
+    let (bot, a) = (hs.register("bot"), hs.register("alice"));
+    let llm = ScriptedLlm::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let extra = format!(
+        "    allowlist: [\"{0}\"]\nowner:\n  matrix: [\"{0}\"]",
+        a.user_id
+    );
+    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
+    let alice = Human::login(&hs, &a).await;
+    let bot_id: OwnedUserId = bot.user_id.parse().unwrap();
+    // Verification happens in the owner's DM with the bot: sharing a room is how each side
+    // learns the other's devices.
+    let room = alice.create_room(&[], true).await;
+    room.invite_user_by_id(&bot_id).await.unwrap();
+    alice.wait_joined(room.room_id(), &bot.user_id).await;
+    let encryption = alice.client.encryption();
+    // Fetches the bot's keys (a client does so before it shows a user's devices).
+    encryption.request_user_identity(&bot_id).await.unwrap();
+    let device = encryption
+        .get_device(&bot_id, "SQUIDBOTTEST".into())
+        .await
+        .unwrap()
+        .expect("the bot's device is known");
+    assert!(!device.is_verified());
+    let request = device.request_verification().await.unwrap();
+    let limit = Duration::from_secs(30);
+    let ready = tokio::time::timeout(limit, async {
+        let mut changes = request.changes();
+        while let Some(state) = changes.next().await {
+            match state {
+                VerificationRequestState::Ready { .. } => return true,
+                VerificationRequestState::Cancelled(info) => panic!("{}", info.reason()),
+                _ => {}
+            }
+        }
+        false
+    })
+    .await
+    .unwrap_or_else(|_| {
+        let log = std::fs::read_to_string(home.path().join("gateway.log")).unwrap_or_default();
+        let lines: Vec<&str> = log
+            .lines()
+            .filter(|l| l.to_lowercase().contains("verif") || l.contains("WARN"))
+            .collect();
+        panic!("the bot never accepted the request:\n{}", lines.join("\n"))
+    });
+    assert!(ready);
+    let sas = request.start_sas().await.unwrap().expect("emoji offered");
+    let shown = tokio::time::timeout(limit, async {
+        let mut shown = String::new();
+        let mut changes = sas.changes();
+        while let Some(state) = changes.next().await {
+            match state {
+                SasState::KeysExchanged { .. } => {
+                    shown = sas
+                        .emoji()
+                        .unwrap()
+                        .iter()
+                        .map(|e| e.description)
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    sas.confirm().await.unwrap();
+                }
+                SasState::Done { .. } => return shown,
+                SasState::Cancelled(info) => panic!("{}", info.reason()),
+                _ => {}
+            }
+        }
+        shown
+    })
+    .await
+    .expect("the verification never finished");
+    // The outcome is written to the client's store as the flow ends: look for a moment.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let device = encryption
+            .get_device(&bot_id, "SQUIDBOTTEST".into())
+            .await
+            .unwrap()
+            .unwrap();
+        if device.is_verified() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the bot's device is not verified"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let log = std::fs::read_to_string(home.path().join("gateway.log")).unwrap();
+    let line = log
+        .lines()
+        .find(|l| l.contains("Matrix verification: confirm"))
+        .expect("the bot logged no emoji");
+    for description in shown.split(", ") {
+        assert!(line.contains(description), "{description} not in {line}");
+    }
+    drop(gateway);
+}

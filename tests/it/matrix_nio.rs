@@ -113,3 +113,41 @@ async fn a_message_whose_key_arrives_seconds_late_is_answered() {
         serde_json::from_str(&nio(store, &["replies", room, bot_id, "2"])).unwrap();
     assert_eq!(replies.len(), 2, "{replies:?}");
 }
+
+/// The owner verifies the bot with emoji from nio (the older start-without-request flow):
+/// the bot answers, logs the same emoji, and nio then holds the bot's device as verified.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owner_verifies_the_bot_with_emoji_from_nio() {
+    let hs = Homeserver::shared();
+    let (bot, a) = (hs.register("bot"), hs.register("alice"));
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(echo);
+    let home = tempfile::tempdir().unwrap();
+    let extra = format!(
+        "    allowlist: [\"{0}\"]\nowner:\n  matrix: [\"{0}\"]",
+        a.user_id
+    );
+    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
+    let store = tempfile::tempdir().unwrap();
+    let store = store.path();
+    nio(store, &["login", &hs.url, &a.user_id, &a.password]);
+    let room = nio(store, &["dm", &bot.user_id]);
+    nio(store, &["wait-joined", &room, &bot.user_id]);
+    nio(store, &["say", &room, "hello"]);
+    nio(store, &["replies", &room, &bot.user_id, "1"]);
+    let outcome: serde_json::Value =
+        serde_json::from_str(&nio(store, &["verify", &bot.user_id, "SQUIDBOTTEST"])).unwrap();
+    assert_eq!(outcome["verified"], true, "{outcome}");
+    let log = std::fs::read_to_string(home.path().join("gateway.log")).unwrap();
+    let line = log
+        .lines()
+        .find(|l| l.contains("Matrix verification: confirm"))
+        .expect("the bot logged no emoji");
+    // The symbols, as both sides draw them (nio's descriptions differ from the spec's).
+    let line = line.replace('\u{fe0f}', "");
+    for symbol in outcome["emoji"].as_array().unwrap() {
+        let symbol = symbol.as_str().unwrap().replace('\u{fe0f}', "");
+        assert!(line.contains(&symbol), "{symbol} not in {line}");
+    }
+    drop(gateway);
+}

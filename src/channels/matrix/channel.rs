@@ -36,15 +36,16 @@ use super::media::{self, ClientSlot};
 use super::policy::{MessageFacts, RoomPolicy, Verdict, mentions_bot};
 use super::room_keys::{Connected, RoomKeys};
 use super::sink::{MatrixReplySink, ThreadRef};
-use super::store_check::{self, StoreCheck};
+use super::store_check;
 use super::sync_state::SyncState;
 use super::undecrypted::Undecrypted;
-use super::{backfill, device, identity, relations};
+use super::{backfill, device, identity, relations, verification};
 use crate::channels::attachments::AttachmentStore;
 use crate::config::MatrixConfig;
 use crate::core::approval;
 use crate::core::backoff::Backoff;
 use crate::core::origin::Origin;
+use crate::core::owner::Owner;
 use crate::core::ports::channel::{
     Channel, ChannelContext, ChannelError, Inbound, ReplySink, routing,
 };
@@ -92,6 +93,8 @@ pub struct MatrixChannel {
     status: Mutex<MatrixStatus>,
     /// Learns the access token a password login returns, so no reply, prompt or log shows it.
     redactor: Arc<Redactor>,
+    /// Whose verification requests the bot answers.
+    owner: Owner,
 }
 
 impl MatrixChannel {
@@ -108,7 +111,14 @@ impl MatrixChannel {
                 ..MatrixStatus::default()
             }),
             redactor: Arc::new(Redactor::none()),
+            owner: Owner::nobody(),
         }
+    }
+
+    /// The channel answering `owner`'s verification requests (see [`verification`]).
+    pub fn with_owner(mut self, owner: Owner) -> Self {
+        self.owner = owner;
+        self
     }
 
     /// The channel adding the access token it obtains at login to `redactor` (the shared one
@@ -132,35 +142,6 @@ impl MatrixChannel {
         if let Ok(mut status) = self.status.lock() {
             change(&mut status);
         }
-    }
-
-    /// After the first sync: the store's keys must be the ones the server has for the device
-    /// (see [`store_check`]). A mismatch with a password login moves the store aside (the
-    /// restart logs in as a new device); with a token it is a permanent error.
-    async fn check_store(&self, client: &Client) -> Result<(), ChannelError> {
-        let StoreCheck::Mismatch { device } = store_check::check(client).await else {
-            return Ok(());
-        };
-        let can_renew = self.config.access_token.is_empty() && self.config.device_id.is_empty();
-        if !can_renew {
-            let error = MatrixError::StoreMismatch { device };
-            tracing::error!(error = %error, "Matrix channel cannot decrypt.");
-            return Err(ChannelError::permanent(NAME, error));
-        }
-        let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S");
-        let mut aside = self.store_dir.clone().into_os_string();
-        aside.push(format!(".lost-{stamp}"));
-        let aside = PathBuf::from(aside);
-        if let Err(source) = std::fs::rename(&self.store_dir, &aside) {
-            let error = MatrixError::StoreDir {
-                path: self.store_dir.clone(),
-                source,
-            };
-            return Err(ChannelError::permanent(NAME, error));
-        }
-        let error = MatrixError::NewDevice { device, aside };
-        tracing::warn!(error = %error, "Matrix crypto store replaced; logging in as a new device. Remove the old device from the account in your client.");
-        Err(ChannelError::new(NAME, error))
     }
 
     /// Builds the client on the persistent store and logs in (access token or password).
@@ -335,6 +316,7 @@ impl Channel for MatrixChannel {
                 return Err(ChannelError::new(NAME, error));
             }
         };
+        verification::answer_requests(&client, self.owner.clone());
         if let Ok(mut slot) = self.client.write() {
             *slot = Some(Connected {
                 client: client.clone(),
@@ -406,9 +388,12 @@ impl Channel for MatrixChannel {
                     // The keys are uploaded during the first syncs: the store is checked
                     // after each of them.
                     checks = checks.saturating_sub(1);
-                    if checks > 0
-                        && let Err(error) = self.check_store(&client).await
-                    {
+                    let checked = if checks > 0 {
+                        store_check::check_or_renew(&client, &self.config, &self.store_dir).await
+                    } else {
+                        Ok(())
+                    };
+                    if let Err(error) = checked {
                         self.update(|s| s.last_error = Some(error.to_string()));
                         break Err(error);
                     }

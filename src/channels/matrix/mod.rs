@@ -31,6 +31,7 @@ pub mod sink;
 pub mod store_check;
 pub mod sync_state;
 pub mod undecrypted;
+pub mod verification;
 
 pub use channel::{MatrixChannel, MatrixStatus};
 pub use media::MatrixTurnTools;

@@ -12,9 +12,18 @@
 //! with a token (which names one device) the channel is broken until a new token is
 //! configured.
 
+use std::path::{Path, PathBuf};
+
 use matrix_sdk::Client;
 use matrix_sdk::ruma::api::client::keys::get_keys;
 use matrix_sdk::store::StateStoreDataKey;
+
+use super::MatrixError;
+use crate::config::MatrixConfig;
+use crate::core::ports::channel::ChannelError;
+
+/// The channel's name, for its errors.
+const NAME: &str = "matrix";
 
 /// What the server says about the bot's own device keys.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,4 +90,38 @@ pub async fn check(client: &Client) -> StoreCheck {
         },
         None => StoreCheck::Unknown,
     }
+}
+
+/// After one of the first syncs: the store's keys must be the ones the server has for the
+/// device (see the module docs). A mismatch with a password login and no configured device
+/// id moves the store aside (the channel's restart logs in as a new device); otherwise it is
+/// a permanent error.
+pub async fn check_or_renew(
+    client: &Client,
+    config: &MatrixConfig,
+    store_dir: &Path,
+) -> Result<(), ChannelError> {
+    let StoreCheck::Mismatch { device } = check(client).await else {
+        return Ok(());
+    };
+    let can_renew = config.access_token.is_empty() && config.device_id.is_empty();
+    if !can_renew {
+        let error = MatrixError::StoreMismatch { device };
+        tracing::error!(error = %error, "Matrix channel cannot decrypt.");
+        return Err(ChannelError::permanent(NAME, error));
+    }
+    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S");
+    let mut aside = store_dir.as_os_str().to_owned();
+    aside.push(format!(".lost-{stamp}"));
+    let aside = PathBuf::from(aside);
+    if let Err(source) = std::fs::rename(store_dir, &aside) {
+        let error = MatrixError::StoreDir {
+            path: store_dir.to_owned(),
+            source,
+        };
+        return Err(ChannelError::permanent(NAME, error));
+    }
+    let error = MatrixError::NewDevice { device, aside };
+    tracing::warn!(error = %error, "Matrix crypto store replaced; logging in as a new device. Remove the old device from the account in your client.");
+    Err(ChannelError::new(NAME, error))
 }
