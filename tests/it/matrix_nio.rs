@@ -151,3 +151,47 @@ async fn the_owner_verifies_the_bot_with_emoji_from_nio() {
     }
     drop(gateway);
 }
+
+/// A message still waiting for its key when the bot restarts is kept across the restart and
+/// answered once the key arrives (the sync token had moved past it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_waiting_for_its_key_across_a_restart_is_answered() {
+    let mut dm = NioDm::open().await;
+    let (store, room, bot_id) = (
+        dm.store.path().to_owned(),
+        dm.room.clone(),
+        dm.bot.user_id.clone(),
+    );
+    // The key goes out 6 s after the message; the bot restarts in between.
+    let script = testenv::scripts_dir().join("nio_human.py");
+    let mut late = std::process::Command::new(script)
+        .args([
+            "say-late-key",
+            store.to_str().unwrap(),
+            &room,
+            "6",
+            "said across a restart",
+        ])
+        .spawn()
+        .unwrap();
+    let log = dm.home.path().join("gateway.log");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("cannot be decrypted yet; kept for its key")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the bot never saw the message"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    dm.restart_after(|| {}).await;
+    assert!(late.wait().unwrap().success());
+    let replies: Vec<String> =
+        serde_json::from_str(&nio(&store, &["replies", &room, &bot_id, "2"])).unwrap();
+    assert_eq!(
+        replies,
+        ["**echo** first", "**echo** said across a restart"]
+    );
+}

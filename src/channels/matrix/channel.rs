@@ -351,7 +351,7 @@ impl Channel for MatrixChannel {
             keys,
             waiters: TaskTracker::new(),
             utd_notified: HashSet::new(),
-            undecrypted: Undecrypted::default(),
+            undecrypted: Undecrypted::load(&self.store_dir.join("squidbot-undecrypted.json")),
         };
         let mut failures = 0u32;
         let mut first = true;
@@ -571,7 +571,10 @@ impl MatrixChannel {
         }
         let retried = this.undecrypted.retry(&this.client).await;
         for (room, event) in &retried.decrypted {
-            if self.message(this, context, room, event, batch).await {
+            let handled = event
+                .event_id()
+                .is_some_and(|id| this.state.lock().is_ok_and(|s| s.handled(id.as_str())));
+            if !handled && self.message(this, context, room, event, batch).await {
                 submitted += 1;
             }
         }
