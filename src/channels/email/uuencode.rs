@@ -92,7 +92,7 @@ mod tests {
 
     #[test]
     fn a_uuencoded_file_becomes_an_attachment() {
-        // `printf 'Cat\n' | uuencode cat.txt` (GNU sharutils), and a longer line.
+        // As Python's binascii.b2a_uu encodes them (backtick for zero), and a longer line.
         let text = "Here it is:\n\nbegin 644 cat.txt\n$0V%T\"@``\n`\nend\n\nbye";
         let (body, files) = extract(text);
         assert_eq!(
