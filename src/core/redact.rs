@@ -172,9 +172,13 @@ impl Redactor {
             }
             Value::Array(items) => items.iter_mut().for_each(|item| self.redact_json(item)),
             Value::Object(map) => {
-                for (key, mut item) in std::mem::take(map) {
-                    self.redact_json(&mut item);
-                    map.insert(self.redact(&key).into_owned(), item);
+                map.values_mut().for_each(|item| self.redact_json(item));
+                // Keys are rewritten only when one holds a secret (almost never): the map is
+                // not rebuilt for every tool call.
+                if map.keys().any(|key| self.finds(key)) {
+                    for (key, item) in std::mem::take(map) {
+                        map.insert(self.redact(&key).into_owned(), item);
+                    }
                 }
             }
             Value::Null | Value::Bool(_) | Value::Number(_) => {}

@@ -9,7 +9,7 @@ use matrix_sdk::room::MessagesOptions;
 use matrix_sdk::ruma::OwnedUserId;
 use serde_json::Value;
 
-use crate::matrix::{BotGateway, echo};
+use crate::matrix::{BotGateway, Dm, echo};
 use crate::support::matrix_client::{Homeserver, Human};
 use crate::support::scripted_llm::ScriptedLlm;
 
@@ -17,20 +17,15 @@ use crate::support::scripted_llm::ScriptedLlm;
 /// `limited` timeline): the bot pages back to where it left off and answers all, in order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifteen_messages_sent_while_down_are_all_answered_in_order() {
-    let hs = Homeserver::shared();
-    let (bot, a) = (hs.register("bot"), hs.register("alice"));
-    let llm = ScriptedLlm::start().await;
-    llm.set_handler(echo);
-    let home = tempfile::tempdir().unwrap();
-    let extra = format!("    allowlist: [\"{}\"]", a.user_id);
-    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
-    let alice = Human::login(&hs, &a).await;
-    let room = alice.create_room(&[], false).await;
-    let room_id = room.room_id().to_owned();
-    room.invite_user_by_id(&bot.user_id.parse::<OwnedUserId>().unwrap())
-        .await
-        .unwrap();
-    alice.wait_joined(&room_id, &bot.user_id).await;
+    let Dm {
+        alice,
+        bot,
+        room_id,
+        llm,
+        home,
+        gateway,
+    } = Dm::open(false).await;
+    let room = alice.room(&room_id);
     alice.say(&room_id, "first").await;
     alice.wait_messages(&room_id, &bot.user_id, 1).await;
     gateway.stop().await;
@@ -39,6 +34,8 @@ async fn fifteen_messages_sent_while_down_are_all_answered_in_order() {
     for text in &sent {
         alice.say(&room_id, text).await;
     }
+    let extra = format!("    allowlist: [\"{}\"]", alice.account.user_id);
+    let hs = Homeserver::shared();
     let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
     let deadline = Instant::now() + Duration::from_secs(60);
     while llm.request_count() < 16 {
@@ -107,22 +104,11 @@ async fn wait_turns(llm: &ScriptedLlm, count: usize) -> Vec<String> {
 /// and a file with a caption reach the agent with what they mean, in an encrypted room.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edit_a_reply_without_fallback_and_a_caption_reach_the_agent() {
-    let hs = Homeserver::shared();
-    let (bot, a) = (hs.register("bot"), hs.register("alice"));
-    let llm = ScriptedLlm::start().await;
-    llm.set_handler(echo);
-    let home = tempfile::tempdir().unwrap();
-    let extra = format!("    allowlist: [\"{}\"]", a.user_id);
-    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
-    let alice = Human::login(&hs, &a).await;
-    let room = alice.create_room(&[], true).await;
-    let room_id = room.room_id().to_owned();
-    room.invite_user_by_id(&bot.user_id.parse::<OwnedUserId>().unwrap())
-        .await
-        .unwrap();
-    alice.wait_joined(&room_id, &bot.user_id).await;
+    let dm = Dm::open(true).await;
+    let (alice, a, llm, room_id) = (&dm.alice, &dm.alice.account, &dm.llm, dm.room_id.clone());
+    let room = alice.room(&room_id);
     let original = alice.say(&room_id, "meet at 5 at the station").await;
-    wait_turns(&llm, 1).await;
+    wait_turns(llm, 1).await;
 
     let edit = serde_json::json!({
         "msgtype": "m.text",
@@ -131,7 +117,7 @@ async fn an_edit_a_reply_without_fallback_and_a_caption_reach_the_agent() {
         "m.relates_to": {"rel_type": "m.replace", "event_id": original},
     });
     room.send_raw("m.room.message", edit).await.unwrap();
-    let texts = wait_turns(&llm, 2).await;
+    let texts = wait_turns(llm, 2).await;
     assert!(texts[1].contains("edited an earlier message"), "{texts:?}");
     assert!(texts[1].contains("meet at 6 at the station"), "{texts:?}");
     assert!(!texts[1].contains("* meet"), "{texts:?}");
@@ -142,7 +128,7 @@ async fn an_edit_a_reply_without_fallback_and_a_caption_reach_the_agent() {
         "m.relates_to": {"m.in_reply_to": {"event_id": original}},
     });
     room.send_raw("m.room.message", reply).await.unwrap();
-    let texts = wait_turns(&llm, 3).await;
+    let texts = wait_turns(llm, 3).await;
     assert!(
         texts[2].contains(&format!(
             "[In reply to {}: «meet at 5 at the station»]",
@@ -167,12 +153,12 @@ async fn an_edit_a_reply_without_fallback_and_a_caption_reach_the_agent() {
     });
     // An encrypted room: the raw content is encrypted by the SDK like any message.
     room.send_raw("m.room.message", caption).await.unwrap();
-    let texts = wait_turns(&llm, 4).await;
+    let texts = wait_turns(llm, 4).await;
     assert!(
         texts[3].starts_with("the minutes of Monday, please summarize\n[attachment: minutes.txt"),
         "{texts:?}"
     );
-    drop(gateway);
+    drop(dm);
 }
 
 /// #24: a DM's first message, sent after the invite but before the bot joined (it was

@@ -73,6 +73,27 @@ struct ProgressData {
     pending: Vec<PendingReply>,
 }
 
+impl ProgressData {
+    /// `uid`'s state is `state`: it leaves the backlog, and the oldest states beyond
+    /// [`KEEP_MESSAGES`] are forgotten.
+    fn set_state(&mut self, uid: u32, state: MessageState) {
+        self.messages.insert(uid, state);
+        self.backlog.remove(&uid);
+        self.last_uid = self.last_uid.max(uid);
+        while self.messages.len() > KEEP_MESSAGES {
+            self.messages.pop_first();
+        }
+    }
+
+    /// Remembers a Message-ID the bot generated, the oldest beyond [`KEEP_SENT_IDS`] forgotten.
+    fn note_sent_id(&mut self, id: &str) {
+        self.sent_ids.push_back(id.to_owned());
+        while self.sent_ids.len() > KEEP_SENT_IDS {
+            self.sent_ids.pop_front();
+        }
+    }
+}
+
 /// A summary for `/status`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ProgressSummary {
@@ -200,22 +221,15 @@ impl Progress {
         {
             return Ok(());
         }
-        data.messages.insert(uid, state);
-        data.backlog.remove(&uid);
-        data.last_uid = data.last_uid.max(uid);
-        while data.messages.len() > KEEP_MESSAGES {
-            data.messages.pop_first();
-        }
+        data.set_state(uid, state);
         self.save(&data)
     }
 
-    /// Remembers a Message-ID the bot generated.
+    /// Remembers a Message-ID the bot generated (replies do so through [`Progress::answering`]).
+    #[cfg(test)]
     pub fn add_sent_id(&self, id: &str) -> Result<(), EmailError> {
         let mut data = self.lock();
-        data.sent_ids.push_back(id.to_owned());
-        while data.sent_ids.len() > KEEP_SENT_IDS {
-            data.sent_ids.pop_front();
-        }
+        data.note_sent_id(id);
         self.save(&data)
     }
 
@@ -252,14 +266,9 @@ impl Progress {
         send_by: i64,
     ) -> Result<(), EmailError> {
         let mut data = self.lock();
-        data.sent_ids.push_back(mail.message_id.clone());
-        while data.sent_ids.len() > KEEP_SENT_IDS {
-            data.sent_ids.pop_front();
-        }
+        data.note_sent_id(&mail.message_id);
         if let Some(uid) = uid {
-            data.messages.insert(uid, MessageState::Answered);
-            data.backlog.remove(&uid);
-            data.last_uid = data.last_uid.max(uid);
+            data.set_state(uid, MessageState::Answered);
         }
         data.pending.push(PendingReply {
             mail: mail.clone(),

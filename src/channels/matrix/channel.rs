@@ -386,10 +386,17 @@ impl Channel for MatrixChannel {
                     let fresh = token.is_none();
                     token = Some(response.next_batch.clone());
                     // The keys are uploaded during the first syncs: the store is checked
-                    // after each of them.
+                    // after each of them (the server's keys fetched after the first only).
                     checks = checks.saturating_sub(1);
                     let checked = if checks > 0 {
-                        store_check::check_or_renew(&client, &self.config, &self.store_dir).await
+                        let compare_keys = checks == STORE_CHECKS;
+                        store_check::check_or_renew(
+                            &client,
+                            compare_keys,
+                            &self.config,
+                            &self.store_dir,
+                        )
+                        .await
                     } else {
                         Ok(())
                     };

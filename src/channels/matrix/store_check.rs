@@ -40,8 +40,9 @@ pub enum StoreCheck {
     Unknown,
 }
 
-/// Compares the server's ed25519 key of the logged-in device with the store's.
-pub async fn check(client: &Client) -> StoreCheck {
+/// The SDK's record of a refused one-time-key upload, and with `compare_keys` (one request,
+/// made once per start) the server's ed25519 key of the logged-in device against the store's.
+pub async fn check(client: &Client, compare_keys: bool) -> StoreCheck {
     let (Some(user), Some(device)) = (client.user_id(), client.device_id()) else {
         return StoreCheck::Unknown;
     };
@@ -54,6 +55,9 @@ pub async fn check(client: &Client) -> StoreCheck {
         return StoreCheck::Mismatch {
             device: device.to_string(),
         };
+    }
+    if !compare_keys {
+        return StoreCheck::Unknown;
     }
     let Some(ours) = client.encryption().ed25519_key().await else {
         return StoreCheck::Unknown;
@@ -98,10 +102,11 @@ pub async fn check(client: &Client) -> StoreCheck {
 /// a permanent error.
 pub async fn check_or_renew(
     client: &Client,
+    compare_keys: bool,
     config: &MatrixConfig,
     store_dir: &Path,
 ) -> Result<(), ChannelError> {
-    let StoreCheck::Mismatch { device } = check(client).await else {
+    let StoreCheck::Mismatch { device } = check(client, compare_keys).await else {
         return Ok(());
     };
     let can_renew = config.access_token.is_empty() && config.device_id.is_empty();
