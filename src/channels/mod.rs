@@ -6,6 +6,7 @@
 //! - [`heartbeat`]: the agent checks in on its own, on a timer, within active hours.
 //! - [`http`]: the HTTP API (operator routes and the `/v1` message API).
 //! - [`matrix`]: Matrix rooms (encrypted ones too), through matrix-sdk.
+//! - [`owner`]: who the owner is on each channel, decided at the channel's edge.
 //! - [`terminal`]: `squidbot agent`, the interactive REPL and the one-shot `-m` mode.
 
 pub mod attachments;
@@ -14,6 +15,7 @@ pub mod format;
 pub mod heartbeat;
 pub mod http;
 pub mod matrix;
+pub mod owner;
 pub mod terminal;
 
 pub use email::EmailChannel;

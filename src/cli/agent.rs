@@ -6,6 +6,7 @@
 
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Result;
 use clap::Args;
@@ -38,8 +39,8 @@ pub async fn run(config: Option<&Path>, args: AgentArgs) -> Result<ExitCode> {
             // The terminal is the owner's (see `Owner`): the private memory is part of its turns.
             request.audience = Audience::Owner;
             request.extra_tools = extra(&session);
-            let sink = CollectingSink::new();
-            let result = assembly.agent.run(request, &sink).await;
+            let sink = Arc::new(CollectingSink::for_owner());
+            let result = assembly.agent.run(request, sink.clone()).await;
             match result {
                 Ok(outcome) => {
                     say!("{}", outcome.reply)?;

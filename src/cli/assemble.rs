@@ -108,6 +108,7 @@ impl TurnTools for AgentTurnTools {
                 self.clock.clone(),
                 session.clone(),
                 metadata.clone(),
+                origin.sender_id(),
             )));
         }
         tools.extend(self.mcp.late_tools());
@@ -257,8 +258,7 @@ impl Assembly {
             }
             spawn = Some(hub);
         }
-        let owner = config.owner();
-        let approvals = Arc::new(Approvals::new(owner.clone(), clock.clone()));
+        let approvals = Arc::new(Approvals::new(clock.clone()));
         let agent = AgentLoop::new(
             llm,
             Arc::new(registry),
@@ -267,7 +267,6 @@ impl Assembly {
             clock.clone(),
         )
         .with_approvals(Some(approvals), approval_settings(config))
-        .with_owner(owner)
         .with_usage(metering.usage.clone());
         let pools = Pools {
             client,

@@ -136,6 +136,8 @@ async fn add(
         channel: session.to_string(),
         timezone,
         metadata,
+        created_by: Some("squidbot cron".to_owned()),
+        created_in: None,
     };
     let job = admin::add_job(store, new, Utc::now()).await?;
     Ok(format!("Added cron job '{}' (id={})", job.name, job.id))

@@ -75,7 +75,7 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
         Arc::new(
             MatrixChannel::new(&config.channels.matrix, &loaded.home, workspace)
                 .with_redactor(assembly.redactor().clone())
-                .with_owner(config.owner()),
+                .with_owner(&config.owner()),
         )
     });
     let turn_tools: Arc<dyn TurnTools> = match &matrix {
@@ -156,8 +156,9 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     let email = &config.channels.email;
     if email.enabled {
         let workspace = &config.agents.workspace;
-        let channel =
-            Arc::new(EmailChannel::new(email, &loaded.home, workspace)?.with_owner(config.owner()));
+        let channel = Arc::new(
+            EmailChannel::new(email, &loaded.home, workspace)?.with_owner(&config.owner()),
+        );
         let status = channel.clone();
         state.add_section(Arc::new(status_fn("email", move || status.status())));
         directory.register(channel);

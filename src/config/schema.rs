@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use crate::core::owner::Owner;
+use crate::channels::owner::Owner;
 
 use super::{ChannelsConfig, LlmConfig, ModelConfig, ProviderConfig, Secret, ToolsConfig};
 

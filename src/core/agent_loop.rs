@@ -33,7 +33,6 @@ use crate::core::loop_breaker::{self, LoopBreaker, Verdict};
 use crate::core::memory_manager::{Consolidation, MemoryManager};
 use crate::core::message::{Message, Role};
 use crate::core::origin::Origin;
-use crate::core::owner::Owner;
 use crate::core::ports::channel::{Inbound, ReplySink};
 use crate::core::ports::clock::Clock;
 use crate::core::ports::llm::{ChatRequest, ChatResponse, LlmClient, LlmError, StreamEvent};
@@ -188,7 +187,6 @@ pub struct AgentLoop {
     memory: Arc<MemoryManager>,
     locks: Arc<SessionLocks>,
     clock: Arc<dyn Clock>,
-    owner: Owner,
     max_tool_rounds: usize,
     tool_result_cap: usize,
     approvals: Option<Arc<Approvals>>,
@@ -211,7 +209,6 @@ impl AgentLoop {
             memory,
             locks,
             clock,
-            owner: Owner::nobody(),
             max_tool_rounds: DEFAULT_MAX_TOOL_ROUNDS,
             tool_result_cap: DEFAULT_TOOL_RESULT_CAP,
             approvals: None,
@@ -249,18 +246,11 @@ impl AgentLoop {
         self
     }
 
-    /// Names the owner, whose sessions alone get the owner's private memory (by default only
-    /// the terminal's and the API's).
-    pub fn with_owner(mut self, owner: Owner) -> Self {
-        self.owner = owner;
-        self
-    }
-
-    /// The audience of a turn of `session` replying through `sink`: the owner's when every
-    /// reader the sink names is the owner (see [`Audience::of`]).
+    /// The audience of a turn of `session` replying through `sink`: the owner's when the
+    /// sink's channel states that the owner alone reads it (see [`Audience::of`]).
     pub async fn audience(&self, session: &SessionId, sink: &dyn ReplySink) -> Audience {
         let readers = sink.readers().await;
-        let audience = Audience::of(&self.owner, session.channel(), &readers);
+        let audience = Audience::of(readers);
         tracing::debug!(session = %session, audience = ?audience, readers = ?readers, "Turn audience decided.");
         audience
     }
@@ -301,8 +291,9 @@ impl AgentLoop {
     pub async fn run(
         &self,
         mut request: TurnRequest,
-        sink: &dyn ReplySink,
+        reply: Arc<dyn ReplySink>,
     ) -> Result<TurnOutcome, TurnError> {
+        let sink = reply.as_ref();
         let session = request.session.clone();
         let _guard = self.locks.lock(&session).await;
         let channel = session.channel().to_owned();
@@ -367,7 +358,7 @@ impl AgentLoop {
             let _ = persisted.send(());
         }
         sink.typing(true).await;
-        let result = self.converse(&request, &channel, user, sink).await;
+        let result = self.converse(&request, &channel, user, &reply).await;
         sink.typing(false).await;
         let Conversation {
             reply,
@@ -398,8 +389,9 @@ impl AgentLoop {
         request: &TurnRequest,
         channel: &str,
         user: Option<(Message, Vec<u64>)>,
-        sink: &dyn ReplySink,
+        reply: &Arc<dyn ReplySink>,
     ) -> Result<Conversation, TurnError> {
+        let sink = reply.as_ref();
         let session = &request.session;
         let llm = request.llm.as_deref().unwrap_or(self.llm.as_ref());
         let budget = llm.context_budget();
@@ -438,15 +430,15 @@ impl AgentLoop {
             *system = Arc::new(redacted);
             tracing::info!(session = %session, "Secret redacted from the system prompt.");
         }
-        let (asks, mut asked) = mpsc::unbounded_channel();
         let gate = TurnApprovals::new(
             self.approvals.clone(),
             self.approval_settings,
             session.clone(),
             request.origin.clone(),
-            asks,
+            Arc::clone(reply),
+            Arc::clone(self.tools.redactor()),
         );
-        let authority = Authority::of(&self.owner, session.channel(), &request.origin);
+        let authority = Authority::of(&request.origin);
         let tools = ToolSet::new(
             &self.tools,
             request.extra_tools.clone(),
@@ -559,32 +551,12 @@ impl AgentLoop {
             );
             // Dropping the calls stops them (the shell tool kills its process group; a request
             // for approval expires); the unanswered tool-call message is then never written.
-            // While they run, their questions for the owner go out through the turn's sink.
-            let outputs = {
-                let mut calls = std::pin::pin!(calls);
-                loop {
-                    tokio::select! {
-                        biased;
-                        () = request.cancel.cancelled() => {
-                            return Err(self.cancelled(session, channel, &mut tail).await);
-                        }
-                        Some(ask) = asked.recv() => {
-                            let mut shown_request = ask.request.clone();
-                            let redactor = self.tools.redactor();
-                            shown_request.command = redactor.redact(&shown_request.command).into_owned();
-                            shown_request.reason = redactor.redact(&shown_request.reason).into_owned();
-                            let shown = match sink.ask(&shown_request).await {
-                                Ok(shown) => shown,
-                                Err(error) => {
-                                    tracing::warn!(session = %session, error = %error, "Could not ask the owner for approval.");
-                                    false
-                                }
-                            };
-                            let _ = ask.shown.send(shown);
-                        }
-                        outputs = &mut calls => break outputs,
-                    }
+            let outputs = tokio::select! {
+                biased;
+                () = request.cancel.cancelled() => {
+                    return Err(self.cancelled(session, channel, &mut tail).await);
                 }
+                outputs = calls => outputs,
             };
             tools_called.extend(response.tool_calls.iter().map(|call| call.name.clone()));
             let mut batch = Vec::with_capacity(outputs.len() + 1);

@@ -7,16 +7,14 @@
 //! set neither offers nor runs owner-only tools (`memory_write`), and `search_history` searches
 //! only the asking session.
 //!
-//! The decision is made from [`Readers`]: the people who will read the turn's reply, as told
-//! by the channel that delivers it ([`ReplySink::readers`]). Those are the people of the session
-//! in every channel: a Matrix room's members, a mail session's one correspondent, the owner at
-//! the terminal. A heartbeat or cron turn replies through its target session's outbox, so it
-//! gets that session's audience; a sub-agent takes its parent's. Anything not known is shared:
-//! the decision fails closed.
+//! The decision is made from [`Readers`]: what the channel that delivers the turn's reply
+//! states, at its edge, about who reads it ([`ReplySink::readers`]): a Matrix room's members
+//! compared with the owner's id, a mail session's one correspondent, the owner at the terminal
+//! or the API. Core never compares ids or channel names itself. A heartbeat or cron turn
+//! replies through its target session's outbox, so it gets that session's audience; a
+//! sub-agent takes its parent's. Anything not known is shared: the decision fails closed.
 //!
 //! [`ReplySink::readers`]: crate::core::ports::channel::ReplySink::readers
-
-use crate::core::owner::Owner;
 
 /// Who takes part in a turn.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -29,22 +27,12 @@ pub enum Audience {
 }
 
 impl Audience {
-    /// The audience of a turn of a session on `channel` whose replies reach `readers`.
-    ///
-    /// The terminal and the HTTP API are the owner's by construction (see [`Owner`]); anywhere
-    /// else it is the owner's only if the readers are known, there is at least one (a room
-    /// with nobody in it yet is read by whoever joins), and every one of them is the owner.
-    pub fn of(owner: &Owner, channel: &str, readers: &Readers) -> Self {
-        if Owner::owns_channel(channel) {
-            return Self::Owner;
-        }
+    /// The audience of a turn whose replies reach `readers`: the owner's only when the channel
+    /// stated that the owner alone reads them.
+    pub fn of(readers: Readers) -> Self {
         match readers {
-            Readers::People(people)
-                if !people.is_empty() && people.iter().all(|person| owner.is(channel, person)) =>
-            {
-                Self::Owner
-            }
-            Readers::People(_) | Readers::Unknown => Self::Shared,
+            Readers::Owner => Self::Owner,
+            Readers::Others { .. } | Readers::Unknown => Self::Shared,
         }
     }
 
@@ -55,20 +43,46 @@ impl Audience {
     }
 }
 
-/// Who reads what a channel delivers to one session, besides the bot itself.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Who reads what a channel delivers to one session, besides the bot, as the channel states
+/// it: it alone knows its people and which of them is the owner.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Readers {
-    /// The channel does not know (the default for every sink that does not say).
+    /// The channel does not know (the default for every sink that does not say; also a room
+    /// with nobody in it yet, read by whoever joins).
     #[default]
     Unknown,
-    /// These sender ids on the channel (Matrix user ids, mail addresses).
-    People(Vec<String>),
+    /// The owner, and no one else.
+    Owner,
+    /// Someone other than the owner; `owner` says whether the owner reads too (and so could
+    /// answer a question asked there).
+    Others {
+        /// Whether the owner is among the readers.
+        owner: bool,
+    },
 }
 
 impl Readers {
-    /// The given people.
-    pub fn people<S: Into<String>>(people: impl IntoIterator<Item = S>) -> Self {
-        Self::People(people.into_iter().map(Into::into).collect())
+    /// The readers when each of `people` is, or is not, the owner: the owner's alone when
+    /// there is at least one and all are; unknown when there is none.
+    pub fn of_people(people: impl IntoIterator<Item = bool>) -> Self {
+        let (mut owners, mut others) = (0usize, 0usize);
+        for is_owner in people {
+            if is_owner {
+                owners += 1;
+            } else {
+                others += 1;
+            }
+        }
+        match (owners, others) {
+            (0, 0) => Self::Unknown,
+            (_, 0) => Self::Owner,
+            (owners, _) => Self::Others { owner: owners > 0 },
+        }
+    }
+
+    /// Whether the owner is known to read what is delivered (and so can answer a question).
+    pub fn include_owner(self) -> bool {
+        matches!(self, Self::Owner | Self::Others { owner: true })
     }
 }
 
@@ -76,72 +90,39 @@ impl Readers {
 mod tests {
     use super::*;
 
-    const ALEX: &str = "@alex:example.org";
-    const EVE: &str = "@eve:example.org";
-
-    fn owner() -> Owner {
-        Owner::nobody()
-            .with(ALEX, Some("matrix"))
-            .with("alex@example.org", Some("email"))
-    }
-
-    fn check(channel: &str, readers: Readers, expected: Audience) {
+    #[test]
+    fn only_the_owner_alone_is_a_private_audience() {
+        assert_eq!(Audience::of(Readers::Owner), Audience::Owner);
         assert_eq!(
-            Audience::of(&owner(), channel, &readers),
-            expected,
-            "{channel} {readers:?}"
+            Audience::of(Readers::Others { owner: true }),
+            Audience::Shared
         );
-    }
-
-    #[test]
-    fn a_matrix_room_is_private_only_when_everyone_in_it_is_the_owner() {
-        check("matrix", Readers::people([ALEX]), Audience::Owner);
-        check("matrix", Readers::people([ALEX, EVE]), Audience::Shared);
-        check("matrix", Readers::people([EVE]), Audience::Shared);
-        // Matrix ids are case-sensitive: a look-alike is someone else.
-        check(
-            "matrix",
-            Readers::people(["@Alex:example.org"]),
-            Audience::Shared,
-        );
-        // Nobody there yet, or nobody known: whoever joins later would read it.
-        check(
-            "matrix",
-            Readers::people(Vec::<String>::new()),
-            Audience::Shared,
-        );
-        check("matrix", Readers::Unknown, Audience::Shared);
-    }
-
-    #[test]
-    fn a_mail_session_is_private_only_with_the_owners_address() {
-        check(
-            "email",
-            Readers::people(["Alex@Example.org"]),
-            Audience::Owner,
-        );
-        check(
-            "email",
-            Readers::people(["bob@example.org"]),
-            Audience::Shared,
-        );
-        // The owner's Matrix id is no mail address.
-        check("email", Readers::people([ALEX]), Audience::Shared);
-    }
-
-    #[test]
-    fn the_terminal_and_the_api_are_private_and_other_channels_fail_closed() {
-        check("cli", Readers::Unknown, Audience::Owner);
-        check("http", Readers::Unknown, Audience::Owner);
-        check("spawn", Readers::Unknown, Audience::Shared);
-        check("xmpp", Readers::people([ALEX]), Audience::Shared);
-        let nobody = Owner::nobody();
         assert_eq!(
-            Audience::of(&nobody, "matrix", &Readers::people([ALEX])),
-            Audience::Shared,
-            "with no owner configured only the terminal and the API are private"
+            Audience::of(Readers::Others { owner: false }),
+            Audience::Shared
         );
+        assert_eq!(Audience::of(Readers::Unknown), Audience::Shared);
         assert_eq!(Audience::default(), Audience::Shared);
         assert!(Audience::Owner.is_owner() && !Audience::Shared.is_owner());
+    }
+
+    #[test]
+    fn readers_of_people_fail_closed() {
+        assert_eq!(Readers::of_people([true]), Readers::Owner);
+        assert_eq!(Readers::of_people([true, true]), Readers::Owner);
+        assert_eq!(
+            Readers::of_people([true, false]),
+            Readers::Others { owner: true }
+        );
+        assert_eq!(
+            Readers::of_people([false]),
+            Readers::Others { owner: false }
+        );
+        // Nobody there yet: whoever joins later would read it.
+        assert_eq!(Readers::of_people([]), Readers::Unknown);
+        assert!(Readers::Owner.include_owner());
+        assert!(Readers::Others { owner: true }.include_owner());
+        assert!(!Readers::Others { owner: false }.include_owner());
+        assert!(!Readers::Unknown.include_owner());
     }
 }

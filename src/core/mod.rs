@@ -17,7 +17,6 @@ pub mod loop_breaker;
 pub mod memory_manager;
 pub mod message;
 pub mod origin;
-pub mod owner;
 pub mod ports;
 pub mod redact;
 pub mod resume;

@@ -29,6 +29,11 @@ pub enum Origin {
     Person {
         /// The sender's id on the channel.
         sender: String,
+        /// Whether the channel vouched, at its edge, that the sender is the owner: the
+        /// owner's Matrix id, a mail from the owner's address with an authentication pass, the
+        /// terminal and the API (whoever uses them holds the owner's shell or token). Core
+        /// decides nothing about owners from ids or channel names; it reads this.
+        owner: bool,
     },
     /// The heartbeat's periodic check-in.
     Heartbeat,
@@ -45,23 +50,39 @@ pub enum Origin {
 }
 
 impl Origin {
-    /// A person with the given sender id.
+    /// A person with the given sender id whom the channel did not vouch for as the owner.
     pub fn person(sender: impl Into<String>) -> Self {
         Self::Person {
             sender: sender.into(),
+            owner: false,
+        }
+    }
+
+    /// The owner, as the channel vouched, writing as `sender`.
+    pub fn owner_as(sender: impl Into<String>) -> Self {
+        Self::Person {
+            sender: sender.into(),
+            owner: true,
         }
     }
 
     /// The owner at the terminal (`squidbot agent`), stored as sender `owner`.
     pub fn owner() -> Self {
-        Self::person("owner")
+        Self::owner_as("owner")
+    }
+
+    /// Whether a person the channel vouched for as the owner started the turn. The
+    /// heartbeat, cron jobs and sub-agents are not a person, so they are not the owner (they
+    /// act with the owner's authority, see [`Authority`](crate::core::authority::Authority)).
+    pub fn is_owner(&self) -> bool {
+        matches!(self, Self::Person { owner: true, .. })
     }
 
     /// The `sender_id` stored in history: the person's id, `heartbeat`, `cron:<job>`, or the
     /// parent session of a sub-agent (as the original did).
     pub fn sender_id(&self) -> Cow<'_, str> {
         match self {
-            Self::Person { sender } => Cow::Borrowed(sender),
+            Self::Person { sender, .. } => Cow::Borrowed(sender),
             Self::Heartbeat => Cow::Borrowed(HEARTBEAT),
             Self::Cron { job } => Cow::Owned(format!("{CRON_PREFIX}{job}")),
             Self::SubAgent { parent } => Cow::Owned(parent.to_string()),
@@ -90,7 +111,11 @@ impl Origin {
 impl fmt::Display for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Person { sender } => write!(f, "person {sender}"),
+            Self::Person {
+                sender,
+                owner: true,
+            } => write!(f, "owner {sender}"),
+            Self::Person { sender, .. } => write!(f, "person {sender}"),
             Self::Heartbeat => f.write_str("heartbeat"),
             Self::Cron { job } => write!(f, "cron job {job}"),
             Self::SubAgent { parent } => write!(f, "sub-agent of {parent}"),
@@ -127,5 +152,7 @@ mod tests {
         // A person whose address reads like a built-in source is still a person.
         let spoof = Origin::person("cron:x");
         assert!(spoof.is_person() && spoof.may_schedule());
+        assert!(!spoof.is_owner() && Origin::owner().is_owner());
+        assert!(!Origin::Heartbeat.is_owner());
     }
 }

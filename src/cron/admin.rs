@@ -181,6 +181,12 @@ pub fn format_jobs(jobs: &[CronJob], now: DateTime<Utc>) -> String {
             status.schedule, status.timezone, status.target
         );
         let _ = writeln!(out, "       message:  {}", job.message);
+        if let Some(by) = &job.created_by {
+            let _ = match &job.created_in {
+                Some(session) => writeln!(out, "       created by {by} in {session}"),
+                None => writeln!(out, "       created by {by}"),
+            };
+        }
         let mut state_line = Vec::new();
         if let Some(next) = status.next_run {
             state_line.push(format!("next: {}", next.to_rfc3339()));

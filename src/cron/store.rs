@@ -119,6 +119,16 @@ pub struct CronJob {
     /// Slots skipped under `cron.missed_runs: skip`.
     #[serde(default)]
     pub skipped: SkippedSlots,
+    /// Who created the job: the sender id of the turn that called `cron_add` (in the session
+    /// `created_in`), or `squidbot cron` for the command line. Only the owner can create jobs
+    /// (`cron_add` is owner-only), so a job runs with the owner's authority; this says which
+    /// of the owner's ids and conversations it came from. `None` for jobs older than it (and
+    /// the original's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_by: Option<String>,
+    /// The session the job was created in (`None` from the command line and for older jobs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_in: Option<String>,
 }
 
 fn default_channel() -> String {
@@ -148,6 +158,10 @@ pub struct NewJob {
     pub timezone: String,
     /// Routing data for the reply.
     pub metadata: Map<String, Value>,
+    /// Who created it (see [`CronJob::created_by`]).
+    pub created_by: Option<String>,
+    /// Where it was created (see [`CronJob::created_in`]).
+    pub created_in: Option<String>,
 }
 
 impl CronJob {
@@ -169,6 +183,8 @@ impl CronJob {
             next_run: None,
             last_error: None,
             skipped: SkippedSlots::default(),
+            created_by: new.created_by,
+            created_in: new.created_in,
         }
     }
 
@@ -307,6 +323,7 @@ mod tests {
             channel: "matrix:!r:x".to_owned(),
             timezone: "UTC".to_owned(),
             metadata: Map::new(),
+            ..NewJob::default()
         };
         CronJob::new(store_jobs, new, Utc::now())
     }

@@ -55,6 +55,7 @@ fn new_job(name: &str, schedule: &str, target: &str) -> NewJob {
         channel: target.to_owned(),
         timezone: "UTC".to_owned(),
         metadata: Map::new(),
+        ..NewJob::default()
     }
 }
 

@@ -177,6 +177,8 @@ pub struct CronAddTool {
     clock: Arc<dyn Clock>,
     session: SessionId,
     metadata: Map<String, Value>,
+    /// The sender id of the person whose turn this is: recorded as the job's creator.
+    creator: String,
 }
 
 /// The arguments of `cron_add`.
@@ -206,18 +208,21 @@ static ADD_SPEC: LazyLock<TypedSpec<AddArguments>> = LazyLock::new(|| {
 });
 
 impl CronAddTool {
-    /// The tool for one turn of `session` with the channel's routing `metadata`.
+    /// The tool for one turn of `session` with the channel's routing `metadata`, asked for
+    /// by `creator` (a sender id).
     pub fn new(
         store: CronJobs,
         clock: Arc<dyn Clock>,
         session: SessionId,
         metadata: Map<String, Value>,
+        creator: impl Into<String>,
     ) -> Self {
         Self {
             store,
             clock,
             session,
             metadata,
+            creator: creator.into(),
         }
     }
 
@@ -246,6 +251,8 @@ impl CronAddTool {
             channel: target.to_string(),
             timezone: arguments.timezone.unwrap_or_else(|| "local".to_owned()),
             metadata,
+            created_by: Some(self.creator.clone()),
+            created_in: Some(self.session.to_string()),
         };
         let now = now(&self.clock);
         let job = admin::add_job(&self.store, new, now).await?;
@@ -286,7 +293,7 @@ impl TypedTool for CronAddTool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::{DateTime, FixedOffset};
+    use chrono::{DateTime, FixedOffset, Utc};
     use serde_json::json;
 
     struct FixedClock(DateTime<FixedOffset>);
@@ -317,13 +324,30 @@ mod tests {
         }
     }
 
+    /// `cron_add` for a turn of `session` without routing metadata, asked by `me@example.org`.
+    fn add_tool(store: &CronJobs, clock: Arc<dyn Clock>, session: &SessionId) -> CronAddTool {
+        CronAddTool::new(
+            store.clone(),
+            clock,
+            session.clone(),
+            Map::new(),
+            "me@example.org",
+        )
+    }
+
     #[tokio::test]
     async fn add_defaults_to_the_current_matrix_room_with_its_thread() {
         let (_home, store, clock) = setup();
         let session = SessionId::parse("matrix:!room:example.org").unwrap();
         let metadata = json!({"matrix_room_id": "!room:example.org", "matrix_thread_root": "$t"});
         let metadata = metadata.as_object().unwrap().clone();
-        let tool = CronAddTool::new(store.clone(), clock, session.clone(), metadata);
+        let tool = CronAddTool::new(
+            store.clone(),
+            clock,
+            session.clone(),
+            metadata,
+            "@alex:example.org",
+        );
         let arguments = json!({"name": "tea", "message": "Remind me of tea", "schedule": "0 16 * * *", "timezone": "Europe/Berlin"});
         let output = tool.call(arguments, &context(&session)).await;
         assert!(!output.is_error, "{}", output.content);
@@ -333,13 +357,23 @@ mod tests {
         assert_eq!(jobs[0].metadata["matrix_room_id"], "!room:example.org");
         assert_eq!(jobs[0].metadata["matrix_thread_root"], "$t");
         assert_eq!(jobs[0].timezone, "Europe/Berlin");
+        assert_eq!(jobs[0].created_by.as_deref(), Some("@alex:example.org"));
+        assert_eq!(
+            jobs[0].created_in.as_deref(),
+            Some("matrix:!room:example.org")
+        );
+        let listed = crate::cron::format_jobs(&jobs, Utc::now());
+        assert!(
+            listed.contains("created by @alex:example.org in matrix:!room:example.org"),
+            "{listed}"
+        );
     }
 
     #[tokio::test]
     async fn add_from_the_terminal_needs_an_explicit_target() {
         let (_home, store, clock) = setup();
         let session = SessionId::cli_local();
-        let tool = CronAddTool::new(store.clone(), clock, session.clone(), Map::new());
+        let tool = add_tool(&store, clock, &session);
         let base = json!({"name": "n", "message": "m", "schedule": "every 60"});
         let output = tool.call(base.clone(), &context(&session)).await;
         assert!(
@@ -359,7 +393,7 @@ mod tests {
     async fn add_rejects_bad_input_with_clear_errors() {
         let (_home, store, clock) = setup();
         let session = SessionId::parse("email:me@example.org").unwrap();
-        let tool = CronAddTool::new(store.clone(), clock, session.clone(), Map::new());
+        let tool = add_tool(&store, clock, &session);
         for (arguments, needle) in [
             (
                 json!({"name": "n", "message": "m", "schedule": "every 0"}),
@@ -398,7 +432,7 @@ mod tests {
     async fn list_toggle_and_remove() {
         let (_home, store, clock) = setup();
         let session = SessionId::parse("email:me@example.org").unwrap();
-        let add = CronAddTool::new(store.clone(), clock.clone(), session.clone(), Map::new());
+        let add = add_tool(&store, clock.clone(), &session);
         let tools = registry_tools(&store, &clock);
         let ctx = context(&session);
         let output = tools[0].call(Value::Null, &ctx).await;

@@ -220,7 +220,7 @@ impl Inner {
                 ..
             } = inbound;
             let sender = origin.sender_id();
-            let resolved = approvals.resolve_code(&session, &sender, &code, decision);
+            let resolved = approvals.resolve_code(&session, &origin, &code, decision);
             let text = match (&resolved, decision) {
                 (Ok(request), Decision::Approve) => {
                     format!("Approved: {} runs once.", request.command_inline())
@@ -296,7 +296,7 @@ impl Inner {
             .unwrap_or_else(|p| p.into_inner())
             .insert(session.clone(), request.cancel.clone());
         let metrics = self.state.metrics();
-        let result = self.agent.run(request, reply.as_ref()).await;
+        let result = self.agent.run(request, Arc::clone(&reply)).await;
         self.running
             .lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -229,12 +229,12 @@ async fn a_turn_cancelled_while_a_tool_runs_ends_with_the_note_and_without_the_c
     let mut request = TurnRequest::new(session(), "go", Origin::owner());
     request.extra_tools = vec![stuck];
     request.cancel = cancel.clone();
-    let sink = CollectingSink::new();
+    let sink = Arc::new(CollectingSink::new());
     let cancel_once_started = async {
         started.notified().await;
         cancel.cancel();
     };
-    let (result, ()) = tokio::join!(h.agent.run(request, &sink), cancel_once_started);
+    let (result, ()) = tokio::join!(h.agent.run(request, sink.clone()), cancel_once_started);
     assert!(matches!(result, Err(TurnError::Cancelled)), "{result:?}");
     assert!(sink.delivered().is_empty(), "nothing is delivered");
     let history: Vec<(Role, String)> = h

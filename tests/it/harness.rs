@@ -16,7 +16,6 @@ use squidbot::core::audience::Audience;
 use squidbot::core::memory_manager::{MemoryManager, MemorySettings};
 use squidbot::core::message::Message;
 use squidbot::core::origin::Origin;
-use squidbot::core::owner::Owner;
 use squidbot::core::ports::channel::CollectingSink;
 use squidbot::core::ports::clock::SystemClock;
 use squidbot::core::ports::llm::LlmClient;
@@ -47,8 +46,6 @@ pub struct Harness {
     pub agent: Arc<AgentLoop>,
     pub settings: MemorySettings,
     pub context_tokens: Option<u32>,
-    /// Who the agent takes for the owner (nobody by default).
-    pub owner: Owner,
 }
 
 /// What kind of request the scripted server received.
@@ -112,15 +109,7 @@ impl Harness {
         std::fs::create_dir_all(&workspace).unwrap();
         let llm = ScriptedLlm::start().await;
         llm.set_handler(default_reply);
-        let owner = Owner::nobody();
-        let agent = build_agent(
-            &home,
-            &workspace,
-            &llm.url(),
-            settings,
-            context_tokens,
-            &owner,
-        );
+        let agent = build_agent(&home, &workspace, &llm.url(), settings, context_tokens);
         Self {
             _dir: dir,
             home,
@@ -129,7 +118,6 @@ impl Harness {
             agent,
             settings,
             context_tokens,
-            owner,
         }
     }
 
@@ -141,14 +129,7 @@ impl Harness {
             &self.llm.url(),
             self.settings,
             self.context_tokens,
-            &self.owner,
         );
-    }
-
-    /// Rebuilds the agent (as [`Harness::restart`]) with `owner` as the owner.
-    pub fn set_owner(&mut self, owner: Owner) {
-        self.owner = owner;
-        self.restart();
     }
 
     /// Runs one turn of `session` with `memory_write` as its extra tool.
@@ -184,8 +165,8 @@ impl Harness {
         let mut request = TurnRequest::new(session.clone(), text, Origin::person("tester"));
         request.extra_tools = extra;
         request.audience = audience;
-        let sink = CollectingSink::new();
-        let result = self.agent.run(request, &sink).await;
+        let sink = Arc::new(CollectingSink::new());
+        let result = self.agent.run(request, sink.clone()).await;
         (result, sink.delivered())
     }
 
@@ -282,7 +263,6 @@ fn build_agent(
     url: &str,
     settings: MemorySettings,
     context_tokens: Option<u32>,
-    owner: &Owner,
 ) -> Arc<AgentLoop> {
     let llm = scripted_client(url, context_tokens);
     let prompt = FixedPrompt(PromptSections {
@@ -296,14 +276,11 @@ fn build_agent(
         Some(llm.clone()),
         settings,
     );
-    Arc::new(
-        AgentLoop::new(
-            llm,
-            Arc::new(ToolRegistry::new()),
-            Arc::new(memory),
-            Arc::new(SessionLocks::new()),
-            Arc::new(SystemClock),
-        )
-        .with_owner(owner.clone()),
-    )
+    Arc::new(AgentLoop::new(
+        llm,
+        Arc::new(ToolRegistry::new()),
+        Arc::new(memory),
+        Arc::new(SessionLocks::new()),
+        Arc::new(SystemClock),
+    ))
 }

@@ -300,12 +300,11 @@ async fn a_parent_turn_spawns_and_awaits_through_tool_calls() {
         }
     });
     let parent = session("local");
-    let sink = CollectingSink::new();
     let outcome = s
         .agent
         .run(
-            TurnRequest::new(parent.clone(), "research this", Origin::person("tester")),
-            &sink,
+            TurnRequest::new(parent.clone(), "research this", Origin::owner()),
+            Arc::new(CollectingSink::new()),
         )
         .await
         .unwrap();

@@ -32,10 +32,11 @@ use super::sink::{EmailReply, Mailer};
 use super::smtp::SmtpOutbox;
 use super::{EmailError, auth};
 use crate::channels::attachments::AttachmentStore;
+use crate::channels::owner::{Ids, Owner, OwnerIds};
 use crate::config::EmailConfig;
+use crate::core::audience::Readers;
 use crate::core::backoff::Backoff;
 use crate::core::origin::Origin;
-use crate::core::owner::Owner;
 use crate::core::ports::channel::{
     Channel, ChannelContext, ChannelError, Inbound, ReplySink, routing,
 };
@@ -103,7 +104,7 @@ pub struct EmailChannel {
     /// UIDs of senders over the rate limit, and when they have room again.
     deferred: Mutex<HashMap<u32, Instant>>,
     /// Whose mail is the owner's own instruction; everyone else's is fenced as untrusted data.
-    owner: Owner,
+    owner: OwnerIds,
 }
 
 impl EmailChannel {
@@ -130,15 +131,15 @@ impl EmailChannel {
             in_flight: Arc::new(Mutex::new(HashSet::new())),
             unanswered: Arc::new(Mutex::new(HashSet::new())),
             deferred: Mutex::new(HashMap::new()),
-            owner: Owner::nobody(),
+            owner: OwnerIds::default(),
         })
     }
 
     /// The channel with `owner` known: their mail reaches the agent as it is, everyone else's
     /// (subject, body and attachment notes) fenced as untrusted data. Without it, all mail is
     /// fenced.
-    pub fn with_owner(mut self, owner: Owner) -> Self {
-        self.owner = owner;
+    pub fn with_owner(mut self, owner: &Owner) -> Self {
+        self.owner = owner.on(NAME, Ids::AnyCase);
         self
     }
 
@@ -440,7 +441,7 @@ impl EmailChannel {
         };
         // The owner's address in From proves nothing: only the receiving server's verdict
         // does (see `auth`). A mail that claims the owner without it is someone else's.
-        let claims_owner = self.owner.is(NAME, &sender);
+        let claims_owner = self.owner.is(&sender);
         let verified = claims_owner
             && auth::owner_authenticated(
                 mail.facts.auth_results.as_deref(),
@@ -493,12 +494,18 @@ impl EmailChannel {
             to: sender.clone(),
             metadata: metadata.clone(),
             uid: Some(uid),
-            unverified,
+            // Who reads the answer: the owner's mailbox only when the mail proved it came
+            // from there; a claim without proof leaves it unknown.
+            readers: match (verified, unverified) {
+                (true, _) => Readers::Owner,
+                (false, true) => Readers::Unknown,
+                (false, false) => Readers::Others { owner: false },
+            },
         });
-        // The sender id says so too, so no owner check downstream (approvals, authority)
-        // takes it for the owner.
-        let origin = if unverified {
-            Origin::person(format!("unverified:{sender}"))
+        // The owner only with an authentication pass: every check downstream (approvals,
+        // authority) reads this fact and nothing else.
+        let origin = if verified {
+            Origin::owner_as(sender)
         } else {
             Origin::person(sender)
         };
@@ -553,7 +560,7 @@ impl EmailChannel {
             to: sender.to_owned(),
             metadata: metadata(0, mail),
             uid: None,
-            unverified: false,
+            readers: Readers::Others { owner: false },
         };
         if let Err(error) = sink.deliver(&note).await {
             tracing::warn!(sender = %sender, error = %error, "Could not tell a sender they are over the rate limit.");
@@ -672,7 +679,9 @@ impl Channel for EmailChannel {
             to: session.key().to_owned(),
             metadata: metadata.clone(),
             uid: None,
-            unverified: false,
+            // A message the bot starts goes to the session's address: the owner's mailbox
+            // if it is the owner's address.
+            readers: self.owner.readers([session.key()]),
         }))
     }
 }

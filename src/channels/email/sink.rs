@@ -133,9 +133,10 @@ pub struct EmailReply {
     pub metadata: Map<String, Value>,
     /// The UID answered, if this answers a mail.
     pub uid: Option<u32>,
-    /// Whether the mail answered came from the owner's address without authentication: its
-    /// readers are then unknown, so the turn gets none of the owner's private memory.
-    pub unverified: bool,
+    /// Who reads what is sent, as the channel decided at its edge: the owner's mailbox only
+    /// for the owner's address (and, answering a mail, only when it carried an authentication
+    /// pass; a claim without one leaves the readers unknown).
+    pub readers: Readers,
 }
 
 #[async_trait]
@@ -163,9 +164,6 @@ impl ReplySink for EmailReply {
 
     /// A reply goes to the one correspondent of the session, never to anyone copied.
     async fn readers(&self) -> Readers {
-        if self.unverified {
-            return Readers::Unknown;
-        }
-        Readers::people([self.to.clone()])
+        self.readers
     }
 }

@@ -29,6 +29,7 @@ use tokio_util::task::TaskTracker;
 use super::hub::{HttpHub, HubEvent};
 use super::sse::{SseSink, event};
 use crate::core::approval::{Approvals, Decision, ResolveError};
+use crate::core::audience::Readers;
 use crate::core::liveness::Liveness;
 use crate::core::origin::Origin;
 use crate::core::ports::approvals::ApprovalRequest;
@@ -169,6 +170,11 @@ struct QuietSink {
 
 #[async_trait::async_trait]
 impl ReplySink for QuietSink {
+    /// The API is the owner's: whoever holds its token holds the owner's rights.
+    async fn readers(&self) -> Readers {
+        Readers::Owner
+    }
+
     async fn deliver(&self, _text: &str) -> Result<(), DeliveryError> {
         Ok(())
     }
@@ -209,7 +215,7 @@ async fn message(
         hub: app.hub.clone(),
         session: session.clone(),
     };
-    let inbound = Inbound::new(session, body.text, Origin::person("http"), Arc::new(sink));
+    let inbound = Inbound::new(session, body.text, Origin::owner_as("http"), Arc::new(sink));
     let Ok(done) = app.dispatch.submit(inbound) else {
         return unavailable();
     };
@@ -298,7 +304,7 @@ fn stream_reply(
         app.hub.clone(),
         session.clone(),
     ));
-    let inbound = Inbound::new(session, text, Origin::person("http"), sink);
+    let inbound = Inbound::new(session, text, Origin::owner_as("http"), sink);
     match app.dispatch.submit(inbound) {
         Ok(done) => {
             app.tasks.spawn(async move {

@@ -35,17 +35,16 @@ use super::MatrixError;
 use super::media::{self, ClientSlot};
 use super::policy::{MessageFacts, RoomPolicy, Verdict, mentions_bot};
 use super::room_keys::{Connected, RoomKeys};
-use super::sink::{MatrixReplySink, ThreadRef};
+use super::sink::{MatrixReplySink, ThreadRef, joined_members};
 use super::store_check;
 use super::sync_state::SyncState;
 use super::undecrypted::Undecrypted;
 use super::{backfill, device, identity, relations, verification};
 use crate::channels::attachments::AttachmentStore;
+use crate::channels::owner::{Ids, Owner, OwnerIds};
 use crate::config::MatrixConfig;
 use crate::core::approval;
 use crate::core::backoff::Backoff;
-use crate::core::origin::Origin;
-use crate::core::owner::Owner;
 use crate::core::ports::channel::{
     Channel, ChannelContext, ChannelError, Inbound, ReplySink, routing,
 };
@@ -93,8 +92,9 @@ pub struct MatrixChannel {
     status: Mutex<MatrixStatus>,
     /// Learns the access token a password login returns, so no reply, prompt or log shows it.
     redactor: Arc<Redactor>,
-    /// Whose verification requests the bot answers.
-    owner: Owner,
+    /// The owner's Matrix ids: who is the owner among senders and room members (decided
+    /// here, at the edge), and whose verification requests the bot answers.
+    owner: Arc<OwnerIds>,
 }
 
 impl MatrixChannel {
@@ -111,13 +111,15 @@ impl MatrixChannel {
                 ..MatrixStatus::default()
             }),
             redactor: Arc::new(Redactor::none()),
-            owner: Owner::nobody(),
+            owner: Arc::default(),
         }
     }
 
-    /// The channel answering `owner`'s verification requests (see [`verification`]).
-    pub fn with_owner(mut self, owner: Owner) -> Self {
-        self.owner = owner;
+    /// The channel knowing `owner` (by their `matrix` ids): their messages are the owner's,
+    /// a room of theirs alone is private, and their verification requests are answered (see
+    /// [`verification`]).
+    pub fn with_owner(mut self, owner: &Owner) -> Self {
+        self.owner = Arc::new(owner.on(NAME, Ids::Exact));
         self
     }
 
@@ -234,18 +236,6 @@ impl MatrixChannel {
         identity::bootstrap(&client, user_id.as_str(), password).await;
         Ok(client)
     }
-}
-
-/// How many members joined `room`: the stored member events, or the server's summary when
-/// that says more (the summary alone is stale without lazy-loading, and a group room counted
-/// as a DM would skip the group policy).
-async fn joined_members(room: &Room) -> u64 {
-    let stored = room
-        .members_no_sync(matrix_sdk::RoomMemberships::JOIN)
-        .await
-        .map(|members| members.len() as u64)
-        .unwrap_or(0);
-    stored.max(room.joined_members_count())
 }
 
 /// Whether logging in failed in a way only new credentials fix: the server refused them, or
@@ -466,7 +456,12 @@ impl Channel for MatrixChannel {
                 latest: root.clone(),
                 root,
             });
-        Some(Arc::new(MatrixReplySink::new(room, thread, keys)))
+        Some(Arc::new(MatrixReplySink::new(
+            room,
+            thread,
+            keys,
+            self.owner.clone(),
+        )))
     }
 }
 
@@ -761,8 +756,10 @@ impl MatrixChannel {
             room.clone(),
             thread,
             this.keys.clone(),
+            self.owner.clone(),
         ));
-        let mut inbound = Inbound::new(session, text, Origin::person(sender), sink);
+        let origin = self.owner.origin(sender);
+        let mut inbound = Inbound::new(session, text, origin, sink);
         inbound.metadata = metadata;
         let (persisted_tx, persisted_rx) = tokio::sync::oneshot::channel();
         inbound.persisted = Some(persisted_tx);

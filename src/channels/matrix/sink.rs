@@ -25,6 +25,7 @@ use tokio::task::AbortHandle;
 
 use super::room_keys::RoomKeys;
 use crate::channels::format::{markdown_to_html, split_message};
+use crate::channels::owner::OwnerIds;
 use crate::core::audience::Readers;
 use crate::core::ports::approvals::ApprovalRequest;
 use crate::core::ports::channel::{DeliveryError, ReplySink};
@@ -41,6 +42,8 @@ pub struct MatrixReplySink {
     room: Room,
     thread: Option<ThreadRef>,
     keys: Arc<RoomKeys>,
+    /// The owner's ids: which of the room's members is the owner.
+    owner: Arc<OwnerIds>,
     /// The keep-alive task of the typing notice. A std mutex: held only to swap the handle.
     typing: Mutex<Option<AbortHandle>>,
 }
@@ -64,12 +67,18 @@ pub struct ThreadRef {
 
 impl MatrixReplySink {
     /// A sink for `room`, replying in `thread` when the message came from one; `keys` is the
-    /// channel's room-key guard.
-    pub fn new(room: Room, thread: Option<ThreadRef>, keys: Arc<RoomKeys>) -> Self {
+    /// channel's room-key guard, `owner` the owner's ids.
+    pub fn new(
+        room: Room,
+        thread: Option<ThreadRef>,
+        keys: Arc<RoomKeys>,
+        owner: Arc<OwnerIds>,
+    ) -> Self {
         Self {
             room,
             thread,
             keys,
+            owner,
             typing: Mutex::new(None),
         }
     }
@@ -147,15 +156,15 @@ impl ReplySink for MatrixReplySink {
     }
 
     async fn readers(&self) -> Readers {
-        room_readers(&self.room).await
+        room_readers(&self.room, &self.owner).await
     }
 }
 
-/// The members of `room` other than the bot, joined or invited (an invited user can join and
-/// read on at any time). The stored list is used when it is complete; when the server counts
+/// Who reads `room`: its members other than the bot, joined or invited (an invited user can
+/// join and read on at any time), each compared with the `owner`'s ids. The stored list is used when it is complete; when the server counts
 /// more members than are stored (lazy-loaded members), the list is fetched; when it still
 /// falls short or cannot be read, the readers are unknown.
-pub async fn room_readers(room: &Room) -> Readers {
+pub async fn room_readers(room: &Room, owner: &OwnerIds) -> Readers {
     let expected = room.active_members_count();
     let mut members = room.members_no_sync(RoomMemberships::ACTIVE).await;
     if members
@@ -167,11 +176,11 @@ pub async fn room_readers(room: &Room) -> Readers {
     match members {
         Ok(list) if list.len() as u64 >= expected => {
             let own = room.own_user_id();
-            Readers::people(
+            owner.readers(
                 list.iter()
                     .map(|member| member.user_id())
                     .filter(|user| *user != own)
-                    .map(ToString::to_string),
+                    .map(|user| user.as_str()),
             )
         }
         Ok(list) => {
@@ -183,4 +192,16 @@ pub async fn room_readers(room: &Room) -> Readers {
             Readers::Unknown
         }
     }
+}
+
+/// How many members joined `room`: the stored member events, or the server's summary when
+/// that says more (the summary alone is stale without lazy-loading, and a group room counted
+/// as a DM would skip the group policy).
+pub async fn joined_members(room: &Room) -> u64 {
+    let stored = room
+        .members_no_sync(matrix_sdk::RoomMemberships::JOIN)
+        .await
+        .map(|members| members.len() as u64)
+        .unwrap_or(0);
+    stored.max(room.joined_members_count())
 }

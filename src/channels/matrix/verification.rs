@@ -17,10 +17,12 @@ use matrix_sdk::ruma::events::key::verification::request::ToDeviceKeyVerificatio
 use matrix_sdk::ruma::events::key::verification::start::ToDeviceKeyVerificationStartEvent;
 use matrix_sdk::ruma::events::room::message::{MessageType, OriginalSyncRoomMessageEvent};
 
-use crate::core::owner::Owner;
+use std::sync::Arc;
+
+use crate::channels::owner::OwnerIds;
 
 /// Answers the owner's verification requests on `client` from now on.
-pub fn answer_requests(client: &Client, owner: Owner) {
+pub fn answer_requests(client: &Client, owner: Arc<OwnerIds>) {
     let to_device_owner = owner.clone();
     client.add_event_handler(
         move |event: ToDeviceKeyVerificationRequestEvent, client: Client| {
@@ -47,7 +49,7 @@ pub fn answer_requests(client: &Client, owner: Owner) {
             let owner = owner.clone();
             async move {
                 let sender = event.sender.to_string();
-                if !owner.is("matrix", &sender) {
+                if !owner.is(&sender) {
                     return;
                 }
                 let flow = event.content.transaction_id.to_string();
@@ -64,8 +66,8 @@ pub fn answer_requests(client: &Client, owner: Owner) {
 }
 
 /// Answers one request in a task of its own (the sync goes on meanwhile).
-fn spawn_request(client: Client, owner: Owner, sender: String, flow: String) {
-    if !owner.is("matrix", &sender) {
+fn spawn_request(client: Client, owner: Arc<OwnerIds>, sender: String, flow: String) {
+    if !owner.is(&sender) {
         tracing::info!(
             sender,
             "A Matrix verification request from someone other than the owner; not answered."

@@ -76,7 +76,7 @@ pub async fn run_interactive(
     let mut input = LineReader::start("You: ")?;
     let session = SessionId::cli_local();
     let (asks, mut asked) = mpsc::unbounded_channel();
-    let sink = TerminalSink::new(tty, asks);
+    let sink = Arc::new(TerminalSink::new(tty, asks));
     loop {
         let line = tokio::select! {
             line = input.read_line() => line?,
@@ -118,7 +118,7 @@ pub async fn run_interactive(
         request.audience = Audience::Owner;
         request.extra_tools = extra_tools(&session);
         request.cancel = cancel.clone();
-        let turn = agent.run(request, &sink);
+        let turn = agent.run(request, sink.clone());
         tokio::pin!(turn);
         let result = loop {
             tokio::select! {

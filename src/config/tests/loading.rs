@@ -150,8 +150,9 @@ fn original_json_config_loads() {
     );
     // The original's aliases feed the owner now, as scoped.
     let owner = config.owner();
-    assert!(owner.is("matrix", "@alex:matrix.org"));
-    assert!(!owner.is("email", "@alex:matrix.org"));
+    use crate::channels::owner::Ids;
+    assert!(owner.on("matrix", Ids::Exact).is("@alex:matrix.org"));
+    assert!(!owner.on("email", Ids::AnyCase).is("@alex:matrix.org"));
 }
 
 #[test]

@@ -19,17 +19,20 @@
 //! with variations.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use crate::core::origin::Origin;
-use crate::core::owner::Owner;
+pub use crate::core::ports::approvals::Refusal;
 use crate::core::ports::approvals::{ApprovalRequest, ApprovalStore};
 use crate::core::ports::clock::Clock;
 use crate::core::session::SessionId;
+
+mod gate;
+
+pub use gate::TurnApprovals;
 
 /// How many expired ids are remembered, so a late answer hears "expired" rather than "unknown".
 const EXPIRED_KEPT: usize = 256;
@@ -72,44 +75,6 @@ pub enum ResolveError {
     NotOwner,
 }
 
-/// Why a command was not run.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refusal {
-    /// The owner said no.
-    Denied,
-    /// Nobody answered in time.
-    Expired,
-    /// An earlier request of this turn was refused.
-    EarlierRefusal,
-    /// The turn has no one to ask (heartbeat, cron, a sub-agent, or a channel that cannot ask).
-    Unattended(String),
-    /// The daemon is stopping.
-    Stopping,
-}
-
-impl Refusal {
-    /// The tool result the model reads: what happened, and that it must not look for a way
-    /// around it.
-    pub fn message(&self, command: &str) -> String {
-        let what = match self {
-            Self::Denied => "the owner refused to run".to_owned(),
-            Self::Expired => "the owner did not approve in time, so it was refused:".to_owned(),
-            Self::EarlierRefusal => {
-                "a command was refused earlier in this turn, so this one was not run either:"
-                    .to_owned()
-            }
-            Self::Unattended(why) => format!("it needs the owner's approval, and {why}:"),
-            Self::Stopping => {
-                "squidbot is stopping, so the approval was refused and this did not run:".to_owned()
-            }
-        };
-        format!(
-            "Error: {what} `{command}`. Do not try to reach the same result another way; tell \
-             the owner what you wanted to do and why."
-        )
-    }
-}
-
 /// One open request and the tool waiting for it.
 struct Open {
     request: ApprovalRequest,
@@ -129,7 +94,6 @@ struct Book {
 
 /// The daemon's open approval requests.
 pub struct Approvals {
-    owner: Owner,
     clock: Arc<dyn Clock>,
     /// A std mutex: held for map operations and the store's small write, never across an
     /// await.
@@ -137,19 +101,12 @@ pub struct Approvals {
 }
 
 impl Approvals {
-    /// A registry answering to `owner`, keeping nothing across restarts until
-    /// [`Self::recover`] gives it a store.
-    pub fn new(owner: Owner, clock: Arc<dyn Clock>) -> Self {
+    /// A registry keeping nothing across restarts until [`Self::recover`] gives it a store.
+    pub fn new(clock: Arc<dyn Clock>) -> Self {
         Self {
-            owner,
             clock,
             book: Mutex::default(),
         }
-    }
-
-    /// The owner answers are checked against.
-    pub fn owner(&self) -> &Owner {
-        &self.owner
     }
 
     /// Keeps open requests in `store` from now on, and returns the requests a previous run
@@ -205,7 +162,7 @@ impl Approvals {
     }
 
     /// Opens a request; the receiver yields the owner's decision (closed when it expires).
-    fn request(
+    pub(super) fn request(
         &self,
         session: &SessionId,
         tool: &str,
@@ -257,12 +214,13 @@ impl Approvals {
             .ok_or(ResolveError::Unknown)
     }
 
-    /// Resolves the request with `code`, answered by `sender` in `session` (Matrix, email):
-    /// a code counts only in the conversation it was asked in, and only from the owner.
+    /// Resolves the request with `code`, answered by `origin` in `session` (Matrix, email):
+    /// a code counts only in the conversation it was asked in, and only from a sender the
+    /// channel vouched for as the owner.
     pub fn resolve_code(
         &self,
         session: &SessionId,
-        sender: &str,
+        origin: &Origin,
         code: &str,
         decision: Decision,
     ) -> Result<ApprovalRequest, ResolveError> {
@@ -275,7 +233,7 @@ impl Approvals {
             })
             .map(|open| open.request.id.clone())
             .ok_or(ResolveError::Unknown)?;
-        if !self.owner.is(session.channel(), sender) {
+        if !origin.is_owner() {
             return Err(ResolveError::NotOwner);
         }
         self.close(&mut book, &id, Some(decision))
@@ -309,7 +267,7 @@ impl Approvals {
     }
 
     /// Expires `id` if it is still open.
-    fn expire(&self, id: &str) {
+    pub(super) fn expire(&self, id: &str) {
         let mut book = self.lock();
         self.close(&mut book, id, None);
     }
@@ -392,144 +350,6 @@ pub fn parse_answer(text: &str) -> Option<(Decision, String)> {
             .bytes()
             .all(|b| CODE_ALPHABET.contains(&b.to_ascii_uppercase()));
     (valid && words.next().is_none()).then(|| (decision, code.to_ascii_uppercase()))
-}
-
-/// A request for the channel to show the owner; `shown` says whether it could.
-#[derive(Debug)]
-pub struct Ask {
-    /// The request.
-    pub request: ApprovalRequest,
-    /// Whether the owner was shown it.
-    pub shown: oneshot::Sender<bool>,
-}
-
-/// The approval side of one turn: who started it, where its questions go, whether it was
-/// already refused.
-pub struct TurnApprovals {
-    approvals: Option<Arc<Approvals>>,
-    mode: ApprovalMode,
-    timeout: Duration,
-    session: SessionId,
-    origin: Origin,
-    asks: mpsc::UnboundedSender<Ask>,
-    refused: AtomicBool,
-}
-
-impl std::fmt::Debug for TurnApprovals {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TurnApprovals")
-            .field("mode", &self.mode)
-            .field("session", &self.session)
-            .field("origin", &self.origin)
-            .field("refused", &self.refused)
-            .finish_non_exhaustive()
-    }
-}
-
-impl TurnApprovals {
-    /// The gate of a turn of `session` started by `origin`; questions go out through `asks`
-    /// (the agent loop shows them through the turn's reply sink).
-    pub fn new(
-        approvals: Option<Arc<Approvals>>,
-        settings: ApprovalSettings,
-        session: SessionId,
-        origin: Origin,
-        asks: mpsc::UnboundedSender<Ask>,
-    ) -> Self {
-        Self {
-            approvals,
-            mode: settings.mode,
-            timeout: settings.timeout,
-            session,
-            origin,
-            asks,
-            refused: AtomicBool::new(false),
-        }
-    }
-
-    /// Whether no one can be asked in this turn: the heartbeat, a cron job, a sub-agent. Only
-    /// what the owner granted ahead of time in the configuration runs with more than the
-    /// read-only jail there.
-    pub fn is_unattended(&self) -> bool {
-        !matches!(self.origin, Origin::Person { .. })
-    }
-
-    /// Waits for permission to run `command` with `tool`; `reason` says why it needs it.
-    pub async fn permit(&self, tool: &str, command: &str, reason: &str) -> Result<(), Refusal> {
-        if self.mode == ApprovalMode::Off {
-            return Ok(());
-        }
-        if self.refused.load(Ordering::SeqCst) {
-            return Err(Refusal::EarlierRefusal);
-        }
-        let result = self.ask(tool, command, reason).await;
-        if result.is_err() {
-            self.refused.store(true, Ordering::SeqCst);
-        }
-        tracing::info!(session = %self.session, tool, approved = result.is_ok(), "Approval decided.");
-        result
-    }
-
-    async fn ask(&self, tool: &str, command: &str, reason: &str) -> Result<(), Refusal> {
-        let who = match &self.origin {
-            Origin::Person { .. } => None,
-            Origin::Heartbeat => Some("heartbeat turns never ask"),
-            Origin::Cron { .. } => Some("scheduled jobs never ask"),
-            Origin::SubAgent { .. } => Some("sub-agents never ask"),
-        };
-        if let Some(who) = who {
-            return Err(Refusal::Unattended(who.to_owned()));
-        }
-        // A mail question goes to the sender; only the owner's mailbox can answer it.
-        if self.session.channel() == "email"
-            && !self
-                .approvals
-                .as_ref()
-                .is_some_and(|a| a.owner().started("email", &self.origin))
-        {
-            return Err(Refusal::Unattended(
-                "the mail is not from the owner, who alone can approve".to_owned(),
-            ));
-        }
-        let Some(approvals) = &self.approvals else {
-            return Err(Refusal::Unattended(
-                "this channel cannot ask the owner".to_owned(),
-            ));
-        };
-        if approvals.is_stopping() {
-            return Err(Refusal::Stopping);
-        }
-        let (request, decision) =
-            approvals.request(&self.session, tool, command, reason, self.timeout);
-        // Expires the request on every way out, a cancelled turn included, so no request is
-        // left open that nobody waits for.
-        let _open = ExpireOnDrop(approvals, &request.id);
-        let (shown, was_shown) = oneshot::channel();
-        let asked = Ask {
-            request: request.clone(),
-            shown,
-        };
-        if self.asks.send(asked).is_err() || !was_shown.await.unwrap_or(false) {
-            return Err(Refusal::Unattended(
-                "the owner could not be asked on this channel".to_owned(),
-            ));
-        }
-        match tokio::time::timeout(self.timeout, decision).await {
-            Ok(Ok(Decision::Approve)) => Ok(()),
-            Ok(Ok(Decision::Deny)) => Err(Refusal::Denied),
-            Ok(Err(_)) if approvals.is_stopping() => Err(Refusal::Stopping),
-            Ok(Err(_)) | Err(_) => Err(Refusal::Expired),
-        }
-    }
-}
-
-/// Expires a request when dropped (answered requests are already gone: nothing happens).
-struct ExpireOnDrop<'a>(&'a Approvals, &'a str);
-
-impl Drop for ExpireOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.expire(self.1);
-    }
 }
 
 /// How approvals behave (`tools.shell.approval`, `approval_timeout_seconds`).

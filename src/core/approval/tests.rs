@@ -3,9 +3,18 @@
 
 use std::sync::Mutex as StdMutex;
 
+use async_trait::async_trait;
+use tokio::sync::mpsc;
+
 use super::*;
+use crate::core::audience::Readers;
+use crate::core::origin::Origin;
+use crate::core::ports::approvals::ApprovalGate;
 use crate::core::ports::approvals::{ApprovalRequest, ApprovalStoreError};
+use crate::core::ports::channel::DeliveryError;
+use crate::core::ports::channel::ReplySink;
 use crate::core::ports::clock::SystemClock;
+use crate::core::redact::Redactor;
 
 /// A store in memory: what the gateway's file would hold.
 #[derive(Default)]
@@ -27,38 +36,87 @@ fn session() -> SessionId {
 }
 
 fn registry(store: Arc<MemoryStore>) -> Arc<Approvals> {
-    let owner = Owner::nobody().with("@owner:example.org", Some("matrix"));
-    let approvals = Arc::new(Approvals::new(owner, Arc::new(SystemClock)));
+    let approvals = Arc::new(Approvals::new(Arc::new(SystemClock)));
     approvals.recover(store);
     approvals
 }
 
-/// A turn's gate, with a task that shows every question (answering `shown` with `show`) and
-/// hands the requests to the test.
+/// A room's reply sink: hands every question it is shown to the test, answers `show`, and
+/// says the room is read by `readers`.
+struct QuestionSink {
+    seen: mpsc::UnboundedSender<ApprovalRequest>,
+    show: bool,
+    readers: Readers,
+}
+
+#[async_trait]
+impl ReplySink for QuestionSink {
+    async fn deliver(&self, _text: &str) -> Result<(), DeliveryError> {
+        Ok(())
+    }
+
+    async fn ask(&self, request: &ApprovalRequest) -> Result<bool, DeliveryError> {
+        let _ = self.seen.send(request.clone());
+        Ok(self.show)
+    }
+
+    async fn readers(&self) -> Readers {
+        self.readers
+    }
+}
+
+/// A turn's gate in a room the owner and others read, showing questions as `show` says.
 fn gate(
     approvals: &Arc<Approvals>,
     origin: Origin,
     timeout: Duration,
     show: bool,
 ) -> (TurnApprovals, mpsc::UnboundedReceiver<ApprovalRequest>) {
-    let (asks, mut asked) = mpsc::unbounded_channel::<Ask>();
+    gate_in(
+        approvals,
+        origin,
+        timeout,
+        show,
+        Readers::Others { owner: true },
+    )
+}
+
+/// A turn's gate in a room read by `readers`; the redactor knows the secret `s3cret-KEY-42`.
+fn gate_in(
+    approvals: &Arc<Approvals>,
+    origin: Origin,
+    timeout: Duration,
+    show: bool,
+    readers: Readers,
+) -> (TurnApprovals, mpsc::UnboundedReceiver<ApprovalRequest>) {
     let (seen, requests) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        while let Some(ask) = asked.recv().await {
-            let _ = seen.send(ask.request);
-            let _ = ask.shown.send(show);
-        }
+    let sink = Arc::new(QuestionSink {
+        seen,
+        show,
+        readers,
     });
     let settings = ApprovalSettings {
         mode: ApprovalMode::Ask,
         timeout,
     };
-    let gate = TurnApprovals::new(Some(approvals.clone()), settings, session(), origin, asks);
+    let redactor = Arc::new(Redactor::new(["s3cret-KEY-42".to_owned()]));
+    let gate = TurnApprovals::new(
+        Some(approvals.clone()),
+        settings,
+        session(),
+        origin,
+        sink,
+        redactor,
+    );
     (gate, requests)
 }
 
 fn person() -> Origin {
     Origin::person("@guest:example.org")
+}
+
+fn the_owner() -> Origin {
+    Origin::owner_as("@owner:example.org")
 }
 
 #[tokio::test]
@@ -81,31 +139,21 @@ async fn the_owners_yes_permits_once_and_the_code_is_spent() {
         "persisted while open"
     );
     assert_eq!(
-        approvals.resolve_code(
-            &session(),
-            "@guest:example.org",
-            &request.code,
-            Decision::Approve
-        ),
+        approvals.resolve_code(&session(), &person(), &request.code, Decision::Approve),
         Err(ResolveError::NotOwner)
     );
     // The owner's own code in another conversation is no answer.
     let elsewhere = SessionId::new("matrix", "!elsewhere:example.org").unwrap();
     assert!(!approvals.is_open_code(&elsewhere, &request.code));
     assert_eq!(
-        approvals.resolve_code(
-            &elsewhere,
-            "@owner:example.org",
-            &request.code,
-            Decision::Approve
-        ),
+        approvals.resolve_code(&elsewhere, &the_owner(), &request.code, Decision::Approve),
         Err(ResolveError::Unknown)
     );
     assert!(approvals.is_open_code(&session(), &request.code));
     let resolved = approvals
         .resolve_code(
             &session(),
-            "@owner:example.org",
+            &the_owner(),
             &request.code.to_lowercase(),
             Decision::Approve,
         )
@@ -114,12 +162,7 @@ async fn the_owners_yes_permits_once_and_the_code_is_spent() {
     assert_eq!(waiting.await.unwrap(), Ok(()));
     assert!(store.load().unwrap().is_empty());
     assert_eq!(
-        approvals.resolve_code(
-            &session(),
-            "@owner:example.org",
-            &request.code,
-            Decision::Approve
-        ),
+        approvals.resolve_code(&session(), &the_owner(), &request.code, Decision::Approve),
         Err(ResolveError::Unknown)
     );
 }
@@ -242,7 +285,7 @@ async fn requests_left_by_a_previous_run_are_recovered_as_expired() {
     let _waiting = tokio::spawn(async move { gate.permit("shell", "rm x", "why").await });
     let request = requests.recv().await.unwrap();
     // The process dies here; the next one reads the store.
-    let second = Arc::new(Approvals::new(Owner::nobody(), Arc::new(SystemClock)));
+    let second = Arc::new(Approvals::new(Arc::new(SystemClock)));
     assert_eq!(second.recover(store.clone()), vec![request.clone()]);
     assert!(store.load().unwrap().is_empty());
     assert_eq!(
@@ -254,7 +297,12 @@ async fn requests_left_by_a_previous_run_are_recovered_as_expired() {
 #[tokio::test]
 async fn off_permits_everything() {
     let approvals = registry(Arc::default());
-    let (asks, _asked) = mpsc::unbounded_channel();
+    let (seen, _requests) = mpsc::unbounded_channel();
+    let sink = Arc::new(QuestionSink {
+        seen,
+        show: true,
+        readers: Readers::Unknown,
+    });
     let settings = ApprovalSettings {
         mode: ApprovalMode::Off,
         timeout: Duration::from_secs(1),
@@ -264,9 +312,68 @@ async fn off_permits_everything() {
         settings,
         session(),
         Origin::Heartbeat,
-        asks,
+        sink,
+        Arc::new(Redactor::none()),
     );
     assert_eq!(gate.permit("shell", "rm x", "why").await, Ok(()));
+}
+
+#[tokio::test]
+async fn only_a_conversation_the_owner_asked_in_or_reads_is_asked() {
+    let approvals = registry(Arc::default());
+    // A guest's DM, a mail from someone else, a room without the owner: no one there may
+    // answer, so nothing is asked.
+    for readers in [Readers::Others { owner: false }, Readers::Unknown] {
+        let (gate, mut requests) =
+            gate_in(&approvals, person(), Duration::from_secs(60), true, readers);
+        let refusal = gate.permit("shell", "rm x", "why").await;
+        assert!(
+            matches!(&refusal, Err(Refusal::Unattended(why)) if why.contains("not from the owner")),
+            "{readers:?}: {refusal:?}"
+        );
+        assert!(requests.try_recv().is_err(), "{readers:?}");
+    }
+    assert!(approvals.open().is_empty());
+    // The owner who asked is asked, even where the channel cannot list who reads.
+    let (gate, mut requests) = gate_in(
+        &approvals,
+        the_owner(),
+        Duration::from_secs(60),
+        true,
+        Readers::Unknown,
+    );
+    let waiting = tokio::spawn(async move { gate.permit("shell", "rm x", "why").await });
+    let request = requests.recv().await.unwrap();
+    approvals
+        .resolve_code(&session(), &the_owner(), &request.code, Decision::Deny)
+        .unwrap();
+    assert_eq!(waiting.await.unwrap(), Err(Refusal::Denied));
+}
+
+#[tokio::test]
+async fn the_question_shown_carries_no_secret() {
+    let approvals = registry(Arc::default());
+    let (gate, mut requests) = gate(&approvals, the_owner(), Duration::from_secs(60), true);
+    let waiting = tokio::spawn(async move {
+        gate.permit(
+            "shell",
+            "curl -H 'k: s3cret-KEY-42' x",
+            "uses s3cret-KEY-42",
+        )
+        .await
+    });
+    let shown = requests.recv().await.unwrap();
+    assert!(
+        !shown.command.contains("s3cret-KEY-42"),
+        "{}",
+        shown.command
+    );
+    assert!(!shown.reason.contains("s3cret-KEY-42"), "{}", shown.reason);
+    assert!(!shown.question().contains("s3cret-KEY-42"));
+    approvals
+        .resolve_code(&session(), &the_owner(), &shown.code, Decision::Deny)
+        .unwrap();
+    let _ = waiting.await;
 }
 
 #[test]

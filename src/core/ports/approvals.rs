@@ -1,9 +1,11 @@
-//! **API Boundary.** Where pending approvals are kept while the owner decides.
+//! **API Boundary.** Where pending approvals are kept while the owner decides, and the gate
+//! a turn's tools wait on ([`ApprovalGate`]), with why it refused ([`Refusal`]).
 //!
 //! The gateway writes the whole list each time it changes, so after a crash or restart it knows
 //! which requests were still open: those are expired, the owner is told, and their commands
 //! never run (the turn that waited for them is gone).
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -133,4 +135,55 @@ pub trait ApprovalStore: Send + Sync {
 
     /// The list a previous run left (empty when there is none).
     fn load(&self) -> Result<Vec<ApprovalRequest>, ApprovalStoreError>;
+}
+
+/// Why a command was not run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The owner said no.
+    Denied,
+    /// Nobody answered in time.
+    Expired,
+    /// An earlier request of this turn was refused.
+    EarlierRefusal,
+    /// The turn has no one to ask (heartbeat, cron, a sub-agent, or a channel that cannot ask).
+    Unattended(String),
+    /// The daemon is stopping.
+    Stopping,
+}
+
+impl Refusal {
+    /// The tool result the model reads: what happened, and that it must not look for a way
+    /// around it.
+    pub fn message(&self, command: &str) -> String {
+        let what = match self {
+            Self::Denied => "the owner refused to run".to_owned(),
+            Self::Expired => "the owner did not approve in time, so it was refused:".to_owned(),
+            Self::EarlierRefusal => {
+                "a command was refused earlier in this turn, so this one was not run either:"
+                    .to_owned()
+            }
+            Self::Unattended(why) => format!("it needs the owner's approval, and {why}:"),
+            Self::Stopping => {
+                "squidbot is stopping, so the approval was refused and this did not run:".to_owned()
+            }
+        };
+        format!(
+            "Error: {what} `{command}`. Do not try to reach the same result another way; tell \
+             the owner what you wanted to do and why."
+        )
+    }
+}
+
+/// A turn's approval gate, as tools see it (`ToolContext::approvals`): a tool about to do what
+/// the owner must approve waits on it. The gateway's is
+/// [`TurnApprovals`](crate::core::approval::TurnApprovals); a trait here so tools depend on
+/// the port, not on how questions reach the owner.
+#[async_trait]
+pub trait ApprovalGate: Send + Sync + std::fmt::Debug {
+    /// Whether no one can be asked in this turn (the heartbeat, a cron job, a sub-agent).
+    fn is_unattended(&self) -> bool;
+
+    /// Waits for permission to run `command` with `tool`; `reason` says why it needs it.
+    async fn permit(&self, tool: &str, command: &str, reason: &str) -> Result<(), Refusal>;
 }

@@ -96,12 +96,22 @@ pub trait ReplySink: Send + Sync {
 pub struct CollectingSink {
     /// A std mutex: held only to push or read, never across an await.
     delivered: Mutex<Vec<String>>,
+    /// Who reads it, as its creator states (unknown unless said).
+    readers: Readers,
 }
 
 impl CollectingSink {
-    /// An empty sink.
+    /// An empty sink whose readers are unknown (a sub-agent's: its parent decides).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty sink the owner alone reads (the one-shot terminal mode).
+    pub fn for_owner() -> Self {
+        Self {
+            readers: Readers::Owner,
+            ..Self::default()
+        }
     }
 
     /// Everything delivered, in order.
@@ -115,6 +125,10 @@ impl CollectingSink {
 
 #[async_trait]
 impl ReplySink for CollectingSink {
+    async fn readers(&self) -> Readers {
+        self.readers
+    }
+
     async fn deliver(&self, text: &str) -> Result<(), DeliveryError> {
         self.delivered
             .lock()

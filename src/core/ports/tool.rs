@@ -23,9 +23,9 @@ use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::core::approval::TurnApprovals;
 use crate::core::audience::Audience;
 use crate::core::authority::Authority;
+use crate::core::ports::approvals::ApprovalGate;
 use crate::core::session::SessionId;
 
 /// The definition sent to the model, with its schema already serialized: requests embed the
@@ -205,7 +205,7 @@ pub struct ToolContext {
     pub prompt_tail: Option<u64>,
     /// The turn's approval gate: a tool about to do something the owner must approve waits
     /// on it. `None` outside a turn, where nothing that needs approval runs.
-    pub approvals: Option<Arc<TurnApprovals>>,
+    pub approvals: Option<Arc<dyn ApprovalGate>>,
     /// Who takes part in the turn: a shared turn's tools reach only its own session.
     pub audience: Audience,
     /// Whether the owner asked: only then may tools change what lasts (instruction files,

@@ -445,11 +445,10 @@ async fn run_job(
         .await
         .map_err(|_| "squidbot shut down before this sub-agent started".to_owned())?;
     let session = SessionId::new("spawn", id).map_err(|error| error.to_string())?;
-    let sink = CollectingSink::new();
     let mut request = TurnRequest::new(session, text, origin);
     request.audience = audience;
     agent
-        .run(request, &sink)
+        .run(request, Arc::new(CollectingSink::new()))
         .await
         .map(|outcome| outcome.reply)
         .map_err(|error| error.to_string())
