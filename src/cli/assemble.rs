@@ -12,7 +12,9 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 
 use squidbot::channels::terminal::ExtraTools;
-use squidbot::config::{ApprovalConfig, Config, LoadedConfig};
+use squidbot::config::{
+    ApprovalConfig, Config, LoadedConfig, PoolMember, TokenLimitSetting, ToolCallIdsSetting,
+};
 use squidbot::core::agent_loop::AgentLoop;
 use squidbot::core::approval::{ApprovalMode, ApprovalSettings, Approvals};
 use squidbot::core::backoff::Backoff;
@@ -36,7 +38,10 @@ use squidbot::core::zone::Zone;
 use squidbot::cron::store::CronJobs;
 use squidbot::cron::tools::{CronAddTool, registry_tools};
 use squidbot::gateway::{MeteredLlm, Metrics};
-use squidbot::llm::{Endpoint, LlmPool, OpenAiCompatLlm, RetryPolicy, Timeouts, http_client};
+use squidbot::llm::profile::{TokenLimit, ToolCallIds};
+use squidbot::llm::{
+    Endpoint, LlmPool, OpenAiCompatLlm, Profile, RetryPolicy, Timeouts, http_client,
+};
 use squidbot::skills::catalog::search_dirs;
 use squidbot::skills::{SkillCatalog, SkilledPrompt, bundled};
 use squidbot::storage::{HistoryIndex, JsonlStore, MemoryFile, UsageLedgerFile, WorkspacePrompt};
@@ -493,16 +498,7 @@ fn build_pool(
     let members: Vec<Arc<dyn LlmClient>> = members
         .into_iter()
         .map(|member| {
-            let endpoint = Endpoint {
-                model_name: member.name.to_owned(),
-                model: member.model.model.clone(),
-                api_base: member.provider.api_base.clone(),
-                api_key: (!member.provider.api_key.is_empty())
-                    .then(|| member.provider.api_key.expose().to_owned()),
-                supports_reasoning_content: member.provider.supports_reasoning_content,
-                max_tokens: Some(member.model.max_tokens).filter(|&n| n > 0),
-                max_context_tokens: Some(member.model.max_context_tokens).filter(|&n| n > 0),
-            };
+            let endpoint = endpoint(&member, Some(member.model.max_tokens));
             let model: Arc<dyn LlmClient> =
                 Arc::new(OpenAiCompatLlm::new(client.clone(), endpoint, *timeouts));
             match metrics {
@@ -574,4 +570,36 @@ pub fn usage_meter(
         .collect();
     let ledger = Arc::new(UsageLedgerFile::new(home));
     Arc::new(UsageMeter::new(ledger, settings, clock, observers))
+}
+
+/// The endpoint of one pool member, its reply limited to `max_tokens`: the provider's URL and
+/// key, and the request profile the model's settings state (`auto`: detected from the model id
+/// and the API's host, see [`Profile::detect`]).
+pub(crate) fn endpoint(member: &PoolMember<'_>, max_tokens: Option<u32>) -> Endpoint {
+    let (model, provider) = (member.model, member.provider);
+    let mut profile = Profile::detect(&provider.api_base, &model.model);
+    match model.token_limit {
+        TokenLimitSetting::Auto => {}
+        TokenLimitSetting::MaxTokens => profile.token_limit = TokenLimit::MaxTokens,
+        TokenLimitSetting::MaxCompletionTokens => {
+            profile.token_limit = TokenLimit::MaxCompletionTokens;
+        }
+        TokenLimitSetting::None => profile.token_limit = TokenLimit::Omit,
+    }
+    match model.tool_call_ids {
+        ToolCallIdsSetting::Auto => {}
+        ToolCallIdsSetting::Any => profile.tool_call_ids = ToolCallIds::Any,
+        ToolCallIdsSetting::Mistral => profile.tool_call_ids = ToolCallIds::NineAlphanumerics,
+    }
+    profile.tools = model.tools;
+    profile.echo_reasoning |= provider.supports_reasoning_content;
+    Endpoint {
+        model_name: member.name.to_owned(),
+        model: model.model.clone(),
+        api_base: provider.api_base.clone(),
+        api_key: (!provider.api_key.is_empty()).then(|| provider.api_key.expose().to_owned()),
+        profile,
+        max_tokens: max_tokens.filter(|&n| n > 0),
+        max_context_tokens: Some(model.max_context_tokens).filter(|&n| n > 0),
+    }
 }

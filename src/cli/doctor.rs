@@ -19,14 +19,17 @@ use chrono::Utc;
 use squidbot::channels::email::EmailError;
 use squidbot::channels::email::imap;
 use squidbot::channels::email::smtp::SmtpOutbox;
-use squidbot::config::{Config, EmailConfig, MatrixConfig};
+use squidbot::config::{
+    Config, EmailConfig, MatrixConfig, PoolMember, TokenLimitSetting, ToolCallIdsSetting,
+};
 use squidbot::core::message::{Message, Role};
 use squidbot::core::ports::clock::SystemClock;
 use squidbot::core::ports::llm::{ChatRequest, LlmClient};
 use squidbot::core::ports::usage::{CallTag, Purpose};
 use squidbot::core::redact::Redactor;
 use squidbot::core::usage::BudgetedLlm;
-use squidbot::llm::{Endpoint, OpenAiCompatLlm, Timeouts, http_client};
+use squidbot::llm::profile::{TokenLimit, ToolCallIds};
+use squidbot::llm::{OpenAiCompatLlm, Profile, Timeouts, http_client};
 use squidbot::tools::sandbox::Sandbox;
 
 use super::assemble::usage_meter;
@@ -197,17 +200,15 @@ async fn llm_checks(config: &Config, home: &Path) -> Vec<Check> {
     let meter = usage_meter(config, home, Arc::new(SystemClock), None);
     let mut checks = Vec::new();
     for member in members {
+        if let Some(problem) = settings_problem(&member) {
+            checks.push(Check::fail(
+                format!("llm model {} settings", member.name),
+                problem,
+            ));
+        }
         let api_base = member.provider.api_base.clone();
-        let endpoint = Endpoint {
-            model_name: member.name.to_owned(),
-            model: member.model.model.clone(),
-            api_base: api_base.clone(),
-            api_key: (!member.provider.api_key.is_empty())
-                .then(|| member.provider.api_key.expose().to_owned()),
-            supports_reasoning_content: member.provider.supports_reasoning_content,
-            max_tokens: Some(1),
-            max_context_tokens: None,
-        };
+        let mut endpoint = super::assemble::endpoint(&member, Some(1));
+        endpoint.max_context_tokens = None;
         let llm = BudgetedLlm::new(
             Arc::new(OpenAiCompatLlm::new(client.clone(), endpoint, timeouts)),
             meter.clone(),
@@ -243,6 +244,32 @@ async fn llm_checks(config: &Config, home: &Path) -> Vec<Check> {
         });
     }
     checks
+}
+
+/// Where a model's stated settings contradict what its provider is known to want (see
+/// [`Profile::detect`]), how to fix them.
+fn settings_problem(member: &PoolMember<'_>) -> Option<String> {
+    let model = member.model;
+    let detected = Profile::detect(&member.provider.api_base, &model.model);
+    if model.token_limit == TokenLimitSetting::MaxTokens
+        && detected.token_limit == TokenLimit::MaxCompletionTokens
+    {
+        return Some(format!(
+            "`{}` is one of OpenAI's reasoning models, which refuse `max_tokens`: set \
+             `token_limit: max_completion_tokens` (or leave it out: `auto` picks it)",
+            model.model
+        ));
+    }
+    if model.tool_call_ids == ToolCallIdsSetting::Any
+        && detected.tool_call_ids == ToolCallIds::NineAlphanumerics
+    {
+        return Some(format!(
+            "`{}` is served by Mistral, which accepts only 9-character tool-call ids: leave \
+             `tool_call_ids` out (`auto` rewrites them)",
+            model.model
+        ));
+    }
+    None
 }
 
 /// The enabled channels' servers.

@@ -53,8 +53,8 @@ pub struct ProviderConfig {
     pub api_key: Secret,
     /// Name of an environment variable holding the API key (instead of `api_key`). Default: empty.
     pub api_key_env: String,
-    /// Whether the provider needs `reasoning_content` echoed back on tool-call turns (Moonshot /
-    /// Kimi). Default: `false`.
+    /// Whether the provider needs `reasoning_content` echoed back on tool-call turns. Default:
+    /// `false`, though DeepSeek's thinking models and Moonshot's Kimi get it without it.
     pub supports_reasoning_content: bool,
 }
 
@@ -74,6 +74,45 @@ pub struct ModelConfig {
     /// What the model costs, for the usage ledger, `squidbot usage` and `budgets.daily_cost`.
     /// Default: none (its calls cost 0).
     pub price: Option<PriceConfig>,
+    /// Which request field carries `max_tokens`: `max_tokens`, `max_completion_tokens` (what
+    /// OpenAI's reasoning models o1/o3/o4/gpt-5 require) or `none`. Default: `auto`, which
+    /// picks `max_completion_tokens` for those models and `max_tokens` for the rest.
+    pub token_limit: TokenLimitSetting,
+    /// Whether the model is offered tools; `false` for a model without tool support, which
+    /// would refuse the request. Default: `true`.
+    pub tools: bool,
+    /// How tool-call ids must look: `any`, or `mistral` (9 letters and digits; ids from
+    /// another provider are rewritten, consistently, when history goes to this model).
+    /// Default: `auto`, which picks `mistral` for Mistral's API and model families.
+    pub tool_call_ids: ToolCallIdsSetting,
+}
+
+/// `llm.models.<name>.token_limit`.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenLimitSetting {
+    /// Decided from the model id.
+    #[default]
+    Auto,
+    /// `max_tokens`.
+    MaxTokens,
+    /// `max_completion_tokens`.
+    MaxCompletionTokens,
+    /// No limit sent.
+    None,
+}
+
+/// `llm.models.<name>.tool_call_ids`.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolCallIdsSetting {
+    /// Decided from the API's host and the model id.
+    #[default]
+    Auto,
+    /// Any id.
+    Any,
+    /// 9 ASCII letters and digits.
+    Mistral,
 }
 
 /// `llm.models.<name>.price`: prices per million tokens, in one currency of your choice
@@ -98,6 +137,9 @@ impl Default for ModelConfig {
             max_tokens: 8192,
             max_context_tokens: 100_000,
             price: None,
+            token_limit: TokenLimitSetting::Auto,
+            tools: true,
+            tool_call_ids: ToolCallIdsSetting::Auto,
         }
     }
 }

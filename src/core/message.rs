@@ -37,6 +37,26 @@ pub struct ToolCall {
     /// Arguments as the model sent them.
     #[serde(default)]
     pub arguments: Value,
+    /// State the provider attached to the call and wants back with it in the next request
+    /// (Gemini's `extra_content.google.thought_signature`), kept verbatim; `None` for most.
+    #[serde(
+        default,
+        rename = "extra_content",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub provider_state: Option<Value>,
+}
+
+impl ToolCall {
+    /// A call without provider state.
+    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: Value) -> Self {
+        Self {
+            id: id.into(),
+            name: name.into(),
+            arguments,
+            provider_state: None,
+        }
+    }
 }
 
 /// A message of a conversation, as stored and as sent to the LLM.

@@ -72,6 +72,7 @@ mod tests {
             id: "c1".into(),
             name: "read_file".into(),
             arguments: serde_json::json!({}),
+            provider_state: None,
         }]);
         let mut result = Message::new(Role::Tool, "text", now);
         result.tool_call_id = Some("c1".into());

@@ -116,6 +116,7 @@ mod tests {
                     id: (*id).into(),
                     name: "t".into(),
                     arguments: json!({}),
+                    provider_state: None,
                 })
                 .collect(),
         );

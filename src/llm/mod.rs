@@ -6,16 +6,23 @@
 //! - [`openai_compat`]: [`OpenAiCompatLlm`], one model, and [`http_client`], the shared client.
 //! - `wire`: request serialization and response shapes.
 //! - `stream`: SSE (or plain JSON) into a `ChatResponse`.
+//! - `assemble`: tool-call fragments into calls, keyed by id and name as well as index.
+//! - `think`: `<think>` reasoning and leaked `<tool_call>` markup taken out of the text.
 //! - [`pool`]: [`LlmPool`], models tried in order with backoff.
+//! - [`profile`]: [`Profile`], what one model's requests must look like for its provider.
 
+mod assemble;
 pub mod openai_compat;
 pub mod pool;
+pub mod profile;
 pub mod settings;
 mod stream;
+mod think;
 mod wire;
 
+pub use assemble::parse_arguments as parse_tool_arguments;
 pub use openai_compat::{OpenAiCompatLlm, http_client};
 pub use pool::LlmPool;
+pub use profile::Profile;
 pub use settings::{Endpoint, RetryPolicy, Timeouts};
-pub use stream::parse_arguments as parse_tool_arguments;
 pub use wire::arguments_string as tool_arguments_text;

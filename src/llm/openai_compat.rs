@@ -44,7 +44,7 @@ pub struct OpenAiCompatLlm {
     endpoint: Endpoint,
     timeouts: Timeouts,
     name: String,
-    /// Set once the server rejected `stream_options` (HTTP 400 naming it); later requests go
+    /// Set once the server rejected `stream_options` (a 4xx naming it); later requests go
     /// without it, and their usage is estimated unless the server reports it anyway.
     no_stream_options: Arc<AtomicBool>,
 }
@@ -81,17 +81,19 @@ impl OpenAiCompatLlm {
             request.messages,
             request.tools,
             self.endpoint.max_tokens,
-            self.endpoint.supports_reasoning_content,
+            &self.endpoint.profile,
         );
         if self.no_stream_options.load(Ordering::Relaxed) {
             body.stream_options = None;
         }
         let response = match self.send(&body).await {
-            Err(LlmError::Server {
-                status: 400,
-                detail,
-                ..
-            }) if body.stream_options.is_some() && detail.contains("stream_options") => {
+            // OpenAI-compatible servers that do not know `stream_options` say so with a 400
+            // (vLLM, older llama.cpp) or a 422 (Mistral): any 4xx naming it.
+            Err(LlmError::Server { status, detail, .. })
+                if (400..500).contains(&status)
+                    && body.stream_options.is_some()
+                    && detail.contains("stream_options") =>
+            {
                 tracing::info!(
                     model = self.model_name(),
                     "The server rejects stream_options; asking without it from now on."

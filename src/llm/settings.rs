@@ -5,6 +5,7 @@
 //! tested without a config file.
 
 use crate::core::backoff::Backoff;
+use crate::llm::profile::Profile;
 use std::fmt;
 use std::time::Duration;
 
@@ -19,8 +20,9 @@ pub struct Endpoint {
     pub api_base: String,
     /// Bearer token; `None` sends no `Authorization` header. Never logged.
     pub api_key: Option<String>,
-    /// Whether assistant messages carry `reasoning_content` back to the server.
-    pub supports_reasoning_content: bool,
+    /// What the requests look like for this model's provider (token-limit field, tool-call
+    /// ids, what goes back to it); [`Profile::detect`] unless the configuration says.
+    pub profile: Profile,
     /// The most tokens the reply may take (`max_tokens` in the request), if set.
     pub max_tokens: Option<u32>,
     /// The model's context window in tokens, if known.
@@ -28,18 +30,20 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// An endpoint with no key, no reasoning echo and no token limits.
+    /// An endpoint with no key and no token limits, its profile detected from the model id
+    /// and the API's host.
     pub fn new(
         model_name: impl Into<String>,
         model: impl Into<String>,
         api_base: impl Into<String>,
     ) -> Self {
+        let (model, api_base) = (model.into(), api_base.into());
         Self {
             model_name: model_name.into(),
-            model: model.into(),
-            api_base: api_base.into(),
+            profile: Profile::detect(&api_base, &model),
+            model,
+            api_base,
             api_key: None,
-            supports_reasoning_content: false,
             max_tokens: None,
             max_context_tokens: None,
         }
@@ -74,10 +78,7 @@ impl fmt::Debug for Endpoint {
             .field("model", &self.model)
             .field("api_base", &self.api_base)
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field(
-                "supports_reasoning_content",
-                &self.supports_reasoning_content,
-            )
+            .field("profile", &self.profile)
             .field("max_tokens", &self.max_tokens)
             .field("max_context_tokens", &self.max_context_tokens)
             .finish()

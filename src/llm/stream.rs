@@ -16,140 +16,192 @@ use eventsource_stream::{EventStreamError, Eventsource};
 use futures_util::StreamExt;
 use serde_json::Value;
 
-use crate::core::message::ToolCall;
 use crate::core::ports::llm::{ChatResponse, LlmError, StreamEvent, StreamObserver};
 use crate::core::ports::usage::TokenUsage;
-use crate::llm::wire::{Chunk, Completion, Delta, ToolCallDelta, error_payload, usage_of};
+use crate::llm::assemble::CallAssembler;
+use crate::llm::think::{Split, TagSplitter};
+use crate::llm::wire::{Chunk, Completion, Delta, error_payload, usage_of};
 
 /// How many bytes of a bad payload go into an error's detail.
 const DETAIL_BYTES: usize = 300;
-/// The highest tool-call `index` accepted, so a hostile server cannot make us allocate wildly.
-const MAX_TOOL_CALLS: usize = 256;
 
-/// A tool call being assembled from stream fragments.
-#[derive(Debug, Default, Clone, PartialEq)]
-struct PartialCall {
-    id: String,
-    name: String,
-    arguments: String,
-}
+/// Said after a reply the provider cut at its token limit (`finish_reason: "length"`).
+pub(crate) const CUT_NOTE: &str =
+    "[The answer was cut short: it reached the model's token limit (`max_tokens`).]";
+/// Said for a reply the provider's content filter stopped (`finish_reason: "content_filter"`).
+pub(crate) const FILTERED_NOTE: &str = "[The provider's content filter stopped this answer.]";
 
 /// Collects the pieces of one answer.
 #[derive(Debug, Default)]
 pub(crate) struct Accumulator {
     text: String,
     reasoning: String,
-    calls: Vec<PartialCall>,
-    finished: bool,
+    refusal: String,
+    calls: CallAssembler,
+    /// `<think>` and `<tool_call>` taken out of `content`.
+    tags: TagSplitter,
+    /// The last finish reason seen; `Some` once the answer is whole.
+    finish_reason: Option<String>,
+    /// Provider state sent on the message (Gemini 2.5): it goes back on the first call.
+    message_state: Option<Value>,
     usage: Option<TokenUsage>,
 }
 
 impl Accumulator {
     /// Applies one streamed chunk, reporting new text to the observer.
-    pub(crate) fn apply_chunk(&mut self, chunk: Chunk, observer: StreamObserver<'_>) {
+    pub(crate) fn apply_chunk(&mut self, chunk: Chunk, model: &str, observer: StreamObserver<'_>) {
         if let Some(usage) = chunk.usage.as_ref().and_then(usage_of) {
             self.usage = Some(usage);
         }
         for choice in chunk.choices {
             if let Some(delta) = choice.delta {
-                self.apply_delta(delta, observer);
+                self.apply_delta(delta, model, observer);
             }
-            if choice.finish_reason.is_some() {
-                self.finished = true;
+            if let Some(reason) = choice.finish_reason.filter(|r| !r.is_empty()) {
+                self.finish_reason = Some(reason);
             }
         }
     }
 
-    fn apply_delta(&mut self, delta: Delta, observer: StreamObserver<'_>) {
-        if let Some(text) = delta.content.filter(|text| !text.is_empty()) {
-            self.text.push_str(&text);
-            observer(StreamEvent::TextDelta(text));
+    fn apply_delta(&mut self, delta: Delta, model: &str, observer: StreamObserver<'_>) {
+        let parts = content_parts(delta.content.as_ref());
+        self.reasoning.push_str(&parts.thinking);
+        if !parts.text.is_empty() {
+            let split = self.tags.push(&parts.text);
+            self.take_split(split, model, observer);
         }
-        if let Some(reasoning) = delta.reasoning_content.or(delta.reasoning) {
+        for reasoning in [delta.reasoning_content, delta.reasoning]
+            .into_iter()
+            .flatten()
+        {
             self.reasoning.push_str(&reasoning);
         }
-        for (position, call) in delta.tool_calls.into_iter().flatten().enumerate() {
-            self.apply_tool_call(call, position);
+        if let Some(refusal) = delta.refusal.filter(|r| !r.is_empty()) {
+            observer(StreamEvent::TextDelta(refusal.clone()));
+            self.refusal.push_str(&refusal);
+        }
+        for call in delta.tool_calls.into_iter().flatten() {
+            self.calls.apply(call);
+        }
+        if delta.extra_content.is_some() {
+            self.message_state = delta.extra_content;
         }
     }
 
-    /// Adds a tool-call fragment; `position` stands in for a missing `index`.
-    fn apply_tool_call(&mut self, fragment: ToolCallDelta, position: usize) {
-        let index = fragment.index.unwrap_or(position);
-        if index >= MAX_TOOL_CALLS {
-            tracing::debug!(index, "Tool-call fragment with an absurd index ignored.");
-            return;
+    /// Takes what the tag splitter released: text shown, reasoning kept, shown text withdrawn.
+    fn take_split(&mut self, split: Split, model: &str, observer: StreamObserver<'_>) {
+        if split.reclassified {
+            self.text.clear();
+            observer(StreamEvent::Restart {
+                model: model.to_owned(),
+            });
         }
-        if self.calls.len() <= index {
-            self.calls.resize(index + 1, PartialCall::default());
-        }
-        let call = &mut self.calls[index];
-        if let Some(id) = fragment.id.filter(|id| !id.is_empty()) {
-            call.id = id;
-        }
-        if let Some(function) = fragment.function {
-            // OpenAI sends the name once; llama.cpp's server (llama-cpp-python) repeats the
-            // whole name in every fragment, which must not be appended again. See: #7.
-            if let Some(name) = function.name.filter(|name| *name != call.name) {
-                call.name.push_str(&name);
-            }
-            if let Some(arguments) = function.arguments {
-                call.arguments.push_str(&arguments);
-            }
+        self.reasoning.push_str(&split.reasoning);
+        if !split.text.is_empty() {
+            self.text.push_str(&split.text);
+            observer(StreamEvent::TextDelta(split.text));
         }
     }
 
     /// Whether a finish reason was seen.
     pub(crate) fn is_finished(&self) -> bool {
-        self.finished
+        self.finish_reason.is_some()
     }
 
-    /// The finished response, with each call's arguments parsed.
-    pub(crate) fn finish(self, model: &str) -> ChatResponse {
-        let tool_calls = self
-            .calls
-            .into_iter()
-            .enumerate()
-            .filter(|(_, call)| !call.name.is_empty() || !call.arguments.is_empty())
-            .map(|(index, call)| ToolCall {
-                id: if call.id.is_empty() {
-                    format!("call_{index}_{:08x}", fastrand::u32(..))
-                } else {
-                    call.id
-                },
-                name: call.name,
-                arguments: parse_arguments(&call.arguments),
-            })
-            .collect();
-        ChatResponse {
+    /// The finished response, with each call's arguments parsed. A finish reason of `error`
+    /// is an error a pool may fall back on; a refusal is the answer; a reply cut at the token
+    /// limit or stopped by a content filter says so.
+    pub(crate) fn finish(
+        mut self,
+        model: &str,
+        observer: StreamObserver<'_>,
+    ) -> Result<ChatResponse, LlmError> {
+        let rest = self.tags.finish();
+        self.take_split(rest, model, observer);
+        for body in self.tags.take_calls() {
+            if !self.calls.add_markup(&body) {
+                // Not a call after all: the person sees what the model wrote.
+                let text = format!("<tool_call>{body}</tool_call>");
+                self.text.push_str(&text);
+                observer(StreamEvent::TextDelta(text));
+            }
+        }
+        if self.text.trim().is_empty() && !self.refusal.is_empty() {
+            self.text = std::mem::take(&mut self.refusal);
+        }
+        let note = match self.finish_reason.as_deref() {
+            Some("error") => {
+                return Err(LlmError::Server {
+                    model: model.to_owned(),
+                    status: 502,
+                    detail: "the provider ended the answer with finish_reason \"error\"".to_owned(),
+                });
+            }
+            Some("length") => Some(CUT_NOTE),
+            Some("content_filter") => Some(FILTERED_NOTE),
+            _ => None,
+        };
+        if let Some(note) = note {
+            let note = if self.text.trim().is_empty() {
+                note.to_owned()
+            } else {
+                format!("\n\n{note}")
+            };
+            self.text.push_str(&note);
+            observer(StreamEvent::TextDelta(note));
+        }
+        let mut tool_calls = self.calls.finish();
+        if let Some(first) = tool_calls.first_mut()
+            && first.provider_state.is_none()
+        {
+            first.provider_state = self.message_state;
+        }
+        Ok(ChatResponse {
             text: self.text,
             tool_calls,
             reasoning_content: Some(self.reasoning).filter(|r| !r.is_empty()),
             model: model.to_owned(),
             usage: self.usage,
-        }
+        })
     }
 }
 
-/// Parses a tool call's arguments: empty or a bare JSON `null` means no arguments, `{}`; invalid
-/// JSON is kept as a string value so the tool layer can tell the model what was wrong.
-///
-/// Public (as [`crate::llm::parse_tool_arguments`]) because it is the first half of tool-argument
-/// validation: what this returns is what a tool's `call` receives, so checks of that pipeline
-/// (the fuzz targets of `fuzz/`) must start from the same function.
-pub fn parse_arguments(raw: &str) -> Value {
-    if raw.trim().is_empty() {
-        return Value::Object(Default::default());
+/// A message's `content`: a string, or (Mistral's Magistral, some relays) an array of parts
+/// whose `text` parts are the reply and whose `thinking` parts are reasoning.
+#[derive(Debug, Default)]
+struct ContentParts {
+    text: String,
+    thinking: String,
+}
+
+fn content_parts(content: Option<&Value>) -> ContentParts {
+    let mut parts = ContentParts::default();
+    match content {
+        Some(Value::String(text)) => parts.text.push_str(text),
+        Some(Value::Array(items)) => {
+            for item in items {
+                match item.get("type").and_then(Value::as_str) {
+                    Some("thinking") => collect_text(item.get("thinking"), &mut parts.thinking),
+                    Some("text") | None => collect_text(item.get("text"), &mut parts.text),
+                    Some(_) => {}
+                }
+            }
+        }
+        _ => {}
     }
-    match serde_json::from_str(raw) {
-        // `null` would be stored as null but go back to the provider as `{}` (what a stored
-        // call without arguments sends): normalised here, history and provider agree. See: #7
-        Ok(Value::Null) => Value::Object(Default::default()),
-        // A bare JSON string is kept as the text the model wrote (quotes included), like invalid
-        // JSON: a parsed string could not be told apart from raw text and would go back to the
-        // provider without its quotes. See: #7.
-        Ok(Value::String(_)) | Err(_) => Value::String(raw.to_owned()),
-        Ok(value) => value,
+    parts
+}
+
+/// Appends the text in `value`: a string, or a list of `{"type": "text", "text": …}` parts.
+fn collect_text(value: Option<&Value>, into: &mut String) {
+    match value {
+        Some(Value::String(text)) => into.push_str(text),
+        Some(Value::Array(items)) => {
+            for item in items {
+                collect_text(item.get("text"), into);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -236,7 +288,9 @@ pub(crate) async fn read_sse(
         n_events += 1;
         let data = event.data.trim();
         if data == "[DONE]" {
-            return Ok(StreamOutcome::Complete(accumulator.finish(model)));
+            return accumulator
+                .finish(model, observer)
+                .map(StreamOutcome::Complete);
         }
         if data.is_empty() {
             continue;
@@ -255,10 +309,12 @@ pub(crate) async fn read_sse(
                 detail: head(&detail),
             });
         }
-        accumulator.apply_chunk(chunk, observer);
+        accumulator.apply_chunk(chunk, model, observer);
     }
     if accumulator.is_finished() {
-        Ok(StreamOutcome::Complete(accumulator.finish(model)))
+        accumulator
+            .finish(model, observer)
+            .map(StreamOutcome::Complete)
     } else if n_events == 0 && received.load(Ordering::Relaxed) == 0 {
         Ok(StreamOutcome::Empty)
     } else if n_events == 0 {
@@ -290,10 +346,9 @@ pub(crate) fn parse_completion(
             detail: head(&detail),
         });
     }
-    let message = completion
-        .choices
-        .into_iter()
-        .next()
+    let choice = completion.choices.into_iter().next();
+    let finish_reason = choice.as_ref().and_then(|c| c.finish_reason.clone());
+    let message = choice
         .and_then(|choice| choice.message)
         .ok_or_else(|| LlmError::Protocol {
             model: model.to_owned(),
@@ -301,23 +356,17 @@ pub(crate) fn parse_completion(
         })?;
     let mut accumulator = Accumulator {
         usage: completion.usage.as_ref().and_then(usage_of),
+        finish_reason,
         ..Accumulator::default()
     };
-    accumulator.apply_delta(
-        Delta {
-            content: message.content,
-            reasoning_content: message.reasoning_content,
-            reasoning: message.reasoning,
-            tool_calls: message.tool_calls,
-        },
-        observer,
-    );
-    Ok(accumulator.finish(model))
+    accumulator.apply_delta(message, model, observer);
+    accumulator.finish(model, observer)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llm::assemble::parse_arguments;
     use serde_json::json;
     use std::sync::Mutex;
 
@@ -333,9 +382,9 @@ mod tests {
         for arguments in ["{", "\"path\": \"a\"", "}"] {
             let fragment = json!({"choices":[{"delta":{"tool_calls":[{"index":0,"id":"x",
                 "type":"function","function":{"name":"list_files","arguments":arguments}}]}}]});
-            accumulator.apply_chunk(serde_json::from_value(fragment).unwrap(), &|_| {});
+            accumulator.apply_chunk(serde_json::from_value(fragment).unwrap(), "m", &|_| {});
         }
-        let response = accumulator.finish("m");
+        let response = accumulator.finish("m", &|_| {}).unwrap();
         assert_eq!(response.tool_calls.len(), 1);
         assert_eq!(response.tool_calls[0].name, "list_files");
         assert_eq!(response.tool_calls[0].arguments, json!({"path": "a"}));
@@ -392,10 +441,10 @@ mod tests {
             json!({"choices":[{"delta":{"reasoning":"hm"},"finish_reason":"tool_calls"}]}),
         ];
         for value in chunks {
-            accumulator.apply_chunk(chunk(value), &observer);
+            accumulator.apply_chunk(chunk(value), "m", &observer);
         }
         assert!(accumulator.is_finished());
-        let response = accumulator.finish("m");
+        let response = accumulator.finish("m", &|_| {}).unwrap();
         assert_eq!(response.text, "Hi");
         assert_eq!(response.reasoning_content.as_deref(), Some("hm"));
         let calls: Vec<_> = response
@@ -427,16 +476,17 @@ mod tests {
                 "prompt_tokens_details":{"cached_tokens":32}}}),
         ];
         for value in chunks {
-            accumulator.apply_chunk(chunk(value), &|_| {});
+            accumulator.apply_chunk(chunk(value), "m", &|_| {});
         }
-        let usage = accumulator.finish("m").usage.unwrap();
+        let usage = accumulator.finish("m", &|_| {}).unwrap().usage.unwrap();
         assert_eq!((usage.prompt, usage.completion, usage.cached), (40, 3, 32));
         let mut silent = Accumulator::default();
         silent.apply_chunk(
             chunk(json!({"choices":[{"delta":{"content":"x"}}]})),
+            "m",
             &|_| {},
         );
-        assert_eq!(silent.finish("m").usage, None);
+        assert_eq!(silent.finish("m", &|_| {}).unwrap().usage, None);
         let body = json!({"choices":[{"message":{"content":"done"}}],
             "usage":{"prompt_tokens":7,"completion_tokens":1}});
         let response = parse_completion(body.to_string().as_bytes(), "m", &|_| {}).unwrap();
@@ -451,16 +501,19 @@ mod tests {
                 {"function":{"name":"a","arguments":"{}"}},
                 {"function":{"name":"b","arguments":"{}"}}
             ]}}]})),
+            "m",
             &|_| {},
         );
+        // A huge index costs nothing: indexes are keys, not positions.
         accumulator.apply_chunk(
             chunk(json!({"choices":[{"delta":{"tool_calls":[
                 {"index": 4_000_000_000u64, "function":{"name":"huge"}}
             ]}}]})),
+            "m",
             &|_| {},
         );
-        let response = accumulator.finish("m");
-        assert_eq!(response.tool_calls.len(), 2);
+        let response = accumulator.finish("m", &|_| {}).unwrap();
+        assert_eq!(response.tool_calls.len(), 3);
         assert!(response.tool_calls[0].id.starts_with("call_0_"));
         assert_eq!(response.tool_calls[1].name, "b");
     }
@@ -477,6 +530,81 @@ mod tests {
         assert!(matches!(error, Err(LlmError::Server { status: 401, .. })));
         let error = parse_completion(b"<html>", "m", &|_| {});
         assert!(matches!(error, Err(LlmError::Protocol { .. })));
+    }
+
+    /// Feeds `chunks` and finishes, returning the response and the events the observer saw.
+    fn stream(chunks: &[Value]) -> (Result<ChatResponse, LlmError>, Vec<StreamEvent>) {
+        let seen = Mutex::new(Vec::new());
+        let observer = |event: StreamEvent| seen.lock().unwrap().push(event);
+        let mut accumulator = Accumulator::default();
+        for value in chunks {
+            accumulator.apply_chunk(chunk(value.clone()), "m", &observer);
+        }
+        let response = accumulator.finish("m", &observer);
+        (response, seen.into_inner().unwrap())
+    }
+
+    #[test]
+    fn finish_reasons_are_honoured() {
+        let (cut, _) = stream(&[
+            json!({"choices":[{"delta":{"content":"The list: 1, 2,"}}]}),
+            json!({"choices":[{"delta":{},"finish_reason":"length"}]}),
+        ]);
+        let cut = cut.unwrap().text;
+        assert!(
+            cut.starts_with("The list: 1, 2,") && cut.ends_with(CUT_NOTE),
+            "{cut}"
+        );
+        let (filtered, _) =
+            stream(&[json!({"choices":[{"delta":{},"finish_reason":"content_filter"}]})]);
+        assert_eq!(filtered.unwrap().text, FILTERED_NOTE);
+        let (error, _) = stream(&[
+            json!({"choices":[{"delta":{"content":"junk"}}]}),
+            json!({"choices":[{"delta":{},"finish_reason":"error"}]}),
+        ]);
+        let error = error.unwrap_err();
+        assert!(error.is_retryable(), "{error}");
+    }
+
+    #[test]
+    fn a_refusal_is_the_answer() {
+        let (response, seen) = stream(&[
+            json!({"choices":[{"delta":{"refusal":"I can't help"}}]}),
+            json!({"choices":[{"delta":{"refusal":" with that."},"finish_reason":"stop"}]}),
+        ]);
+        assert_eq!(response.unwrap().text, "I can't help with that.");
+        assert_eq!(seen.len(), 2);
+    }
+
+    #[test]
+    fn content_arrays_and_think_tags_keep_reasoning_out_of_the_text() {
+        let (response, _) = stream(&[
+            json!({"choices":[{"delta":{"content":[{"type":"thinking","thinking":[{"type":"text","text":"hmm"}]}]}}]}),
+            json!({"choices":[{"delta":{"content":[{"type":"text","text":"Paris."}]},"finish_reason":"stop"}]}),
+        ]);
+        let response = response.unwrap();
+        assert_eq!(
+            (
+                response.text.as_str(),
+                response.reasoning_content.as_deref()
+            ),
+            ("Paris.", Some("hmm"))
+        );
+        let (response, seen) = stream(&[
+            json!({"choices":[{"delta":{"content":"<thi"}}]}),
+            json!({"choices":[{"delta":{"content":"nk>plan</think>\n\nDone."},"finish_reason":"stop"}]}),
+        ]);
+        let response = response.unwrap();
+        assert_eq!(response.text, "\nDone.");
+        assert_eq!(response.reasoning_content.as_deref(), Some("plan"));
+        assert_eq!(seen, vec![StreamEvent::TextDelta("\nDone.".into())]);
+        let (response, _) = stream(&[json!({"choices":[{"delta":{"content":
+            "<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a\"}}\n</tool_call>"},
+            "finish_reason":"stop"}]})]);
+        let response = response.unwrap();
+        assert_eq!(response.text, "");
+        assert_eq!(response.tool_calls[0].name, "read_file");
+        assert_eq!(response.tool_calls[0].arguments, json!({"path": "a"}));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! lenient: every field is optional, so extra or missing fields from one server or another never
 //! break parsing.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -16,6 +17,7 @@ use serde_json::Value;
 use crate::core::message::{Message, Role, ToolCall};
 use crate::core::ports::tool::ToolSpec;
 use crate::core::ports::usage::TokenUsage;
+use crate::llm::profile::{Profile, SKIP_SIGNATURE, TokenLimit, tool_call_id};
 
 /// The body of `POST /chat/completions`.
 #[derive(Debug, Serialize)]
@@ -32,29 +34,41 @@ pub(crate) struct RequestBody<'a> {
     tools: Vec<WireTool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u32>,
 }
 
 impl<'a> RequestBody<'a> {
-    /// A streamed request; `reasoning_content` is echoed only when `with_reasoning` is set.
+    /// A streamed request shaped as `profile` says (see [`Profile`]).
     pub(crate) fn new(
         model: &'a str,
         messages: &'a [Arc<Message>],
         tools: &'a [&'a ToolSpec],
         max_tokens: Option<u32>,
-        with_reasoning: bool,
+        profile: &Profile,
     ) -> Self {
+        let (max_tokens, max_completion_tokens) = match profile.token_limit {
+            TokenLimit::MaxTokens => (max_tokens, None),
+            TokenLimit::MaxCompletionTokens => (None, max_tokens),
+            TokenLimit::Omit => (None, None),
+        };
         Self {
             model,
             messages: messages
                 .iter()
-                .map(|message| WireMessage::new(message, with_reasoning))
+                .map(|message| WireMessage::new(message, profile))
                 .collect(),
             stream: true,
             stream_options: Some(StreamOptions {
                 include_usage: true,
             }),
-            tools: tools.iter().map(|spec| WireTool::new(spec)).collect(),
+            tools: if profile.tools {
+                tools.iter().map(|spec| WireTool::new(spec)).collect()
+            } else {
+                Vec::new()
+            },
             max_tokens,
+            max_completion_tokens,
         }
     }
 }
@@ -72,23 +86,35 @@ struct WireMessage<'a> {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tool_calls: Vec<WireToolCall<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tool_call_id: Option<&'a str>,
+    tool_call_id: Option<Cow<'a, str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reasoning_content: Option<&'a str>,
 }
 
 impl<'a> WireMessage<'a> {
-    fn new(message: &'a Message, with_reasoning: bool) -> Self {
-        let tool_calls = match (&message.role, &message.tool_calls) {
-            (Role::Assistant, Some(calls)) => calls.iter().map(WireToolCall::new).collect(),
+    fn new(message: &'a Message, profile: &Profile) -> Self {
+        let tool_calls: Vec<WireToolCall<'a>> = match (&message.role, &message.tool_calls) {
+            (Role::Assistant, Some(calls)) => calls
+                .iter()
+                .enumerate()
+                .map(|(position, call)| WireToolCall::new(call, position, profile))
+                .collect(),
             _ => Vec::new(),
         };
         let tool_call_id = match message.role {
-            Role::Tool => message.tool_call_id.as_deref(),
+            Role::Tool => message
+                .tool_call_id
+                .as_deref()
+                .map(|id| tool_call_id(id, profile.tool_call_ids)),
             _ => None,
         };
+        // A provider that wants reasoning back on tool-call turns rejects one without it, so
+        // a turn that had none sends an empty string.
         let reasoning_content = match message.role {
-            Role::Assistant if with_reasoning => message.reasoning_content.as_deref(),
+            Role::Assistant if profile.echo_reasoning => message
+                .reasoning_content
+                .as_deref()
+                .or((!tool_calls.is_empty()).then_some("")),
             _ => None,
         };
         Self {
@@ -103,21 +129,35 @@ impl<'a> WireMessage<'a> {
 
 #[derive(Debug, Serialize)]
 struct WireToolCall<'a> {
-    id: &'a str,
+    id: Cow<'a, str>,
     #[serde(rename = "type")]
     kind: &'static str,
     function: WireFunctionCall<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    extra_content: Option<Cow<'a, Value>>,
 }
 
 impl<'a> WireToolCall<'a> {
-    fn new(call: &'a ToolCall) -> Self {
+    /// The `position`-th call of its message.
+    fn new(call: &'a ToolCall, position: usize, profile: &Profile) -> Self {
+        // Gemini wants each step's first call signed; a call another model made gets the
+        // documented placeholder.
+        let extra_content = match &call.provider_state {
+            _ if !profile.echo_signatures => None,
+            Some(state) => Some(Cow::Borrowed(state)),
+            None if position == 0 => Some(Cow::Owned(
+                serde_json::json!({"google": {"thought_signature": SKIP_SIGNATURE}}),
+            )),
+            None => None,
+        };
         Self {
-            id: &call.id,
+            id: tool_call_id(&call.id, profile.tool_call_ids),
             kind: "function",
             function: WireFunctionCall {
                 name: &call.name,
                 arguments: arguments_string(&call.arguments),
             },
+            extra_content,
         }
     }
 }
@@ -179,23 +219,30 @@ pub(crate) struct ChunkChoice {
     pub(crate) finish_reason: Option<String>,
 }
 
-/// The new part of the message in a streamed chunk.
+/// The new part of the message in a streamed chunk (and, whole, the message of a completion).
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub(crate) struct Delta {
-    pub(crate) content: Option<String>,
+    /// A string, or an array of parts (`text`, `thinking`): a value, read by the stream.
+    pub(crate) content: Option<Value>,
     pub(crate) reasoning_content: Option<String>,
     pub(crate) reasoning: Option<String>,
+    /// Why the model declined (OpenAI's structured refusal): shown as the answer.
+    pub(crate) refusal: Option<String>,
     pub(crate) tool_calls: Option<Vec<ToolCallDelta>>,
+    /// Provider state on the message rather than on a call (Gemini 2.5's thought signature).
+    pub(crate) extra_content: Option<Value>,
 }
 
-/// A fragment of one tool call; fragments with the same `index` belong together.
+/// A fragment of one tool call (see `assemble` for which fragments belong together).
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub(crate) struct ToolCallDelta {
     pub(crate) index: Option<usize>,
     pub(crate) id: Option<String>,
     pub(crate) function: Option<FunctionDelta>,
+    /// Provider state to send back with the call (Gemini's thought signature).
+    pub(crate) extra_content: Option<Value>,
 }
 
 /// A fragment of a tool call's function.
@@ -220,17 +267,8 @@ pub(crate) struct Completion {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub(crate) struct CompletionChoice {
-    pub(crate) message: Option<CompletionMessage>,
-}
-
-/// The message of a non-streamed response.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub(crate) struct CompletionMessage {
-    pub(crate) content: Option<String>,
-    pub(crate) reasoning_content: Option<String>,
-    pub(crate) reasoning: Option<String>,
-    pub(crate) tool_calls: Option<Vec<ToolCallDelta>>,
+    pub(crate) message: Option<Delta>,
+    pub(crate) finish_reason: Option<String>,
 }
 
 /// The token counts of a `usage` object, in the spellings servers use: OpenAI's
@@ -314,18 +352,20 @@ mod tests {
                 id: "c1".into(),
                 name: "shell".into(),
                 arguments: json!({"command": "ls"}),
+                provider_state: None,
             },
             ToolCall {
                 id: "c2".into(),
                 name: "shell".into(),
                 arguments: Value::String("{broken".into()),
+                provider_state: None,
             },
         ]);
         assistant.reasoning_content = Some("think".into());
         let mut tool = Message::new(Role::Tool, "out", ts);
         tool.tool_call_id = Some("c1".into());
         let messages = [Arc::new(assistant), Arc::new(tool)];
-        let body = RequestBody::new("m", &messages, &[], None, false);
+        let body = RequestBody::new("m", &messages, &[], None, &Profile::default());
         let value = serde_json::to_value(&body).unwrap();
         assert_eq!(
             value,
@@ -342,8 +382,12 @@ mod tests {
                 ]
             })
         );
+        let echo = Profile {
+            echo_reasoning: true,
+            ..Profile::default()
+        };
         let with =
-            serde_json::to_value(RequestBody::new("m", &messages, &[], Some(9), true)).unwrap();
+            serde_json::to_value(RequestBody::new("m", &messages, &[], Some(9), &echo)).unwrap();
         assert_eq!(with["messages"][0]["reasoning_content"], "think");
         assert_eq!(with["max_tokens"], 9);
     }
@@ -356,7 +400,14 @@ mod tests {
             &json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}),
         );
         let specs = [&spec];
-        let body = serde_json::to_string(&RequestBody::new("m", &[], &specs, None, false)).unwrap();
+        let body = serde_json::to_string(&RequestBody::new(
+            "m",
+            &[],
+            &specs,
+            None,
+            &Profile::default(),
+        ))
+        .unwrap();
         let expected = format!(
             r#""tools":[{{"type":"function","function":{{"name":"shell","description":"Run \"it\".","parameters":{}}}}}]"#,
             spec.parameters().get()

@@ -226,3 +226,36 @@ async fn email_logins_are_checked_against_the_real_mail_server() {
         assert!(!out.contains("pw-wrong-secret"), "a secret leaked: {out}");
     }
 }
+
+/// #25: a model's settings that its provider is known to refuse are named, with the fix.
+#[tokio::test]
+async fn settings_a_provider_refuses_are_named_with_the_fix() {
+    let llm = ScriptedLlm::start().await;
+    let home = tempfile::tempdir().unwrap();
+    write_config(home.path(), &llm.url(), "127.0.0.1:0");
+    let path = home.path().join("squidbot.yaml");
+    let config = std::fs::read_to_string(&path).unwrap().replace(
+        "      model: scripted-model\n",
+        "      model: o3-mini\n      token_limit: max_tokens\n",
+    );
+    std::fs::write(&path, config).unwrap();
+    let output = doctor(home.path()).await;
+    let out = stdout(&output);
+    assert!(!output.status.success(), "{out}");
+    assert!(
+        out.lines()
+            .any(|line| line.starts_with("FAIL llm model small settings")
+                && line.contains("token_limit: max_completion_tokens")),
+        "{out}"
+    );
+    // Without the setting, `auto` sends what the model wants.
+    let config = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("      token_limit: max_tokens\n", "");
+    std::fs::write(&path, config).unwrap();
+    let output = doctor(home.path()).await;
+    assert!(output.status.success(), "{}", stdout(&output));
+    let request = llm.requests().pop().unwrap();
+    assert_eq!(request["max_completion_tokens"], 1, "{request}");
+    assert!(request.get("max_tokens").is_none(), "{request}");
+}

@@ -234,7 +234,7 @@ pub fn scripted_client(url: &str, context_tokens: Option<u32>) -> Arc<dyn LlmCli
         model: "scripted-model".to_owned(),
         api_base: url.to_owned(),
         api_key: Some("test-key".to_owned()),
-        supports_reasoning_content: false,
+        profile: squidbot::llm::Profile::default(),
         max_tokens: context_tokens.map(|_| 50),
         max_context_tokens: context_tokens,
     };

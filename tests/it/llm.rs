@@ -172,11 +172,13 @@ async fn parallel_tool_calls_with_fragmented_arguments() {
                 id: "call_1".into(),
                 name: "shell".into(),
                 arguments: json!({"command": "ls -la /tmp"}),
+                provider_state: None,
             },
             ToolCall {
                 id: "call_2".into(),
                 name: "read_file".into(),
                 arguments: json!({"path": "notes.md", "limit": 10}),
+                provider_state: None,
             },
         ]
     );
@@ -212,11 +214,13 @@ fn conversation() -> Vec<Message> {
             id: "c1".into(),
             name: "shell".into(),
             arguments: json!({"command": "ls"}),
+            provider_state: None,
         },
         ToolCall {
             id: "c2".into(),
             name: "shell".into(),
             arguments: Value::String("{bad".into()),
+            provider_state: None,
         },
     ]);
     assistant.reasoning_content = Some("I should list".into());
@@ -242,7 +246,7 @@ async fn request_is_serialized_for_strict_servers() {
     let mut plain = endpoint(&server.url(), "plain");
     plain.model = "api-plain".into();
     let mut reasoning = endpoint(&server.url(), "reasoning");
-    reasoning.supports_reasoning_content = true;
+    reasoning.profile.echo_reasoning = true;
     reasoning.max_tokens = Some(512);
     reasoning.api_key = Some("sk-test".into());
     chat(model_with(plain, timeouts()).as_ref(), &messages, &[])

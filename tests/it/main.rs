@@ -11,6 +11,8 @@ mod testenv;
 mod harness;
 // The LLM adapter: streaming, tool calls, retries, fallback, timeouts, faults.
 mod llm;
+// #25: recorded responses of real providers, replayed into the real binary.
+mod provider_replays;
 // The memory system: consolidation, cursor, prompt layout, restarts, concurrency.
 mod memory;
 // The agent loop: tool rounds, persistence, errors, extra tools.

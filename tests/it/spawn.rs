@@ -59,7 +59,7 @@ fn client(url: &str, model: &str) -> Arc<dyn LlmClient> {
         model: model.to_owned(),
         api_base: url.to_owned(),
         api_key: Some("test-key".to_owned()),
-        supports_reasoning_content: false,
+        profile: squidbot::llm::Profile::default(),
         max_tokens: None,
         max_context_tokens: None,
     };
