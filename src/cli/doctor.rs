@@ -22,12 +22,12 @@ use squidbot::channels::email::smtp::SmtpOutbox;
 use squidbot::config::{
     Config, EmailConfig, MatrixConfig, PoolMember, TokenLimitSetting, ToolCallIdsSetting,
 };
+use squidbot::core::budgeted_llm::BudgetedLlm;
 use squidbot::core::message::{Message, Role};
 use squidbot::core::ports::clock::SystemClock;
 use squidbot::core::ports::llm::{ChatRequest, LlmClient};
 use squidbot::core::ports::usage::{CallTag, Purpose};
 use squidbot::core::redact::Redactor;
-use squidbot::core::usage::BudgetedLlm;
 use squidbot::llm::profile::{TokenLimit, ToolCallIds};
 use squidbot::llm::{OpenAiCompatLlm, Profile, Timeouts, http_client};
 use squidbot::tools::sandbox::Sandbox;

@@ -10,6 +10,7 @@ pub mod audience;
 pub mod authority;
 pub mod backoff;
 pub mod budget;
+pub mod budgeted_llm;
 pub mod command;
 pub mod consolidation;
 pub mod liveness;

@@ -1,5 +1,5 @@
 //! [`UsageMeter`]: the running totals of tokens and cost, the budgets checked before each LLM
-//! call, and [`BudgetedLlm`], the client decorator through which every call is admitted and
+//! call, and (in [`crate::core::budgeted_llm`]) [`BudgetedLlm`](crate::core::budgeted_llm::BudgetedLlm), the client decorator through which every call is admitted and
 //! recorded.
 //!
 //! The totals are folded from the ledger, never kept apart from it: a call's record is
@@ -12,15 +12,12 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use async_trait::async_trait;
 use chrono::{DateTime, Datelike, NaiveDate, Utc};
 use serde::Serialize;
 
 use crate::core::budget::{self, BudgetKind, Budgets, Spent};
 use crate::core::ports::clock::Clock;
-use crate::core::ports::llm::{
-    ChatRequest, ChatResponse, ContextBudget, LlmClient, LlmError, StreamObserver,
-};
+use crate::core::ports::llm::{ChatRequest, ChatResponse, LlmError};
 use crate::core::ports::usage::{CallTag, TokenUsage, UsageLedger, UsageObserver, UsageRecord};
 use crate::core::window::approx_tokens;
 use crate::core::zone::Zone;
@@ -155,7 +152,7 @@ struct Folded {
 }
 
 /// Running totals, budgets and the ledger behind them; one per process, shared by every
-/// [`BudgetedLlm`].
+/// [`BudgetedLlm`](crate::core::budgeted_llm::BudgetedLlm).
 pub struct UsageMeter {
     ledger: Arc<dyn UsageLedger>,
     settings: MeterSettings,
@@ -283,26 +280,45 @@ impl UsageMeter {
             Some(usage) => (usage, false),
             None => (estimate(request, response), true),
         };
+        let record = self.usage_record(pool, request.call, &response.model, usage, estimated);
+        self.append(record).await;
+    }
+
+    /// The record of a call of `pool` tagged `call`, answered by `model` with `usage`, added
+    /// to its turn's spend.
+    pub(crate) fn usage_record(
+        &self,
+        pool: &str,
+        call: CallTag<'_>,
+        model: &str,
+        usage: TokenUsage,
+        estimated: bool,
+    ) -> UsageRecord {
         let cost = self
             .settings
             .prices
-            .get(&response.model)
+            .get(model)
             .map_or(0.0, |price| price.cost(&usage));
-        let record = UsageRecord {
+        if let Some(turn) = call.turn {
+            turn.add(usage.total());
+        }
+        UsageRecord {
             time: self.clock.now().to_utc(),
-            session: request.call.session.map(ToString::to_string),
-            purpose: request.call.purpose,
+            session: call.session.map(ToString::to_string),
+            purpose: call.purpose,
             pool: pool.strip_prefix("pool:").unwrap_or(pool).to_owned(),
-            model: response.model.clone(),
+            model: model.to_owned(),
             prompt_tokens: usage.prompt,
             completion_tokens: usage.completion,
             cached_tokens: usage.cached,
             cost,
             estimated,
-        };
-        if let Some(turn) = request.call.turn {
-            turn.add(usage.total());
         }
+    }
+
+    /// Writes `record` to the ledger (or, failing that, counts it in memory) and tells the
+    /// observers.
+    pub(crate) async fn append(&self, record: UsageRecord) {
         if let Err(error) = self.ledger.append(&record).await {
             tracing::warn!(error = %error, "Usage record not written; counted in memory only.");
             let mut folded = self.folded();
@@ -418,57 +434,12 @@ pub fn estimate(request: &ChatRequest<'_>, response: &ChatResponse) -> TokenUsag
     }
 }
 
-/// An [`LlmClient`] (a pool) whose every call is admitted by the meter first and recorded
-/// after; built once per pool, so the record names the pool.
-pub struct BudgetedLlm {
-    inner: Arc<dyn LlmClient>,
-    meter: Arc<UsageMeter>,
-}
-
-impl BudgetedLlm {
-    /// `inner` metered by `meter`.
-    pub fn new(inner: Arc<dyn LlmClient>, meter: Arc<UsageMeter>) -> Self {
-        Self { inner, meter }
-    }
-}
-
-#[async_trait]
-impl LlmClient for BudgetedLlm {
-    async fn chat(
-        &self,
-        request: ChatRequest<'_>,
-        observer: StreamObserver<'_>,
-    ) -> Result<ChatResponse, LlmError> {
-        self.meter.admit(request.call).await?;
-        let response = self.inner.chat(request, observer).await?;
-        self.meter
-            .record(self.inner.name(), &request, &response)
-            .await;
-        Ok(response)
-    }
-
-    async fn admit(&self, call: CallTag<'_>) -> Result<(), LlmError> {
-        self.meter.admit(call).await
-    }
-
-    fn context_budget(&self) -> Option<ContextBudget> {
-        self.inner.context_budget()
-    }
-
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::core::ports::usage::{LedgerError, Purpose, TurnSpend};
     use crate::core::session::SessionId;
+    use async_trait::async_trait;
 
     /// A ledger in memory: polls hand out what was appended since the last poll.
     #[derive(Default)]

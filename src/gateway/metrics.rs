@@ -324,6 +324,10 @@ impl LlmClient for MeteredLlm {
         self.inner.name()
     }
 
+    fn first_model(&self) -> Option<&str> {
+        self.inner.first_model()
+    }
+
     fn describe(&self) -> String {
         self.inner.describe()
     }

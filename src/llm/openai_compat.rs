@@ -224,6 +224,10 @@ impl LlmClient for OpenAiCompatLlm {
         &self.name
     }
 
+    fn first_model(&self) -> Option<&str> {
+        Some(&self.endpoint.model_name)
+    }
+
     fn describe(&self) -> String {
         format!("{} ({})", self.endpoint.model_name, self.endpoint.model)
     }

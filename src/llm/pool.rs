@@ -116,6 +116,10 @@ impl LlmClient for LlmPool {
         &self.name
     }
 
+    fn first_model(&self) -> Option<&str> {
+        self.members.first().and_then(|member| member.first_model())
+    }
+
     fn describe(&self) -> String {
         let members: Vec<String> = self.members.iter().map(|m| m.describe()).collect();
         let pool = self.name.strip_prefix("pool:").unwrap_or(&self.name);

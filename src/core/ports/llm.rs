@@ -253,6 +253,12 @@ pub trait LlmClient: Send + Sync {
     /// A short name for logs and status (`pool:default`, `model:gpt`).
     fn name(&self) -> &str;
 
+    /// The configured name of the model a call starts with (a pool's first member): whom a
+    /// call cut short before any answer is charged to.
+    fn first_model(&self) -> Option<&str> {
+        None
+    }
+
     /// What a person asking `/status` should read: the models behind this client, in the
     /// order they are tried (`default: small (gpt-4o-mini) → big (gpt-4o)`).
     fn describe(&self) -> String {
