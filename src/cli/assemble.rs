@@ -594,6 +594,9 @@ pub(crate) fn endpoint(member: &PoolMember<'_>, max_tokens: Option<u32>) -> Endp
     }
     profile.tools = model.tools;
     profile.echo_reasoning |= provider.supports_reasoning_content;
+    if let Some(vision) = model.vision {
+        profile.vision = vision;
+    }
     Endpoint {
         model_name: member.name.to_owned(),
         model: model.model.clone(),
@@ -602,5 +605,6 @@ pub(crate) fn endpoint(member: &PoolMember<'_>, max_tokens: Option<u32>) -> Endp
         profile,
         max_tokens: max_tokens.filter(|&n| n > 0),
         max_context_tokens: Some(model.max_context_tokens).filter(|&n| n > 0),
+        max_image_bytes: model.max_image_bytes,
     }
 }

@@ -85,6 +85,13 @@ pub struct ModelConfig {
     /// another provider are rewritten, consistently, when history goes to this model).
     /// Default: `auto`, which picks `mistral` for Mistral's API and model families.
     pub tool_call_ids: ToolCallIdsSetting,
+    /// Whether the model reads images: images people send over Matrix or mail then reach it
+    /// as images (else as the path they were saved at). Default: decided from the model id
+    /// (gpt-4o, gpt-4.1, gpt-5, o1/o3/o4, Claude, Gemini, LLaVA, Pixtral, `-vl` models, …).
+    pub vision: Option<bool>,
+    /// The largest image file sent to the model, in bytes; a larger one reaches it as its
+    /// path. Default: `5000000`.
+    pub max_image_bytes: u64,
 }
 
 /// `llm.models.<name>.token_limit`.
@@ -140,6 +147,8 @@ impl Default for ModelConfig {
             token_limit: TokenLimitSetting::Auto,
             tools: true,
             tool_call_ids: ToolCallIdsSetting::Auto,
+            vision: None,
+            max_image_bytes: 5_000_000,
         }
     }
 }

@@ -82,6 +82,8 @@ pub struct TurnRequest {
     /// The channel's id of the message, when it may be handed over again (see
     /// [`crate::core::resume`]).
     pub source_id: Option<String>,
+    /// Images received with the message (saved paths).
+    pub images: Vec<String>,
 }
 
 impl TurnRequest {
@@ -98,6 +100,7 @@ impl TurnRequest {
             cancel: CancellationToken::new(),
             audience: Audience::Shared,
             source_id: None,
+            images: Vec::new(),
         }
     }
 
@@ -116,6 +119,7 @@ impl TurnRequest {
             persisted,
             llm,
             source_id,
+            images,
         } = inbound;
         let request = Self {
             session,
@@ -128,6 +132,7 @@ impl TurnRequest {
             cancel: CancellationToken::new(),
             audience: Audience::Shared,
             source_id,
+            images,
         };
         (request, reply)
     }
@@ -326,6 +331,7 @@ impl AgentLoop {
                 user.channel = Some(channel.clone());
                 user.sender_id = Some(request.origin.sender_id().into_owned());
                 user.source_id = request.source_id.clone();
+                user.images = request.images.clone();
                 let offsets = self
                     .memory
                     .history()

@@ -89,6 +89,11 @@ pub struct Message {
     /// handed over again after a crash finds it and resumes instead of starting twice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_id: Option<String>,
+    /// Images the person sent with it, as the paths the channel saved them at: a model that
+    /// reads images gets them as image parts, read when the request is built; the history
+    /// keeps the reference, never the bytes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<String>,
 }
 
 impl Message {
@@ -104,6 +109,7 @@ impl Message {
             channel: None,
             sender_id: None,
             source_id: None,
+            images: Vec::new(),
         }
     }
 

@@ -3,6 +3,7 @@
 //!
 //! - [`settings`]: the plain structs an adapter is built from ([`Endpoint`], [`Timeouts`],
 //!   [`RetryPolicy`]); the config module fills them.
+//! - [`images`]: images a person sent, read for models that read them.
 //! - [`openai_compat`]: [`OpenAiCompatLlm`], one model, and [`http_client`], the shared client.
 //! - `wire`: request serialization and response shapes.
 //! - `stream`: SSE (or plain JSON) into a `ChatResponse`.
@@ -12,6 +13,7 @@
 //! - [`profile`]: [`Profile`], what one model's requests must look like for its provider.
 
 mod assemble;
+pub mod images;
 pub mod openai_compat;
 pub mod pool;
 pub mod profile;

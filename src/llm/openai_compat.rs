@@ -6,6 +6,7 @@
 //! without streaming, and a server that ignores `stream: true` and answers with plain JSON is
 //! read as such. The API key only ever goes into the `Authorization` header.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -17,6 +18,7 @@ use reqwest::header::{CONTENT_TYPE, RETRY_AFTER};
 use crate::core::ports::llm::{
     ChatRequest, ChatResponse, ContextBudget, LlmClient, LlmError, StreamObserver,
 };
+use crate::llm::images;
 use crate::llm::settings::{Endpoint, Timeouts};
 use crate::llm::stream::{StreamOutcome, head, parse_completion, read_sse};
 use crate::llm::wire::RequestBody;
@@ -76,12 +78,18 @@ impl OpenAiCompatLlm {
         request: ChatRequest<'_>,
         observer: StreamObserver<'_>,
     ) -> Result<ChatResponse, LlmError> {
+        let images = if self.endpoint.profile.vision {
+            images::load(request.messages, self.endpoint.max_image_bytes).await
+        } else {
+            HashMap::new()
+        };
         let mut body = RequestBody::new(
             &self.endpoint.model,
             request.messages,
             request.tools,
             self.endpoint.max_tokens,
             &self.endpoint.profile,
+            &images,
         );
         if self.no_stream_options.load(Ordering::Relaxed) {
             body.stream_options = None;

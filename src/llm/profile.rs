@@ -54,6 +54,9 @@ pub struct Profile {
     /// Whether provider state on tool calls goes back (Gemini's thought signatures), with the
     /// documented placeholder for calls another model made.
     pub echo_signatures: bool,
+    /// Whether the model reads images: images a person sent go to it as image parts (see
+    /// `images`); other models get the saved path in the text.
+    pub vision: bool,
 }
 
 impl Default for Profile {
@@ -65,6 +68,7 @@ impl Default for Profile {
             tools: true,
             echo_reasoning: false,
             echo_signatures: false,
+            vision: false,
         }
     }
 }
@@ -127,8 +131,40 @@ impl Profile {
             tools: true,
             echo_reasoning: deepseek_thinking || kimi,
             echo_signatures: gemini,
+            vision: reads_images(&id),
         }
     }
+}
+
+/// Whether a model id (its last segment, lower case) names a model family known to read
+/// images. A guess for `auto`; `llm.models.<name>.vision` settings it either way.
+fn reads_images(id: &str) -> bool {
+    const FAMILIES: [&str; 20] = [
+        "gpt-4o",
+        "gpt-4.1",
+        "gpt-4-turbo",
+        "gpt-5",
+        "chatgpt-4o",
+        "o1",
+        "o3",
+        "o4",
+        "claude",
+        "gemini",
+        "gemma-3",
+        "gemma3",
+        "llava",
+        "pixtral",
+        "llama-4",
+        "llama3.2-vision",
+        "grok-4",
+        "mistral-medium",
+        "mistral-small",
+        "minicpm-v",
+    ];
+    FAMILIES.iter().any(|family| id.starts_with(family))
+        || ["vision", "-vl", "vl-", "qwen2.5vl", "qwen3-vl"]
+            .iter()
+            .any(|mark| id.contains(mark))
 }
 
 /// `id` as [`ToolCallIds`] wants it: unchanged when it already fits, else 9 letters and
@@ -209,6 +245,23 @@ mod tests {
             Profile::detect("http://localhost:11434/v1", "qwen3:8b"),
             Profile::default()
         );
+        for model in [
+            "gpt-4o-mini",
+            "anthropic/claude-sonnet-4",
+            "llava:13b",
+            "qwen2.5-vl-7b",
+        ] {
+            assert!(Profile::detect(openai, model).vision, "{model}");
+        }
+        for model in [
+            "gpt-3.5-turbo",
+            "deepseek-chat",
+            "llama3.1:8b",
+            "o3-mini-high",
+        ] {
+            let vision = Profile::detect(openai, model).vision;
+            assert_eq!(vision, model.starts_with("o3"), "{model}");
+        }
     }
 
     #[test]

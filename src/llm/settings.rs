@@ -27,7 +27,13 @@ pub struct Endpoint {
     pub max_tokens: Option<u32>,
     /// The model's context window in tokens, if known.
     pub max_context_tokens: Option<u32>,
+    /// The largest image file sent to a model that reads images; a larger one stays a path.
+    pub max_image_bytes: u64,
 }
+
+/// The default [`Endpoint::max_image_bytes`]: 5 MB, the smallest per-image limit among the
+/// major providers.
+pub const DEFAULT_MAX_IMAGE_BYTES: u64 = 5_000_000;
 
 impl Endpoint {
     /// An endpoint with no key and no token limits, its profile detected from the model id
@@ -46,6 +52,7 @@ impl Endpoint {
             api_key: None,
             max_tokens: None,
             max_context_tokens: None,
+            max_image_bytes: DEFAULT_MAX_IMAGE_BYTES,
         }
     }
 
@@ -81,6 +88,7 @@ impl fmt::Debug for Endpoint {
             .field("profile", &self.profile)
             .field("max_tokens", &self.max_tokens)
             .field("max_context_tokens", &self.max_context_tokens)
+            .field("max_image_bytes", &self.max_image_bytes)
             .finish()
     }
 }

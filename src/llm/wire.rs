@@ -9,6 +9,7 @@
 //! break parsing.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -46,6 +47,7 @@ impl<'a> RequestBody<'a> {
         tools: &'a [&'a ToolSpec],
         max_tokens: Option<u32>,
         profile: &Profile,
+        images: &'a HashMap<String, String>,
     ) -> Self {
         let (max_tokens, max_completion_tokens) = match profile.token_limit {
             TokenLimit::MaxTokens => (max_tokens, None),
@@ -56,7 +58,7 @@ impl<'a> RequestBody<'a> {
             model,
             messages: messages
                 .iter()
-                .map(|message| WireMessage::new(message, profile))
+                .map(|message| WireMessage::new(message, profile, images))
                 .collect(),
             stream: true,
             stream_options: Some(StreamOptions {
@@ -82,7 +84,7 @@ pub(crate) struct StreamOptions {
 #[derive(Debug, Serialize)]
 struct WireMessage<'a> {
     role: Role,
-    content: &'a str,
+    content: WireContent<'a>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tool_calls: Vec<WireToolCall<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -91,8 +93,50 @@ struct WireMessage<'a> {
     reasoning_content: Option<&'a str>,
 }
 
+/// A message's content: its text, or (with images for a model that reads them) the text and
+/// the images as parts.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum WireContent<'a> {
+    Text(&'a str),
+    Parts(Vec<WirePart<'a>>),
+}
+
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WirePart<'a> {
+    Text { text: &'a str },
+    ImageUrl { image_url: WireImage<'a> },
+}
+
+#[derive(Debug, Serialize)]
+struct WireImage<'a> {
+    url: &'a str,
+}
+
+impl<'a> WireContent<'a> {
+    /// The content of `message`, with those of its images that `images` holds.
+    fn of(message: &'a Message, images: &'a HashMap<String, String>) -> Self {
+        let urls: Vec<&'a str> = message
+            .images
+            .iter()
+            .filter_map(|path| images.get(path).map(String::as_str))
+            .collect();
+        if urls.is_empty() {
+            return Self::Text(&message.content);
+        }
+        let mut parts = vec![WirePart::Text {
+            text: &message.content,
+        }];
+        parts.extend(urls.into_iter().map(|url| WirePart::ImageUrl {
+            image_url: WireImage { url },
+        }));
+        Self::Parts(parts)
+    }
+}
+
 impl<'a> WireMessage<'a> {
-    fn new(message: &'a Message, profile: &Profile) -> Self {
+    fn new(message: &'a Message, profile: &Profile, images: &'a HashMap<String, String>) -> Self {
         let tool_calls: Vec<WireToolCall<'a>> = match (&message.role, &message.tool_calls) {
             (Role::Assistant, Some(calls)) => calls
                 .iter()
@@ -119,7 +163,7 @@ impl<'a> WireMessage<'a> {
         };
         Self {
             role: message.role,
-            content: &message.content,
+            content: WireContent::of(message, images),
             tool_calls,
             tool_call_id,
             reasoning_content,
@@ -365,7 +409,8 @@ mod tests {
         let mut tool = Message::new(Role::Tool, "out", ts);
         tool.tool_call_id = Some("c1".into());
         let messages = [Arc::new(assistant), Arc::new(tool)];
-        let body = RequestBody::new("m", &messages, &[], None, &Profile::default());
+        let none = HashMap::new();
+        let body = RequestBody::new("m", &messages, &[], None, &Profile::default(), &none);
         let value = serde_json::to_value(&body).unwrap();
         assert_eq!(
             value,
@@ -387,7 +432,8 @@ mod tests {
             ..Profile::default()
         };
         let with =
-            serde_json::to_value(RequestBody::new("m", &messages, &[], Some(9), &echo)).unwrap();
+            serde_json::to_value(RequestBody::new("m", &messages, &[], Some(9), &echo, &none))
+                .unwrap();
         assert_eq!(with["messages"][0]["reasoning_content"], "think");
         assert_eq!(with["max_tokens"], 9);
     }
@@ -400,12 +446,14 @@ mod tests {
             &json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}),
         );
         let specs = [&spec];
+        let none = HashMap::new();
         let body = serde_json::to_string(&RequestBody::new(
             "m",
             &[],
             &specs,
             None,
             &Profile::default(),
+            &none,
         ))
         .unwrap();
         let expected = format!(

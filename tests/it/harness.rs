@@ -237,6 +237,7 @@ pub fn scripted_client(url: &str, context_tokens: Option<u32>) -> Arc<dyn LlmCli
         profile: squidbot::llm::Profile::default(),
         max_tokens: context_tokens.map(|_| 50),
         max_context_tokens: context_tokens,
+        max_image_bytes: squidbot::llm::settings::DEFAULT_MAX_IMAGE_BYTES,
     };
     let timeouts = Timeouts {
         connect: Duration::from_secs(2),

@@ -13,6 +13,8 @@ mod harness;
 mod llm;
 // #25: recorded responses of real providers, replayed into the real binary.
 mod provider_replays;
+// #25: images people send reach a model that reads images as images.
+mod vision;
 // The memory system: consolidation, cursor, prompt layout, restarts, concurrency.
 mod memory;
 // The agent loop: tool rounds, persistence, errors, extra tools.
@@ -31,6 +33,8 @@ mod daemon;
 mod gateway;
 // Chat commands (/help, /status, /stop) through a real gateway.
 mod commands;
+// A real gateway logged in to the test Synapse, for the Matrix tests.
+mod bot_gateway;
 // The Matrix channel against real Synapse with a real matrix-sdk client as the human.
 mod matrix;
 // Room keys when the bot and a member's device meet: rotated, never re-sent at a later index.

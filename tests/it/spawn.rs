@@ -62,6 +62,7 @@ fn client(url: &str, model: &str) -> Arc<dyn LlmClient> {
         profile: squidbot::llm::Profile::default(),
         max_tokens: None,
         max_context_tokens: None,
+        max_image_bytes: squidbot::llm::settings::DEFAULT_MAX_IMAGE_BYTES,
     };
     let timeouts = Timeouts {
         connect: Duration::from_secs(2),

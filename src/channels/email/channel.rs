@@ -477,7 +477,7 @@ impl EmailChannel {
                 }
             }
         }
-        let mut text = self.save_attachments(&mail, &session, max_attachment).await;
+        let (mut text, images) = self.save_attachments(&mail, &session, max_attachment).await;
         if unverified {
             tracing::warn!(uid, sender = %sender, "Mail from the owner's address without an authentication pass; treated as someone else's.");
         }
@@ -511,6 +511,7 @@ impl EmailChannel {
         };
         let mut inbound = Inbound::new(session, text, origin, reply);
         inbound.metadata = metadata;
+        inbound.images = images;
         let uid_validity = self.progress.summary().uid_validity.unwrap_or(0);
         inbound.source_id = Some(format!("email:{uid_validity}:{uid}"));
         let (persisted_tx, persisted_rx) = oneshot::channel();
@@ -567,13 +568,14 @@ impl EmailChannel {
         }
     }
 
-    /// Saves the attachments in the workspace and returns the agent's text.
+    /// Saves the attachments in the workspace and returns the agent's text and the paths of
+    /// the images among them.
     async fn save_attachments(
         &self,
         mail: &ParsedMail,
         session: &SessionId,
         max_attachment: usize,
-    ) -> String {
+    ) -> (String, Vec<String>) {
         let store = self.attachments.clone();
         let session = session.clone();
         let attachments = mail.attachments.clone();
@@ -599,7 +601,15 @@ impl EmailChannel {
         })
         .await;
         let (saved, failed) = saved.unwrap_or_default();
-        parse::agent_text(mail, &saved, &failed, max_attachment)
+        let images = saved
+            .iter()
+            .filter(|(_, mime, ..)| mime.starts_with("image/"))
+            .map(|(.., path)| path.to_string_lossy().into_owned())
+            .collect();
+        (
+            parse::agent_text(mail, &saved, &failed, max_attachment),
+            images,
+        )
     }
 }
 

@@ -710,13 +710,15 @@ impl MatrixChannel {
         let Ok(session) = SessionId::new(NAME, room.room_id().as_str()) else {
             return false;
         };
+        let mut images = Vec::new();
         let mut text = match media::media_of(msgtype) {
             Some(media) => {
                 let caption = media.caption.clone();
                 let saved = media::receive(&this.client, &self.attachments, &session, media).await;
+                images.extend(saved.image);
                 match caption {
-                    Some(caption) => format!("{caption}\n{saved}"),
-                    None => saved,
+                    Some(caption) => format!("{caption}\n{}", saved.text),
+                    None => saved.text,
                 }
             }
             None => relations::strip_reply_fallback(&body).to_owned(),
@@ -761,6 +763,7 @@ impl MatrixChannel {
         let origin = self.owner.origin(sender);
         let mut inbound = Inbound::new(session, text, origin, sink);
         inbound.metadata = metadata;
+        inbound.images = images;
         let (persisted_tx, persisted_rx) = tokio::sync::oneshot::channel();
         inbound.persisted = Some(persisted_tx);
         if let Ok(mut state) = this.state.lock() {

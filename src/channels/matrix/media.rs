@@ -96,20 +96,34 @@ pub fn media_of(msgtype: &MessageType) -> Option<MediaRef> {
     })
 }
 
-/// Downloads (and decrypts) `media` and saves it in the workspace; returns the text offered
-/// to the agent, which says what went wrong instead when it failed.
+/// What receiving a file gave the agent.
+pub struct Received {
+    /// The text offered to the agent: where the file was saved, or what went wrong.
+    pub text: String,
+    /// The saved path, when the file is an image (a model that reads images gets it).
+    pub image: Option<String>,
+}
+
+impl From<String> for Received {
+    fn from(text: String) -> Self {
+        Self { text, image: None }
+    }
+}
+
+/// Downloads (and decrypts) `media` and saves it in the workspace.
 pub async fn receive(
     client: &Client,
     store: &AttachmentStore,
     session: &SessionId,
     media: MediaRef,
-) -> String {
+) -> Received {
     let kind = media.mimetype.as_deref().unwrap_or("unknown type");
     if media.size.is_some_and(|size| size > MAX_FILE) {
         return format!(
             "[attachment not downloaded: {} is larger than 50 MiB]",
             media.name
-        );
+        )
+        .into();
     }
     let request = MediaRequestParameters {
         source: media.source,
@@ -119,7 +133,7 @@ pub async fn receive(
         Ok(bytes) => bytes,
         Err(error) => {
             tracing::warn!(name = %media.name, error = %error, "Could not download a Matrix attachment.");
-            return format!("[attachment not available: {} ({error})]", media.name);
+            return format!("[attachment not available: {} ({error})]", media.name).into();
         }
     };
     let store = store.clone();
@@ -129,9 +143,14 @@ pub async fn receive(
     let saved =
         tokio::task::spawn_blocking(move || store.save(&session, today, &name, &bytes)).await;
     match saved {
-        Ok(Ok(path)) => format!("[attachment: {} ({kind})] → {}", media.name, path.display()),
-        Ok(Err(error)) => format!("[attachment not saved: {} ({error})]", media.name),
-        Err(error) => format!("[attachment not saved: {} ({error})]", media.name),
+        Ok(Ok(path)) => Received {
+            text: format!("[attachment: {} ({kind})] → {}", media.name, path.display()),
+            image: kind
+                .starts_with("image/")
+                .then(|| path.to_string_lossy().into_owned()),
+        },
+        Ok(Err(error)) => format!("[attachment not saved: {} ({error})]", media.name).into(),
+        Err(error) => format!("[attachment not saved: {} ({error})]", media.name).into(),
     }
 }
 

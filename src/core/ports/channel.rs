@@ -180,6 +180,9 @@ pub struct Inbound {
     /// The channel's id of what was received, for a channel that may hand the same message
     /// over again after a crash (see [`crate::core::message::Message::source_id`]).
     pub source_id: Option<String>,
+    /// Images received with it, saved at these paths (see
+    /// [`crate::core::message::Message::images`]).
+    pub images: Vec<String>,
 }
 
 impl Inbound {
@@ -199,6 +202,7 @@ impl Inbound {
             persisted: None,
             llm: None,
             source_id: None,
+            images: Vec::new(),
         }
     }
 }

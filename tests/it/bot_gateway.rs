@@ -1,0 +1,134 @@
+//! [`BotGateway`]: a real `squidbot gateway` with the Matrix channel, logged in to the test
+//! Synapse, on a home the test owns (so it can be restarted).
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::process::{Child, Command};
+
+use crate::support::matrix_client::{Account, Homeserver};
+use crate::support::testenv;
+
+/// A gateway with the Matrix channel, on a home the test owns (so it can be restarted).
+pub(crate) struct BotGateway {
+    child: Child,
+    pub(crate) base: String,
+    pub(crate) http: reqwest::Client,
+}
+
+impl BotGateway {
+    /// Starts `squidbot gateway` in `home`, logged in as `bot`, with `matrix_extra` (YAML at
+    /// the indentation of `channels.matrix` fields) added; waits for `/readyz`.
+    pub(crate) async fn start(
+        home: &Path,
+        llm: &str,
+        hs: &Homeserver,
+        bot: &Account,
+        matrix_extra: &str,
+    ) -> Self {
+        let gateway = Self::spawn(home, llm, hs, bot, matrix_extra);
+        crate::support::bin::wait_ready(&gateway.http, &gateway.base, home).await;
+        gateway
+    }
+
+    /// [`Self::start`] with `model` as the id the scripted LLM is asked for (which decides
+    /// the model's profile, e.g. whether it reads images).
+    pub(crate) async fn start_with_model(
+        home: &Path,
+        llm: &str,
+        model: &str,
+        hs: &Homeserver,
+        bot: &Account,
+        matrix_extra: &str,
+    ) -> Self {
+        let gateway = Self::spawn_model(home, llm, model, hs, bot, matrix_extra);
+        crate::support::bin::wait_ready(&gateway.http, &gateway.base, home).await;
+        gateway
+    }
+
+    /// Starts the gateway without waiting for it to be ready.
+    pub(crate) fn spawn(
+        home: &Path,
+        llm: &str,
+        hs: &Homeserver,
+        bot: &Account,
+        matrix_extra: &str,
+    ) -> Self {
+        Self::spawn_model(home, llm, "scripted-model", hs, bot, matrix_extra)
+    }
+
+    fn spawn_model(
+        home: &Path,
+        llm: &str,
+        model: &str,
+        hs: &Homeserver,
+        bot: &Account,
+        matrix_extra: &str,
+    ) -> Self {
+        let port = testenv::free_port();
+        let config = format!(
+            "llm:\n  providers:\n    local:\n      api_base: \"{llm}\"\n  models:\n    small:\n      provider: local\n      model: \"{model}\"\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\nagents:\n  heartbeat:\n    enabled: false\ngateway:\n  shutdown_grace_seconds: 5\n  http:\n    listen: 127.0.0.1:{port}\n    token: {token}\nchannels:\n  matrix:\n    enabled: true\n    homeserver: \"{}\"\n    user_id: \"{}\"\n    password: \"{}\"\n    device_id: SQUIDBOTTEST\n{matrix_extra}\n",
+            hs.url,
+            bot.user_id,
+            bot.password,
+            token = crate::daemon::TOKEN,
+        );
+        std::fs::write(home.join("squidbot.yaml"), config).unwrap();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(home.join("gateway.log"))
+            .unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_squidbot"))
+            .arg("gateway")
+            .env("SQUIDBOT_HOME", home)
+            .env("HOME", home)
+            .env_remove("SQUIDBOT_CONFIG")
+            .env("RUST_LOG", "warn,squidbot=debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        Self {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            http: reqwest::Client::new(),
+        }
+    }
+
+    pub(crate) async fn status(&self) -> Value {
+        let response = self
+            .http
+            .get(format!("{}/status", self.base))
+            .bearer_auth(crate::daemon::TOKEN)
+            .send()
+            .await
+            .unwrap();
+        response.json().await.unwrap()
+    }
+
+    /// GETs `path`; returns status and body.
+    pub(crate) async fn get(&self, path: &str) -> (u16, String) {
+        let response = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
+        (response.status().as_u16(), response.text().await.unwrap())
+    }
+
+    /// SIGTERM, then waits for a clean exit.
+    pub(crate) async fn stop(mut self) {
+        crate::support::bin::send_signal(&self.child, "TERM");
+        let status = tokio::time::timeout(Duration::from_secs(15), self.child.wait())
+            .await
+            .expect("gateway exits within 15 s")
+            .unwrap();
+        assert!(status.success(), "{status:?}");
+    }
+}
