@@ -82,7 +82,11 @@ mod tests {
         let png = dir.path().join("a.png");
         std::fs::write(&png, b"\x89PNG\r\n\x1a\nrest").unwrap();
         let big = dir.path().join("big.jpg");
-        std::fs::write(&big, [0xff, 0xd8, 0xff, 0, 0, 0, 0, 0, 0, 0]).unwrap();
+        std::fs::write(
+            &big,
+            [0xff, 0xd8, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+        )
+        .unwrap();
         let text = dir.path().join("fake.png");
         std::fs::write(&text, b"not an image").unwrap();
         let now = chrono::Utc::now().fixed_offset();
@@ -91,7 +95,8 @@ mod tests {
             .iter()
             .map(|p| p.to_string_lossy().into_owned())
             .collect();
-        let urls = load(&[Arc::new(message)], 9).await;
+        // The PNG is 12 bytes, the JPEG 16: a 12-byte limit keeps the JPEG a path.
+        let urls = load(&[Arc::new(message)], 12).await;
         assert_eq!(urls.len(), 1, "{urls:?}");
         assert_eq!(
             urls[&png.to_string_lossy().into_owned()],
