@@ -627,6 +627,21 @@ async fn provider_errors_say_what_the_provider_said() {
             400,
             "The response was filtered due to the prompt",
         ),
+        (
+            "groq-tool-use-failed.400.json",
+            400,
+            "Tool call validation failed",
+        ),
+        (
+            "groq-model-not-found.404.json",
+            404,
+            "llama-3.3-70b-versatlie` does not exist",
+        ),
+        (
+            "openrouter-rate-limit.429.json",
+            429,
+            "rate limit was reached",
+        ),
     ] {
         let home = home_for(&llm, "gpt-4o");
         llm.enqueue(Reply::Status {
