@@ -75,11 +75,6 @@ impl OwnerIds {
         })
     }
 
-    /// Whether any id is configured: a channel without one has no owner to ask.
-    pub fn is_known(&self) -> bool {
-        !self.addresses.is_empty()
-    }
-
     /// The origin of a message from `sender` that the channel verified came from them.
     pub fn origin(&self, sender: impl Into<String>) -> Origin {
         let sender = sender.into();
@@ -120,7 +115,6 @@ mod tests {
         assert!(!email.is("@alex:example.org"));
         // An unscoped alias holds everywhere.
         assert!(matrix.is("alex"));
-        assert!(!Owner::nobody().on("matrix", Ids::Exact).is_known());
     }
 
     #[test]

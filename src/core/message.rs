@@ -47,18 +47,6 @@ pub struct ToolCall {
     pub provider_state: Option<Value>,
 }
 
-impl ToolCall {
-    /// A call without provider state.
-    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: Value) -> Self {
-        Self {
-            id: id.into(),
-            name: name.into(),
-            arguments,
-            provider_state: None,
-        }
-    }
-}
-
 /// A message of a conversation, as stored and as sent to the LLM.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {

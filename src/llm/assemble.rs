@@ -47,8 +47,8 @@ pub(crate) struct CallAssembler {
 }
 
 impl CallAssembler {
-    /// Applies one fragment; `position` is its place in its delta's list, for a server that
-    /// sends no index.
+    /// Applies one fragment (without an index, it continues the last call unless it starts a
+    /// new one).
     pub(crate) fn apply(&mut self, fragment: ToolCallDelta) {
         let id = fragment.id.filter(|id| !id.is_empty());
         let (name, arguments) = fragment

@@ -21,7 +21,7 @@ use crate::core::ports::llm::{
 use crate::llm::images;
 use crate::llm::settings::{Endpoint, Timeouts};
 use crate::llm::stream::{StreamOutcome, head, parse_completion, read_sse};
-use crate::llm::wire::RequestBody;
+use crate::llm::wire::{RequestBody, error_message};
 
 /// The most bytes read from an error response (only its start goes into the error).
 const ERROR_BODY_BYTES: usize = 300;
@@ -162,7 +162,7 @@ impl OpenAiCompatLlm {
             .and_then(|value| parse_retry_after(value, Utc::now()));
         let detail = read_body(response, self.timeouts.idle, ERROR_BODY_BYTES)
             .await
-            .map(|bytes| head(String::from_utf8_lossy(&bytes).trim()))
+            .map(|bytes| error_message(&head(String::from_utf8_lossy(&bytes).trim())))
             .unwrap_or_default();
         Err(classify_status(
             self.model_name(),

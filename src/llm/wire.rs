@@ -360,6 +360,27 @@ fn number_at(value: &Value, key: &str) -> Option<u64> {
     })
 }
 
+/// The provider's own message in an error response's body: the `message` (or `detail`) of
+/// its `{"error": …}` or of the body itself, the string an `error` holds, else the body as it
+/// is; at most 200 characters. What a person is shown of a failed call.
+pub(crate) fn error_message(body: &str) -> String {
+    let parsed = serde_json::from_str::<Value>(body).ok();
+    let message = parsed.as_ref().and_then(|body| {
+        let error = body.get("error").unwrap_or(body);
+        match error {
+            Value::String(text) => Some(text.as_str()),
+            _ => ["message", "detail"]
+                .iter()
+                .find_map(|key| error.get(key).and_then(Value::as_str)),
+        }
+    });
+    let message = message.unwrap_or(body).trim();
+    match message.char_indices().nth(200) {
+        Some((end, _)) => format!("{}…", &message[..end]),
+        None => message.to_owned(),
+    }
+}
+
 /// A server-reported error payload (`{"error": ...}`): its message and an HTTP-like code.
 ///
 /// The code defaults to 500 so an unexplained mid-stream error counts as retryable.
@@ -499,6 +520,22 @@ mod tests {
         check(json!({"total_tokens": 9}), None);
         check(json!(null), None);
         check(json!("weird"), None);
+    }
+
+    #[test]
+    fn error_messages_are_the_providers_words() {
+        assert_eq!(
+            error_message(r#"{"error":{"message":"bad model","code":"model_not_found"}}"#),
+            "bad model"
+        );
+        assert_eq!(error_message(r#"{"object":"error","message":"no"}"#), "no");
+        assert_eq!(error_message(r#"{"error":"plain"}"#), "plain");
+        // Mistral's 422: the message is an object, so the body stands (it names the field).
+        let mistral =
+            r#"{"object":"error","message":{"detail":[{"loc":["body","stream_options"]}]}}"#;
+        assert_eq!(error_message(mistral), mistral);
+        assert_eq!(error_message(" <html>oops</html> "), "<html>oops</html>");
+        assert_eq!(error_message(&"x".repeat(300)).chars().count(), 201);
     }
 
     #[test]

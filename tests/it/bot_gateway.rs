@@ -18,6 +18,9 @@ pub(crate) struct BotGateway {
     pub(crate) http: reqwest::Client,
 }
 
+/// The model id asked for unless a test names one (a plain model: no images, no quirks).
+const DEFAULT_MODEL: &str = "scripted-model";
+
 impl BotGateway {
     /// Starts `squidbot gateway` in `home`, logged in as `bot`, with `matrix_extra` (YAML at
     /// the indentation of `channels.matrix` fields) added; waits for `/readyz`.
@@ -28,9 +31,7 @@ impl BotGateway {
         bot: &Account,
         matrix_extra: &str,
     ) -> Self {
-        let gateway = Self::spawn(home, llm, hs, bot, matrix_extra);
-        crate::support::bin::wait_ready(&gateway.http, &gateway.base, home).await;
-        gateway
+        Self::start_with_model(home, llm, DEFAULT_MODEL, hs, bot, matrix_extra).await
     }
 
     /// [`Self::start`] with `model` as the id the scripted LLM is asked for (which decides
@@ -56,7 +57,7 @@ impl BotGateway {
         bot: &Account,
         matrix_extra: &str,
     ) -> Self {
-        Self::spawn_model(home, llm, "scripted-model", hs, bot, matrix_extra)
+        Self::spawn_model(home, llm, DEFAULT_MODEL, hs, bot, matrix_extra)
     }
 
     fn spawn_model(

@@ -186,7 +186,7 @@ impl LlmError {
             }
             Self::Timeout { phase, .. } => format!("Error: the LLM did not answer in time ({phase} timeout). Check the network and the provider's api_base, or raise llm.timeouts."),
             Self::Server { status, detail, .. } => {
-                let said = if detail.is_empty() { String::new() } else { format!(": {}", provider_words(detail)) };
+                let said = if detail.is_empty() { String::new() } else { format!(": {detail}") };
                 if self.is_retryable() {
                     format!("Error: the LLM failed (HTTP {status}){said}. Try again later.")
                 } else {
@@ -203,30 +203,6 @@ impl LlmError {
     /// budget stop already reported today.
     pub fn should_tell(&self) -> bool {
         !matches!(self, Self::Budget { notify: false, .. })
-    }
-}
-
-/// The provider's own message out of an error body: the `message` of a JSON `{"error": …}`
-/// when there is one, else the body; at most 200 characters.
-fn provider_words(detail: &str) -> String {
-    let message = serde_json::from_str::<serde_json::Value>(detail)
-        .ok()
-        .and_then(|body| {
-            let error = body.get("error").unwrap_or(&body);
-            match error {
-                serde_json::Value::String(text) => Some(text.clone()),
-                _ => error
-                    .get("message")
-                    .or_else(|| error.get("detail"))
-                    .and_then(serde_json::Value::as_str)
-                    .map(str::to_owned),
-            }
-        })
-        .unwrap_or_else(|| detail.to_owned());
-    let message = message.trim();
-    match message.char_indices().nth(200) {
-        Some((end, _)) => format!("{}…", &message[..end]),
-        None => message.to_owned(),
     }
 }
 
