@@ -10,6 +10,7 @@
 //! - `doctor`: `squidbot doctor`, checks config, LLM, channels, paths and the listen address.
 //! - `import`: `squidbot import DIR`, brings an original (Python) squidbot home over.
 //! - `service`: `squidbot service install|uninstall|status`, the gateway as a systemd unit.
+//! - `matrix`: `squidbot matrix verify`, the owner confirms the bot's emoji verification.
 //! - `usage`: `squidbot usage`, the usage ledger summed by day, session, model or purpose.
 
 /// `println!` that never panics (see `squidbot::console::out`): a closed stdout drops the line,
@@ -33,6 +34,7 @@ mod cron;
 mod doctor;
 mod gateway;
 mod import;
+mod matrix;
 mod onboard;
 mod private;
 mod service;
@@ -84,6 +86,8 @@ enum Command {
     Service(service::ServiceArgs),
     /// Sum the LLM usage ledger by day, session, model, purpose or pool.
     Usage(usage::UsageArgs),
+    /// Matrix: confirm the bot's verification from your client.
+    Matrix(matrix::MatrixArgs),
 }
 
 /// The most threads doing blocking file work at once.
@@ -127,6 +131,7 @@ pub fn main() -> ExitCode {
             Command::Import(args) => import::run(cli.config.as_deref(), args).await,
             Command::Service(args) => service::run(cli.config.as_deref(), args),
             Command::Usage(args) => usage::run(cli.config.as_deref(), args),
+            Command::Matrix(args) => matrix::run(cli.config.as_deref(), args).await,
         }
     });
     match result {

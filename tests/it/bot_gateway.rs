@@ -133,3 +133,27 @@ impl BotGateway {
         assert!(status.success(), "{status:?}");
     }
 }
+
+/// Starts `squidbot matrix verify` in `home`, answering `answer` (`"y\n"`, `"n\n"`) when it
+/// asks; the task ends with its output.
+pub(crate) fn verify(
+    home: &Path,
+    answer: &'static str,
+) -> tokio::task::JoinHandle<std::process::Output> {
+    let mut child = crate::support::bin::squidbot(home)
+        .args(["matrix", "verify", "--wait", "60"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt as _;
+        // The pipe holds the answer until the command reads it, after showing the emoji.
+        stdin.write_all(answer.as_bytes()).await.unwrap();
+        drop(stdin);
+        child.wait_with_output().await.unwrap()
+    })
+}

@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt as _;
 use matrix_sdk::room::MessagesOptions;
 use matrix_sdk::ruma::OwnedUserId;
 use serde_json::Value;
@@ -341,87 +342,44 @@ async fn the_bot_has_a_cross_signing_identity_that_signs_its_device() {
     drop(gateway);
 }
 
-/// #24 item 2: the owner verifies the bot with emoji from their client; the bot answers,
-/// logs the same emoji, and the owner's client then shows the bot's device verified.
+/// #24 item 2: the owner verifies the bot with emoji from their client. The bot shows the
+/// emoji to `squidbot matrix verify` and does not confirm until the owner answers there; with
+/// "yes" the owner's client then shows the bot's device verified.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_owner_verifies_the_bot_with_emoji() {
-    use futures_util::StreamExt;
-    use matrix_sdk::encryption::verification::{SasState, VerificationRequestState};
-    let hs = Homeserver::shared();
-    let (bot, a) = (hs.register("bot"), hs.register("alice"));
-    let llm = ScriptedLlm::start().await;
-    let home = tempfile::tempdir().unwrap();
-    let extra = format!(
-        "    allowlist: [\"{0}\"]\nowner:\n  matrix: [\"{0}\"]",
-        a.user_id
-    );
-    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
-    let alice = Human::login(&hs, &a).await;
-    let bot_id: OwnedUserId = bot.user_id.parse().unwrap();
-    // Verification happens in the owner's DM with the bot: sharing a room is how each side
-    // learns the other's devices.
-    let room = alice.create_room(&[], true).await;
-    room.invite_user_by_id(&bot_id).await.unwrap();
-    alice.wait_joined(room.room_id(), &bot.user_id).await;
-    let encryption = alice.client.encryption();
-    // Fetches the bot's keys (a client does so before it shows a user's devices).
-    encryption.request_user_identity(&bot_id).await.unwrap();
-    let device = encryption
-        .get_device(&bot_id, "SQUIDBOTTEST".into())
-        .await
-        .unwrap()
-        .expect("the bot's device is known");
-    assert!(!device.is_verified());
-    let request = device.request_verification().await.unwrap();
-    let limit = Duration::from_secs(30);
-    let ready = tokio::time::timeout(limit, async {
-        let mut changes = request.changes();
-        while let Some(state) = changes.next().await {
-            match state {
-                VerificationRequestState::Ready { .. } => return true,
-                VerificationRequestState::Cancelled(info) => panic!("{}", info.reason()),
-                _ => {}
-            }
-        }
-        false
-    })
-    .await
-    .unwrap_or_else(|_| {
-        let log = std::fs::read_to_string(home.path().join("gateway.log")).unwrap_or_default();
-        let lines: Vec<&str> = log
-            .lines()
-            .filter(|l| l.to_lowercase().contains("verif") || l.contains("WARN"))
-            .collect();
-        panic!("the bot never accepted the request:\n{}", lines.join("\n"))
-    });
-    assert!(ready);
-    let sas = request.start_sas().await.unwrap().expect("emoji offered");
-    let shown = tokio::time::timeout(limit, async {
-        let mut shown = String::new();
+    use matrix_sdk::encryption::verification::SasState;
+    let (home, gateway, alice, bot_id, _llm) = verification_setup().await;
+    let sas = start_emoji(&alice, &bot_id, home.path()).await;
+    let shown = compare_and_confirm(&sas).await;
+    // The person confirmed on their side; the bot has not, as nobody answered it yet.
+    let waited = tokio::time::timeout(Duration::from_secs(3), async {
         let mut changes = sas.changes();
         while let Some(state) = changes.next().await {
-            match state {
-                SasState::KeysExchanged { .. } => {
-                    shown = sas
-                        .emoji()
-                        .unwrap()
-                        .iter()
-                        .map(|e| e.description)
-                        .collect::<Vec<_>>()
-                        .join(", ");
-                    sas.confirm().await.unwrap();
-                }
-                SasState::Done { .. } => return shown,
-                SasState::Cancelled(info) => panic!("{}", info.reason()),
-                _ => {}
+            if let SasState::Done { .. } = state {
+                return;
             }
         }
-        shown
     })
-    .await
-    .expect("the verification never finished");
-    // The outcome is written to the client's store as the flow ends: look for a moment.
+    .await;
+    assert!(
+        waited.is_err(),
+        "the bot confirmed before the owner answered"
+    );
+    let answered = crate::bot_gateway::verify(home.path(), "y\n");
+    let outcome = ended(&sas).await;
+    assert!(outcome.is_ok(), "{outcome:?}");
+    let output = answered.await.unwrap();
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{printed}");
+    for description in &shown {
+        assert!(
+            printed.contains(description.as_str()),
+            "{description} not in {printed}"
+        );
+    }
+    let encryption = alice.client.encryption();
     let deadline = Instant::now() + Duration::from_secs(10);
+    // The outcome is written to the client's store as the flow ends: look for a moment.
     loop {
         let device = encryption
             .get_device(&bot_id, "SQUIDBOTTEST".into())
@@ -440,10 +398,151 @@ async fn the_owner_verifies_the_bot_with_emoji() {
     let log = std::fs::read_to_string(home.path().join("gateway.log")).unwrap();
     let line = log
         .lines()
-        .find(|l| l.contains("Matrix verification: confirm"))
+        .find(|l| l.contains("Matrix verification: compare these emoji"))
         .expect("the bot logged no emoji");
-    for description in shown.split(", ") {
-        assert!(line.contains(description), "{description} not in {line}");
+    for description in &shown {
+        assert!(
+            line.contains(description.as_str()),
+            "{description} not in {line}"
+        );
     }
     drop(gateway);
+}
+
+/// The owner says the emoji differ: the verification is cancelled for both sides and the bot's
+/// device stays unverified.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn emoji_the_owner_says_differ_cancel_the_verification() {
+    let (home, gateway, alice, bot_id, _llm) = verification_setup().await;
+    let answered = crate::bot_gateway::verify(home.path(), "n\n");
+    let sas = start_emoji(&alice, &bot_id, home.path()).await;
+    compare_and_confirm(&sas).await;
+    let outcome = ended(&sas).await;
+    assert!(outcome.is_err(), "the verification was not cancelled");
+    let output = answered.await.unwrap();
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(!output.status.success(), "{printed}");
+    assert!(printed.contains("cancelled"), "{printed}");
+    let device = alice
+        .client
+        .encryption()
+        .get_device(&bot_id, "SQUIDBOTTEST".into())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!device.is_verified());
+    drop(gateway);
+}
+
+/// A gateway whose owner is alice, and alice in a DM with the bot (sharing a room is how each
+/// side learns the other's devices).
+async fn verification_setup() -> (
+    tempfile::TempDir,
+    BotGateway,
+    Human,
+    OwnedUserId,
+    ScriptedLlm,
+) {
+    let hs = Homeserver::shared();
+    let (bot, a) = (hs.register("bot"), hs.register("alice"));
+    let llm = ScriptedLlm::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let extra = format!(
+        "    allowlist: [\"{0}\"]\nowner:\n  matrix: [\"{0}\"]",
+        a.user_id
+    );
+    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
+    let alice = Human::login(&hs, &a).await;
+    let bot_id: OwnedUserId = bot.user_id.parse().unwrap();
+    let room = alice.create_room(&[], true).await;
+    room.invite_user_by_id(&bot_id).await.unwrap();
+    alice.wait_joined(room.room_id(), &bot.user_id).await;
+    (home, gateway, alice, bot_id, llm)
+}
+
+/// Alice asks to verify the bot's device and starts emoji once the bot accepted.
+async fn start_emoji(
+    alice: &Human,
+    bot_id: &OwnedUserId,
+    home: &std::path::Path,
+) -> matrix_sdk::encryption::verification::SasVerification {
+    use matrix_sdk::encryption::verification::VerificationRequestState;
+    let encryption = alice.client.encryption();
+    // Fetches the bot's keys (a client does so before it shows a user's devices).
+    encryption.request_user_identity(bot_id).await.unwrap();
+    let device = encryption
+        .get_device(bot_id, "SQUIDBOTTEST".into())
+        .await
+        .unwrap()
+        .expect("the bot's device is known");
+    assert!(!device.is_verified());
+    let request = device.request_verification().await.unwrap();
+    let ready = tokio::time::timeout(Duration::from_secs(30), async {
+        let mut changes = request.changes();
+        while let Some(state) = changes.next().await {
+            match state {
+                VerificationRequestState::Ready { .. } => return true,
+                VerificationRequestState::Cancelled(info) => panic!("{}", info.reason()),
+                _ => {}
+            }
+        }
+        false
+    })
+    .await
+    .unwrap_or_else(|_| {
+        let log = std::fs::read_to_string(home.join("gateway.log")).unwrap_or_default();
+        let lines: Vec<&str> = log
+            .lines()
+            .filter(|l| l.to_lowercase().contains("verif") || l.contains("WARN"))
+            .collect();
+        panic!("the bot never accepted the request:\n{}", lines.join("\n"))
+    });
+    assert!(ready);
+    request.start_sas().await.unwrap().expect("emoji offered")
+}
+
+/// Waits for the emoji and confirms them on alice's side; returns their descriptions.
+async fn compare_and_confirm(
+    sas: &matrix_sdk::encryption::verification::SasVerification,
+) -> Vec<String> {
+    use matrix_sdk::encryption::verification::SasState;
+    tokio::time::timeout(Duration::from_secs(30), async {
+        let mut changes = sas.changes();
+        while let Some(state) = changes.next().await {
+            match state {
+                SasState::KeysExchanged { .. } => {
+                    let emoji = sas.emoji().unwrap();
+                    let shown = emoji.iter().map(|e| e.description.to_owned()).collect();
+                    sas.confirm().await.unwrap();
+                    return shown;
+                }
+                SasState::Cancelled(info) => panic!("{}", info.reason()),
+                _ => {}
+            }
+        }
+        panic!("the emoji never came")
+    })
+    .await
+    .expect("the emoji never came")
+}
+
+/// How the verification ended: `Ok` done, `Err(reason)` cancelled.
+async fn ended(sas: &matrix_sdk::encryption::verification::SasVerification) -> Result<(), String> {
+    use matrix_sdk::encryption::verification::SasState;
+    if sas.is_done() {
+        return Ok(());
+    }
+    tokio::time::timeout(Duration::from_secs(30), async {
+        let mut changes = sas.changes();
+        while let Some(state) = changes.next().await {
+            match state {
+                SasState::Done { .. } => return Ok(()),
+                SasState::Cancelled(info) => return Err(info.reason().to_owned()),
+                _ => {}
+            }
+        }
+        Err("the flow ended without an outcome".to_owned())
+    })
+    .await
+    .expect("the verification never ended")
 }

@@ -115,7 +115,8 @@ async fn a_message_whose_key_arrives_seconds_late_is_answered() {
 }
 
 /// The owner verifies the bot with emoji from nio (the older start-without-request flow):
-/// the bot answers, logs the same emoji, and nio then holds the bot's device as verified.
+/// the bot answers, `squidbot matrix verify` shows the same emoji and the owner says yes there,
+/// and nio then holds the bot's device as verified.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_owner_verifies_the_bot_with_emoji_from_nio() {
     let hs = Homeserver::shared();
@@ -135,19 +136,17 @@ async fn the_owner_verifies_the_bot_with_emoji_from_nio() {
     nio(store, &["wait-joined", &room, &bot.user_id]);
     nio(store, &["say", &room, "hello"]);
     nio(store, &["replies", &room, &bot.user_id, "1"]);
+    let answered = crate::bot_gateway::verify(home.path(), "y\n");
     let outcome: serde_json::Value =
         serde_json::from_str(&nio(store, &["verify", &bot.user_id, "SQUIDBOTTEST"])).unwrap();
     assert_eq!(outcome["verified"], true, "{outcome}");
-    let log = std::fs::read_to_string(home.path().join("gateway.log")).unwrap();
-    let line = log
-        .lines()
-        .find(|l| l.contains("Matrix verification: confirm"))
-        .expect("the bot logged no emoji");
+    let output = answered.await.unwrap();
+    let printed = String::from_utf8_lossy(&output.stdout).replace('\u{fe0f}', "");
+    assert!(output.status.success(), "{printed}");
     // The symbols, as both sides draw them (nio's descriptions differ from the spec's).
-    let line = line.replace('\u{fe0f}', "");
     for symbol in outcome["emoji"].as_array().unwrap() {
         let symbol = symbol.as_str().unwrap().replace('\u{fe0f}', "");
-        assert!(line.contains(&symbol), "{symbol} not in {line}");
+        assert!(printed.contains(&symbol), "{symbol} not in {printed}");
     }
     drop(gateway);
 }

@@ -306,7 +306,8 @@ impl Channel for MatrixChannel {
                 return Err(ChannelError::new(NAME, error));
             }
         };
-        verification::answer_requests(&client, self.owner.clone());
+        let desk = super::verification_desk::Desk::new(&self.store_dir);
+        verification::answer_requests(&client, self.owner.clone(), desk);
         if let Ok(mut slot) = self.client.write() {
             *slot = Some(Connected {
                 client: client.clone(),

@@ -17,6 +17,10 @@
 //! - [`device`]: the bot's device id, chosen per home and kept in the store.
 //! - [`store_check`]: whether the crypto store still holds the keys the server has for the
 //!   device (a lost store is reported, or replaced by a new device).
+//! - [`identity`]: the bot's cross-signing identity, made at its first login.
+//! - [`verification`]: the owner's emoji verification of the bot, answered by the bot.
+//! - [`verification_desk`]: where the gateway shows the emoji and `squidbot matrix verify`
+//!   gives the owner's answer.
 //! - [`channel`]: [`MatrixChannel`], login, the sync loop with backoff, and its status.
 
 pub mod backfill;
@@ -32,6 +36,7 @@ pub mod store_check;
 pub mod sync_state;
 pub mod undecrypted;
 pub mod verification;
+pub mod verification_desk;
 
 pub use channel::{MatrixChannel, MatrixStatus};
 pub use media::MatrixTurnTools;
