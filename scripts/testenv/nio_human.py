@@ -7,7 +7,10 @@ in STORE between calls, as a real client's would.
     nio_human.py login STORE HOMESERVER USER PASSWORD   log in as a new device
     nio_human.py dm STORE BOT                           create an encrypted DM, invite BOT; print its id
     nio_human.py wait-joined STORE ROOM USER            until USER joined ROOM
-    nio_human.py say STORE ROOM TEXT...                 send each TEXT, in order
+    nio_human.py say STORE ROOM TEXT...                 send each TEXT, in order; print
+                                                        their event ids as a JSON array
+    nio_human.py edit STORE ROOM EVENT TEXT             replace EVENT's text with TEXT (m.replace,
+                                                        as Element sends an edit); print its id
     nio_human.py say-late-key STORE ROOM SECONDS TEXT   send TEXT in a new megolm session whose
                                                         key goes out SECONDS later (a slow client)
     nio_human.py verify STORE USER DEVICE               verify USER's DEVICE with emoji (SAS),
@@ -118,13 +121,32 @@ async def wait_joined(store, room, user):
 
 async def say(store, room, texts):
     client = await client_for(store)
+    ids = []
     for text in texts:
         content = {"msgtype": "m.text", "body": text}
         response = await client.room_send(room, "m.room.message", content,
                                           ignore_unverified_devices=True)
         if not isinstance(response, RoomSendResponse):
             fail(f"room_send: {response}")
+        ids.append(response.event_id)
     await client.close()
+    print(json.dumps(ids))
+
+
+async def edit(store, room, event, text):
+    client = await client_for(store)
+    content = {
+        "msgtype": "m.text",
+        "body": f"* {text}",
+        "m.new_content": {"msgtype": "m.text", "body": text},
+        "m.relates_to": {"rel_type": "m.replace", "event_id": event},
+    }
+    response = await client.room_send(room, "m.room.message", content,
+                                      ignore_unverified_devices=True)
+    if not isinstance(response, RoomSendResponse):
+        fail(f"room_send: {response}")
+    await client.close()
+    print(response.event_id)
 
 
 async def say_late_key(store, room, seconds, text):
@@ -237,6 +259,7 @@ def main(argv):
         "dm": lambda: dm(store, *rest),
         "wait-joined": lambda: wait_joined(store, *rest),
         "say": lambda: say(store, rest[0], rest[1:]),
+        "edit": lambda: edit(store, *rest),
         "say-late-key": lambda: say_late_key(store, rest[0], float(rest[1]), rest[2]),
         "verify": lambda: verify(store, *rest),
         "replies": lambda: replies(store, rest[0], rest[1], int(rest[2])),

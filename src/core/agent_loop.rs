@@ -120,6 +120,9 @@ impl TurnRequest {
             llm,
             source_id,
             images,
+            // Used by the router to put an edit in its message's place; done before a turn.
+            message_id: _,
+            corrects: _,
         } = inbound;
         let request = Self {
             session,

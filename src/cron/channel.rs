@@ -110,7 +110,7 @@ impl CronChannel {
             let error = match outcome.await {
                 Ok(TurnResult::Replied(_)) => None,
                 Ok(TurnResult::Failed(text)) => Some(format!("run failed: {text}")),
-                Ok(TurnResult::Dropped) | Err(_) => return,
+                Ok(TurnResult::Dropped | TurnResult::Replaced) | Err(_) => return,
             };
             if let Err(store_error) = scheduler.record_outcome(&job_id, error).await {
                 tracing::warn!(job_id = %job_id, error = %store_error, "Cron job outcome not recorded.");

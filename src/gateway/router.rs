@@ -46,7 +46,17 @@ struct Job {
     done: oneshot::Sender<TurnResult>,
 }
 
-type Queues = HashMap<SessionId, mpsc::UnboundedSender<Job>>;
+/// The session queues, and the messages in them that a correction may still replace.
+#[derive(Default)]
+struct Queues {
+    senders: HashMap<SessionId, mpsc::UnboundedSender<Job>>,
+    /// Queued messages with a [`Inbound::message_id`]: their sender, and whether a
+    /// correction replaced them.
+    waiting: HashMap<(SessionId, String), (String, bool)>,
+}
+
+/// What the person is told when an edit comes after its message was answered (or while it is).
+const CORRECTION_NOTE: &str = "[The person edited an earlier message; this is the corrected text.]";
 
 /// The gateway's dispatcher.
 pub struct Router {
@@ -132,9 +142,27 @@ impl Dispatch for Router {
         }
         let (done, receiver) = oneshot::channel();
         let session = inbound.session.clone();
-        let mut job = Job { inbound, done };
         let mut queues = self.inner.queues.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(queue) = queues.get(&session) {
+        let mut inbound = inbound;
+        if let Some(target) = inbound.corrects.take() {
+            let sender = inbound.origin.sender_id();
+            match queues.waiting.get_mut(&(session.clone(), target)) {
+                // Not started: the original is dropped when its turn comes; this is the text.
+                // Only its sender's own edit counts (as clients show edits).
+                Some((original_sender, replaced)) if *original_sender == sender => {
+                    *replaced = true;
+                }
+                _ => inbound.text = format!("{CORRECTION_NOTE}\n{}", inbound.text),
+            }
+        }
+        if let Some(id) = &inbound.message_id {
+            let sender = inbound.origin.sender_id().into_owned();
+            queues
+                .waiting
+                .insert((session.clone(), id.clone()), (sender, false));
+        }
+        let mut job = Job { inbound, done };
+        if let Some(queue) = queues.senders.get(&session) {
             match queue.send(job) {
                 Ok(()) => return Ok(receiver),
                 Err(mpsc::error::SendError(returned)) => job = returned,
@@ -142,7 +170,7 @@ impl Dispatch for Router {
         }
         let (queue, jobs) = mpsc::unbounded_channel();
         let _ = queue.send(job);
-        queues.insert(session.clone(), queue);
+        queues.senders.insert(session.clone(), queue);
         drop(queues);
         let inner = self.inner.clone();
         self.inner
@@ -258,13 +286,30 @@ impl Inner {
             let job = {
                 let mut queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
                 match jobs.try_recv() {
-                    Ok(job) => job,
+                    Ok(job) => {
+                        let replaced =
+                            job.inbound.message_id.as_ref().and_then(|id| {
+                                queues.waiting.remove(&(session.clone(), id.clone()))
+                            });
+                        (job, replaced.is_some_and(|(_, replaced)| replaced))
+                    }
                     Err(_) => {
-                        queues.remove(&session);
+                        queues.senders.remove(&session);
                         return;
                     }
                 }
             };
+            let (mut job, replaced) = job;
+            if replaced {
+                // Its correction is queued behind it and carries the whole corrected text;
+                // the channel may consider this one handled.
+                tracing::debug!(session = %session, "A message was edited before its turn; the edit takes its place.");
+                if let Some(persisted) = job.inbound.persisted.take() {
+                    let _ = persisted.send(());
+                }
+                let _ = job.done.send(TurnResult::Replaced);
+                continue;
+            }
             if self.closed.load(Ordering::SeqCst) {
                 let _ = job.done.send(TurnResult::Dropped);
                 continue;

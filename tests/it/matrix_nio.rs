@@ -5,7 +5,7 @@
 
 use crate::matrix::{BotGateway, echo};
 use crate::support::matrix_client::{Account, Homeserver};
-use crate::support::scripted_llm::ScriptedLlm;
+use crate::support::scripted_llm::{Reply, ScriptedLlm};
 use crate::support::testenv;
 
 /// One step of the nio client, whose device lives in `store`.
@@ -193,4 +193,70 @@ async fn a_message_waiting_for_its_key_across_a_restart_is_answered() {
         replies,
         ["**echo** first", "**echo** said across a restart"]
     );
+}
+
+/// #24 item 3: a message edited before the bot answered it is answered as edited, once, as if
+/// the person had written it so. Sent from nio while the bot is down, the message and its edit
+/// come back in one batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_sent_while_the_bot_is_down_takes_its_messages_place() {
+    let mut dm = NioDm::open().await;
+    let (store, room, bot_id) = (
+        dm.store.path().to_owned(),
+        dm.room.clone(),
+        dm.bot.user_id.clone(),
+    );
+    dm.restart_after(|| {
+        let ids: Vec<String> =
+            serde_json::from_str(&nio(&store, &["say", &room, "meet at 5 at the station"]))
+                .unwrap();
+        nio(
+            &store,
+            &["edit", &room, &ids[0], "meet at 6 at the station"],
+        );
+    })
+    .await;
+    let replies: Vec<String> =
+        serde_json::from_str(&nio(&store, &["replies", &room, &bot_id, "2"])).unwrap();
+    assert_eq!(replies[1], "**echo** meet at 6 at the station");
+    only_the_edit_was_answered(&dm.llm).await;
+}
+
+/// The same while the bot is busy: the message waits behind a slow turn when its edit comes,
+/// so the edit takes its place in the queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_of_a_message_waiting_for_its_turn_takes_its_place() {
+    let dm = NioDm::open().await;
+    dm.llm.set_handler(|request| {
+        let reply = echo(request);
+        if request.to_string().contains("hold on") {
+            return Reply::Delay {
+                ms: 8000,
+                then: Box::new(reply),
+            };
+        }
+        reply
+    });
+    let (store, room, bot_id) = (dm.store.path(), dm.room.as_str(), dm.bot.user_id.as_str());
+    nio(store, &["say", room, "hold on"]);
+    let ids: Vec<String> =
+        serde_json::from_str(&nio(store, &["say", room, "meet at 5 at the station"])).unwrap();
+    nio(store, &["edit", room, &ids[0], "meet at 6 at the station"]);
+    let replies: Vec<String> =
+        serde_json::from_str(&nio(store, &["replies", room, bot_id, "3"])).unwrap();
+    assert_eq!(
+        replies[1..],
+        ["**echo** hold on", "**echo** meet at 6 at the station"]
+    );
+    only_the_edit_was_answered(&dm.llm).await;
+}
+
+/// The LLM never saw the text before the edit, nor a note calling the edit a correction.
+async fn only_the_edit_was_answered(llm: &ScriptedLlm) {
+    // Time for a wrongly queued turn to show up.
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let seen = llm.user_texts();
+    assert!(!seen.contains("meet at 5"), "{seen}");
+    assert!(!seen.contains("edited"), "{seen}");
+    assert_eq!(seen.matches("meet at 6").count(), 1, "{seen}");
 }

@@ -105,3 +105,72 @@ async fn only_a_persons_turn_moves_the_activity_log_and_history_keeps_sender_ids
     assert_eq!(senders(&other), ["heartbeat", "cron:j1", "cron:spoof"]);
     assert!(router.shutdown(std::time::Duration::from_secs(5)).await);
 }
+
+/// An edit (`corrects`) of a message still waiting for its turn takes its place; an edit by
+/// someone else, or of a message already answered, is a turn that says it corrects.
+#[tokio::test]
+async fn an_edit_takes_the_place_of_its_waiting_message_only_from_its_sender() {
+    use crate::support::scripted_llm::Reply;
+    let harness = Harness::start(MemorySettings::default()).await;
+    harness.llm.set_handler(|request| {
+        let reply = crate::harness::default_reply(request);
+        if request.to_string().contains("hold on") {
+            return Reply::Delay {
+                ms: 1500,
+                then: Box::new(reply),
+            };
+        }
+        reply
+    });
+    let state = Arc::new(GatewayState::new(Arc::new(Metrics::new())));
+    let router = Router::new(
+        harness.agent.clone(),
+        Arc::new(Tools::default()),
+        None,
+        state,
+        4,
+    );
+    let room = SessionId::parse("matrix:!room:x").unwrap();
+    let message = |text: &str, sender: &str, id: &str, corrects: Option<&str>| {
+        let mut inbound = Inbound::new(
+            room.clone(),
+            text,
+            Origin::person(sender),
+            Arc::new(CollectingSink::new()),
+        );
+        inbound.message_id = Some(id.to_owned());
+        inbound.corrects = corrects.map(str::to_owned);
+        router.submit(inbound).unwrap()
+    };
+    let slow = message("hold on", "@owner:x", "$0", None);
+    let first = message("meet at 5", "@owner:x", "$1", None);
+    let second = message("lunch at 1", "@owner:x", "$2", None);
+    let foreign = message("lunch at 2", "@guest:x", "$3", Some("$2"));
+    let own = message("meet at 6", "@owner:x", "$4", Some("$1"));
+    assert!(matches!(slow.await.unwrap(), TurnResult::Replied(_)));
+    assert!(matches!(first.await.unwrap(), TurnResult::Replaced));
+    assert!(matches!(second.await.unwrap(), TurnResult::Replied(_)));
+    assert!(matches!(foreign.await.unwrap(), TurnResult::Replied(_)));
+    assert!(matches!(own.await.unwrap(), TurnResult::Replied(_)));
+    // An edit of an answered message.
+    let late = message("meet at 7", "@owner:x", "$5", Some("$4"));
+    assert!(matches!(late.await.unwrap(), TurnResult::Replied(_)));
+    let users: Vec<String> = harness
+        .history(&room)
+        .into_iter()
+        .filter(|m| m.role == squidbot::core::message::Role::User)
+        .map(|m| m.content)
+        .collect();
+    let note = "[The person edited an earlier message; this is the corrected text.]";
+    assert_eq!(
+        users,
+        [
+            "hold on".to_owned(),
+            "lunch at 1".to_owned(),
+            format!("{note}\nlunch at 2"),
+            "meet at 6".to_owned(),
+            format!("{note}\nmeet at 7"),
+        ]
+    );
+    assert!(router.shutdown(std::time::Duration::from_secs(5)).await);
+}

@@ -252,7 +252,7 @@ impl HeartbeatChannel {
                 tracing::warn!(session = %session, error = %error, "Heartbeat turn failed.");
                 TickOutcome::Failed
             }
-            Ok(TurnResult::Dropped) | Err(_) => {
+            Ok(TurnResult::Dropped | TurnResult::Replaced) | Err(_) => {
                 tracing::info!(session = %session, "Heartbeat turn dropped.");
                 TickOutcome::Failed
             }

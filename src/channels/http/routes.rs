@@ -224,7 +224,7 @@ async fn message(
         Ok(TurnResult::Failed(error)) => {
             (StatusCode::BAD_GATEWAY, Json(json!({ "error": error }))).into_response()
         }
-        Ok(TurnResult::Dropped) | Err(_) => unavailable(),
+        Ok(TurnResult::Dropped | TurnResult::Replaced) | Err(_) => unavailable(),
     }
 }
 
@@ -311,7 +311,7 @@ fn stream_reply(
                 let last = match done.await {
                     Ok(TurnResult::Replied(reply)) => event("done", json!({ "reply": reply })),
                     Ok(TurnResult::Failed(error)) => event("error", json!({ "error": error })),
-                    Ok(TurnResult::Dropped) | Err(_) => {
+                    Ok(TurnResult::Dropped | TurnResult::Replaced) | Err(_) => {
                         event("error", json!({ "error": "squidbot is shutting down" }))
                     }
                 };

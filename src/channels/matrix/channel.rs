@@ -15,15 +15,10 @@ use async_trait::async_trait;
 use matrix_sdk::authentication::matrix::MatrixSession;
 use matrix_sdk::config::{RequestConfig, SyncSettings, SyncToken};
 use matrix_sdk::deserialized_responses::TimelineEventKind;
-use matrix_sdk::ruma::api::client::receipt::create_receipt::v3::ReceiptType;
 use matrix_sdk::ruma::api::error::ErrorKind;
-use matrix_sdk::ruma::events::receipt::ReceiptThread;
 use matrix_sdk::ruma::events::room::member::MembershipState;
-use matrix_sdk::ruma::events::room::message::{MessageType, Relation, RoomMessageEventContent};
-use matrix_sdk::ruma::events::{
-    AnySyncMessageLikeEvent, AnySyncStateEvent, AnySyncTimelineEvent, SyncMessageLikeEvent,
-    SyncStateEvent,
-};
+use matrix_sdk::ruma::events::room::message::RoomMessageEventContent;
+use matrix_sdk::ruma::events::{AnySyncStateEvent, AnySyncTimelineEvent, SyncStateEvent};
 use matrix_sdk::ruma::{OwnedRoomId, RoomId, UserId};
 use matrix_sdk::sync::SyncResponse;
 use matrix_sdk::{Client, Room, SessionMeta, SessionTokens};
@@ -32,22 +27,20 @@ use serde_json::{Map, Value};
 use tokio_util::task::TaskTracker;
 
 use super::MatrixError;
-use super::media::{self, ClientSlot};
-use super::policy::{MessageFacts, RoomPolicy, Verdict, mentions_bot};
+use super::edits::Edits;
+use super::media::ClientSlot;
+use super::policy::{MessageFacts, RoomPolicy, Verdict};
 use super::room_keys::{Connected, RoomKeys};
-use super::sink::{MatrixReplySink, ThreadRef, joined_members};
+use super::sink::{MatrixReplySink, ThreadRef};
 use super::store_check;
 use super::sync_state::SyncState;
 use super::undecrypted::Undecrypted;
-use super::{backfill, device, identity, relations, verification};
+use super::{backfill, device, identity, verification};
 use crate::channels::attachments::AttachmentStore;
 use crate::channels::owner::{Ids, Owner, OwnerIds};
 use crate::config::MatrixConfig;
-use crate::core::approval;
 use crate::core::backoff::Backoff;
-use crate::core::ports::channel::{
-    Channel, ChannelContext, ChannelError, Inbound, ReplySink, routing,
-};
+use crate::core::ports::channel::{Channel, ChannelContext, ChannelError, ReplySink, routing};
 use crate::core::redact::Redactor;
 use crate::core::session::SessionId;
 
@@ -86,7 +79,7 @@ pub struct MatrixStatus {
 pub struct MatrixChannel {
     config: MatrixConfig,
     store_dir: PathBuf,
-    attachments: AttachmentStore,
+    pub(super) attachments: AttachmentStore,
     client: ClientSlot,
     /// A std mutex: held only to copy or update a few fields.
     status: Mutex<MatrixStatus>,
@@ -94,7 +87,7 @@ pub struct MatrixChannel {
     redactor: Arc<Redactor>,
     /// The owner's Matrix ids: who is the owner among senders and room members (decided
     /// here, at the edge), and whose verification requests the bot answers.
-    owner: Arc<OwnerIds>,
+    pub(super) owner: Arc<OwnerIds>,
 }
 
 impl MatrixChannel {
@@ -257,15 +250,15 @@ fn is_fatal(error: &matrix_sdk::Error) -> bool {
 }
 
 /// What one sync loop run shares with the tasks waiting for persistence.
-struct Loop {
-    client: Client,
-    policy: RoomPolicy,
-    own: String,
-    display_name: String,
-    state: Arc<Mutex<SyncState>>,
+pub(super) struct Loop {
+    pub(super) client: Client,
+    pub(super) policy: RoomPolicy,
+    pub(super) own: String,
+    pub(super) display_name: String,
+    pub(super) state: Arc<Mutex<SyncState>>,
     /// Rotates room keys when a member's device starts a new Olm session.
-    keys: Arc<RoomKeys>,
-    waiters: TaskTracker,
+    pub(super) keys: Arc<RoomKeys>,
+    pub(super) waiters: TaskTracker,
     /// (room, megolm session) pairs already told that a message could not be decrypted: one
     /// notice per sender key session, so a run of undecryptable messages is not a run of
     /// notices, while a new session that fails too is reported again.
@@ -539,6 +532,7 @@ impl MatrixChannel {
                     tracing::warn!(room = %room_id, recovered = count, "Paged back over a Matrix sync gap but not to its start: older messages in it are not answered.");
                 }
             }
+            let mut edits = Edits::of(recovered.events.iter().chain(&events[start..]));
             for event in recovered.events.iter().chain(&events[start..]) {
                 let Some(event_id) = event.event_id() else {
                     continue;
@@ -567,7 +561,10 @@ impl MatrixChannel {
                         .add(room_id.clone(), raw.clone(), sender, session);
                     continue;
                 }
-                if self.message(this, context, &room, event, batch).await {
+                if self
+                    .message(this, context, &room, event, batch, &mut edits)
+                    .await
+                {
                     submitted += 1;
                 }
             }
@@ -577,7 +574,12 @@ impl MatrixChannel {
             let handled = event
                 .event_id()
                 .is_some_and(|id| this.state.lock().is_ok_and(|s| s.handled(id.as_str())));
-            if !handled && self.message(this, context, room, event, batch).await {
+            let mut edits = Edits::default();
+            if !handled
+                && self
+                    .message(this, context, room, event, batch, &mut edits)
+                    .await
+            {
                 submitted += 1;
             }
         }
@@ -647,150 +649,5 @@ impl MatrixChannel {
                 tracing::warn!(room = %room.room_id(), error = %error, "Could not send the undecryptable-message notice.")
             }
         }
-    }
-
-    /// Submits one timeline event if it is a message the policy answers; `true` if submitted.
-    async fn message(
-        &self,
-        this: &Loop,
-        context: &ChannelContext,
-        room: &Room,
-        event: &matrix_sdk::deserialized_responses::TimelineEvent,
-        batch: u64,
-    ) -> bool {
-        let Ok(AnySyncTimelineEvent::MessageLike(AnySyncMessageLikeEvent::RoomMessage(
-            SyncMessageLikeEvent::Original(message),
-        ))) = event.raw().deserialize()
-        else {
-            return false;
-        };
-        // An edit carries the corrected message in `m.new_content`: it is a turn that says so.
-        let (msgtype, edited) = match &message.content.relates_to {
-            Some(Relation::Replacement(replacement)) => (&replacement.new_content.msgtype, true),
-            _ => (&message.content.msgtype, false),
-        };
-        let sender = message.sender.to_string();
-        let (body, formatted) = match msgtype {
-            MessageType::Text(text) => (
-                text.body.clone(),
-                text.formatted.as_ref().map(|f| f.body.clone()),
-            ),
-            MessageType::Emote(emote) => (
-                emote.body.clone(),
-                emote.formatted.as_ref().map(|f| f.body.clone()),
-            ),
-            // Notices are what bots send; answering them is how bot loops start.
-            MessageType::Notice(_) => return false,
-            other => (other.body().to_owned(), None),
-        };
-        let mentioned_users: Vec<String> = message
-            .content
-            .mentions
-            .as_ref()
-            .map(|m| m.user_ids.iter().map(ToString::to_string).collect())
-            .unwrap_or_default();
-        let facts = MessageFacts {
-            room_id: room.room_id().as_str(),
-            sender: &sender,
-            other_members: joined_members(room).await.saturating_sub(1),
-            // An answer to an approval (`yes CODE`) is addressed to the bot without naming it:
-            // the question asked for exactly these words.
-            mentioned: mentions_bot(
-                &this.own,
-                &this.display_name,
-                &body,
-                formatted.as_deref(),
-                &mentioned_users,
-            ) || approval::parse_answer(&body).is_some(),
-        };
-        let verdict = this.policy.judge(&facts);
-        if verdict != Verdict::Answer {
-            tracing::debug!(room = %room.room_id(), sender, verdict = ?verdict, "Matrix message not answered.");
-            return false;
-        }
-        let Ok(session) = SessionId::new(NAME, room.room_id().as_str()) else {
-            return false;
-        };
-        let mut images = Vec::new();
-        let mut text = match media::media_of(msgtype) {
-            Some(media) => {
-                let caption = media.caption.clone();
-                let saved = media::receive(&this.client, &self.attachments, &session, media).await;
-                images.extend(saved.image);
-                match caption {
-                    Some(caption) => format!("{caption}\n{}", saved.text),
-                    None => saved.text,
-                }
-            }
-            None => relations::strip_reply_fallback(&body).to_owned(),
-        };
-        if edited {
-            text = format!(
-                "[The person edited an earlier message; this is the corrected text.]\n{text}"
-            );
-        } else if let Some(Relation::Reply(reply)) = &message.content.relates_to {
-            // Current clients send replies without the quoted fallback: what is replied to is
-            // fetched, so the agent knows.
-            if let Some(quoted) = relations::replied_to(room, &reply.in_reply_to.event_id).await {
-                text = format!("{quoted}\n{text}");
-            }
-        }
-        let thread = match &message.content.relates_to {
-            Some(Relation::Thread(thread)) => Some(ThreadRef {
-                root: thread.event_id.clone(),
-                latest: message.event_id.clone(),
-            }),
-            _ => None,
-        };
-        let mut metadata = Map::new();
-        metadata.insert(
-            routing::MATRIX_ROOM_ID.into(),
-            room.room_id().as_str().into(),
-        );
-        metadata.insert("matrix_event_id".into(), message.event_id.as_str().into());
-        metadata.insert("matrix_sender".into(), sender.clone().into());
-        if let Some(thread) = &thread {
-            metadata.insert(
-                routing::MATRIX_THREAD_ROOT.into(),
-                thread.root.as_str().into(),
-            );
-        }
-        let sink = Arc::new(MatrixReplySink::new(
-            room.clone(),
-            thread,
-            this.keys.clone(),
-            self.owner.clone(),
-        ));
-        let origin = self.owner.origin(sender);
-        let mut inbound = Inbound::new(session, text, origin, sink);
-        inbound.metadata = metadata;
-        inbound.images = images;
-        let (persisted_tx, persisted_rx) = tokio::sync::oneshot::channel();
-        inbound.persisted = Some(persisted_tx);
-        if let Ok(mut state) = this.state.lock() {
-            state.add(batch);
-        }
-        if context.dispatch.submit(inbound).is_err() {
-            return false; // Shutting down; the batch stays open, so it is synced again.
-        }
-        let state = this.state.clone();
-        let room = room.clone();
-        let event_id = message.event_id.clone();
-        this.waiters.spawn(async move {
-            // Fired once the router persisted the message; dropped if it never will be.
-            if persisted_rx.await.is_err() {
-                return;
-            }
-            if let Ok(mut state) = state.lock() {
-                state.persisted(batch, event_id.as_str());
-            }
-            if let Err(error) = room
-                .send_single_receipt(ReceiptType::Read, ReceiptThread::Unthreaded, event_id)
-                .await
-            {
-                tracing::debug!(room = %room.room_id(), error = %error, "Could not send a read receipt.");
-            }
-        });
-        true
     }
 }

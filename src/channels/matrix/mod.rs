@@ -13,6 +13,9 @@
 //! - [`room_keys`]: room keys rotated, never re-sent at a later index, when a member's device
 //!   starts a new Olm session (what kept the bot's first messages unreadable on some devices).
 //! - [`backfill`]: the messages a `limited` sync skipped, paged back and handled in order.
+//! - `inbound`: a timeline event turned into an `Inbound` (captions, replies, threads, edits
+//!   that take the place of a message not yet answered).
+//! - `edits`: a message and its edit in one batch: the edit is answered in its place.
 //! - [`relations`]: what a reply refers to (fallback dropped, the replied-to message fetched).
 //! - [`device`]: the bot's device id, chosen per home and kept in the store.
 //! - [`store_check`]: whether the crypto store still holds the keys the server has for the
@@ -26,7 +29,9 @@
 pub mod backfill;
 pub mod channel;
 pub mod device;
+mod edits;
 pub mod identity;
+mod inbound;
 pub mod media;
 pub mod policy;
 pub mod relations;

@@ -159,6 +159,9 @@ pub enum TurnResult {
     Failed(String),
     /// The gateway shut down before the turn ran; the message was not persisted.
     Dropped,
+    /// A correction of the message (an edit) arrived before its turn started and took its
+    /// place: this message was not persisted, its correction is (see [`Inbound::corrects`]).
+    Replaced,
 }
 
 /// One message received by a channel.
@@ -183,6 +186,14 @@ pub struct Inbound {
     /// Images received with it, saved at these paths (see
     /// [`crate::core::message::Message::images`]).
     pub images: Vec<String>,
+    /// The channel's id of this message, where a later message may correct it (a Matrix
+    /// event id).
+    pub message_id: Option<String>,
+    /// The [`Self::message_id`] of an earlier message this one corrects (an edit). If that one
+    /// is still waiting for its turn, it is dropped and this one takes its place, as if the
+    /// person had written it so; if it was answered (or is being answered), this one is a new
+    /// turn that says it is a correction.
+    pub corrects: Option<String>,
 }
 
 impl Inbound {
@@ -203,6 +214,8 @@ impl Inbound {
             llm: None,
             source_id: None,
             images: Vec::new(),
+            message_id: None,
+            corrects: None,
         }
     }
 }
