@@ -305,6 +305,8 @@ async fn channel_checks(config: &Config) -> Vec<Check> {
         });
         if reachable && !matrix.access_token.is_empty() {
             checks.push(matrix_whoami(&client, matrix).await);
+        } else if reachable && !matrix.password.is_empty() {
+            checks.push(matrix_password(&client, matrix).await);
         }
     }
     let email = &config.channels.email;
@@ -364,8 +366,73 @@ async fn smtp_login(email: &EmailConfig) -> Check {
     }
 }
 
-/// The access token is accepted and belongs to `channels.matrix.user_id` (a password is not
-/// tried: every password login would leave a new device on the account).
+/// The device id of doctor's own password login; logged out (so removed) at once.
+const DOCTOR_DEVICE: &str = "SQUIDBOT_DOCTOR";
+
+/// The password is accepted: a login as a device of doctor's own, logged out at once (which
+/// deletes the device), so the check leaves nothing on the account and never touches the
+/// gateway's device or its keys.
+async fn matrix_password(client: &reqwest::Client, matrix: &MatrixConfig) -> Check {
+    let what = format!("matrix login {}", matrix.user_id);
+    let base = matrix.homeserver.trim_end_matches('/');
+    let body = serde_json::json!({
+        "type": "m.login.password",
+        "identifier": {"type": "m.id.user", "user": matrix.user_id},
+        "password": matrix.password.expose(),
+        "device_id": DOCTOR_DEVICE,
+        "initial_device_display_name": "squidbot doctor (logged out at once)",
+    });
+    let url = format!("{base}/_matrix/client/v3/login");
+    let response = match client.post(&url).json(&body).send().await {
+        Ok(response) => response,
+        Err(error) => return Check::fail(what, format!("POST {url} failed: {error}")),
+    };
+    let status = response.status();
+    let body: serde_json::Value = response.json().await.unwrap_or_default();
+    if !status.is_success() {
+        let code = body["errcode"].as_str().unwrap_or("no errcode");
+        let fix = match code {
+            "M_FORBIDDEN" => "fix channels.matrix.password (or channels.matrix.user_id)",
+            "M_LIMIT_EXCEEDED" => "the homeserver limits logins; try again in a minute",
+            "M_USER_DEACTIVATED" => "the account is deactivated; use another",
+            _ => "check channels.matrix.user_id and password",
+        };
+        return Check::fail(
+            what,
+            format!("the password login was refused ({status}, {code}); {fix}"),
+        );
+    }
+    let Some(token) = body["access_token"].as_str() else {
+        return Check::fail(what, format!("POST {url} gave no access_token"));
+    };
+    let logout = format!("{base}/_matrix/client/v3/logout");
+    match client
+        .post(&logout)
+        .bearer_auth(token)
+        .json(&serde_json::json!({}))
+        .send()
+        .await
+    {
+        Ok(response) if response.status().is_success() => Check::ok(what),
+        Ok(response) => Check::fail(
+            what,
+            format!(
+                "the password works, but logging doctor's device out answered {}; remove the \
+                 device {DOCTOR_DEVICE} from the account in your client",
+                response.status()
+            ),
+        ),
+        Err(error) => Check::fail(
+            what,
+            format!(
+                "the password works, but logging doctor's device out failed: {error}; remove \
+                 the device {DOCTOR_DEVICE} from the account in your client"
+            ),
+        ),
+    }
+}
+
+/// The access token is accepted and belongs to `channels.matrix.user_id`.
 async fn matrix_whoami(client: &reqwest::Client, matrix: &MatrixConfig) -> Check {
     let what = format!("matrix login {}", matrix.user_id);
     let url = format!(

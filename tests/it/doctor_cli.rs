@@ -197,6 +197,59 @@ async fn matrix_token_is_checked_against_the_real_homeserver() {
     }
 }
 
+/// A password is checked by logging in as doctor's own device and out again: a wrong one is a
+/// FAIL with the fix, and no device is left on the account either way.
+#[tokio::test]
+async fn matrix_password_is_checked_and_leaves_no_device() {
+    let llm = ScriptedLlm::start().await;
+    let hs = testenv::var("SQUIDBOT_TEST_MATRIX_URL");
+    let dir = testenv::var("SQUIDBOT_TEST_SYNAPSE_DIR");
+    let user = format!("doctor{}", fastrand::u64(..));
+    let registered = testenv::run_script("synapse.sh", &["register", &dir, &user, "pw-doctor-2"]);
+    let registered: serde_json::Value = serde_json::from_str(registered.trim()).unwrap();
+    let token = registered["access_token"].as_str().unwrap().to_owned();
+    let user_id = registered["user_id"].as_str().unwrap().to_owned();
+    for (password, expect_ok) in [("pw-doctor-2", true), ("pw-wrong-42", false)] {
+        let home = tempfile::tempdir().unwrap();
+        write_config(home.path(), &llm.url(), "127.0.0.1:0");
+        let mut text = std::fs::read_to_string(home.path().join("squidbot.yaml")).unwrap();
+        text.push_str(&format!(
+            "channels:\n  matrix:\n    enabled: true\n    homeserver: \"{hs}\"\n    user_id: \"{user_id}\"\n    password: \"{password}\"\n"
+        ));
+        std::fs::write(home.path().join("squidbot.yaml"), text).unwrap();
+        let output = doctor(home.path()).await;
+        let out = stdout(&output);
+        let login = out
+            .lines()
+            .find(|l| l.contains("matrix login"))
+            .unwrap_or_else(|| panic!("{out}"));
+        if expect_ok {
+            assert!(login.starts_with("ok  "), "{out}");
+        } else {
+            assert!(
+                login.starts_with("FAIL")
+                    && login.contains("M_FORBIDDEN")
+                    && login.contains("channels.matrix.password"),
+                "{out}"
+            );
+            assert!(!out.contains(password), "a secret leaked: {out}");
+            assert_eq!(output.status.code(), Some(1));
+        }
+    }
+    // The account's devices, as the server keeps them: only the one registration made.
+    let devices: serde_json::Value = reqwest::Client::new()
+        .get(format!("{hs}/_matrix/client/v3/devices"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let devices = devices["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 1, "{devices:?}");
+}
+
 #[tokio::test]
 async fn email_logins_are_checked_against_the_real_mail_server() {
     let llm = ScriptedLlm::start().await;
