@@ -546,3 +546,36 @@ async fn ended(sas: &matrix_sdk::encryption::verification::SasVerification) -> R
     .await
     .expect("the verification never ended")
 }
+
+/// A gap longer than the bot pages back over (500 events) is said in the room: whoever asked
+/// something in the part it could not read knows to ask again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gap_longer_than_the_bot_reads_back_is_said_in_the_room() {
+    let hs = Homeserver::shared();
+    let (bot, a, b) = (hs.register("bot"), hs.register("alice"), hs.register("bob"));
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(echo);
+    let home = tempfile::tempdir().unwrap();
+    let extra = format!("    allowlist: [\"{}\"]", a.user_id);
+    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
+    let alice = Human::login(&hs, &a).await;
+    let room = alice.create_room(&[&bot.user_id, &b.user_id], false).await;
+    let room_id = room.room_id().to_owned();
+    alice.wait_joined(&room_id, &bot.user_id).await;
+    let bob = Human::login_idle(&hs, &b).await;
+    bob.client.join_room_by_id(&room_id).await.unwrap();
+    gateway.stop().await;
+    // Chatter the bot is not asked to answer (bob is not in the allowlist): only the gap's
+    // length matters.
+    for n in 0..520 {
+        bob.say(&room_id, &format!("chatter {n}")).await;
+    }
+    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
+    let said = alice.wait_messages(&room_id, &bot.user_id, 1).await;
+    let body = said[0].content.body();
+    assert!(
+        body.contains("could read back only the last 500 events"),
+        "{body}"
+    );
+    drop(gateway);
+}

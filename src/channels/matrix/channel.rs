@@ -530,6 +530,16 @@ impl MatrixChannel {
                     tracing::info!(room = %room_id, recovered = count, "Paged back over a Matrix sync gap; every missed message is handled now.");
                 } else {
                     tracing::warn!(room = %room_id, recovered = count, "Paged back over a Matrix sync gap but not to its start: older messages in it are not answered.");
+                    // Said in the room too: the person is the one who can ask again.
+                    let notice = RoomMessageEventContent::notice_plain(format!(
+                        "I was away and could read back only the last {count} events of what \
+                         was said meanwhile. If you asked me something before those, please \
+                         ask again."
+                    ));
+                    this.keys.settle().await;
+                    if let Err(error) = room.send(notice).await {
+                        tracing::warn!(room = %room_id, error = %error, "Could not send the sync-gap notice.");
+                    }
                 }
             }
             let mut edits = Edits::of(recovered.events.iter().chain(&events[start..]));
