@@ -22,8 +22,9 @@ pub(crate) struct BotGateway {
 const DEFAULT_MODEL: &str = "scripted-model";
 
 impl BotGateway {
-    /// Starts `squidbot gateway` in `home`, logged in as `bot`, with `matrix_extra` (YAML at
-    /// the indentation of `channels.matrix` fields) added; waits for `/readyz`.
+    /// Starts `squidbot gateway` in `home`, logged in as `bot` as device `SQUIDBOTTEST` (unless
+    /// `matrix_extra` sets `device_id`), with `matrix_extra` (YAML at the indentation of
+    /// `channels.matrix` fields) added; waits for `/readyz`.
     pub(crate) async fn start(
         home: &Path,
         llm: &str,
@@ -69,8 +70,14 @@ impl BotGateway {
         matrix_extra: &str,
     ) -> Self {
         let port = testenv::free_port();
+        // A test may set its own `device_id` (`""`: one chosen per home, as by default).
+        let device = if matrix_extra.contains("device_id:") {
+            ""
+        } else {
+            "    device_id: SQUIDBOTTEST\n"
+        };
         let config = format!(
-            "llm:\n  providers:\n    local:\n      api_base: \"{llm}\"\n  models:\n    small:\n      provider: local\n      model: \"{model}\"\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\nagents:\n  heartbeat:\n    enabled: false\ngateway:\n  shutdown_grace_seconds: 5\n  http:\n    listen: 127.0.0.1:{port}\n    token: {token}\nchannels:\n  matrix:\n    enabled: true\n    homeserver: \"{}\"\n    user_id: \"{}\"\n    password: \"{}\"\n    device_id: SQUIDBOTTEST\n{matrix_extra}\n",
+            "llm:\n  providers:\n    local:\n      api_base: \"{llm}\"\n  models:\n    small:\n      provider: local\n      model: \"{model}\"\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\nagents:\n  heartbeat:\n    enabled: false\ngateway:\n  shutdown_grace_seconds: 5\n  http:\n    listen: 127.0.0.1:{port}\n    token: {token}\nchannels:\n  matrix:\n    enabled: true\n    homeserver: \"{}\"\n    user_id: \"{}\"\n    password: \"{}\"\n{device}{matrix_extra}\n",
             hs.url,
             bot.user_id,
             bot.password,

@@ -291,6 +291,59 @@ async fn a_lost_crypto_store_for_the_same_device_is_reported_broken() {
     drop(gateway);
 }
 
+/// #24 item 1: a lost crypto store where the bot may recover (a password, no fixed
+/// `device_id`): the store is moved aside, the bot logs in as a new device, and an encrypted
+/// message to it is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_crypto_store_is_replaced_by_a_new_device_that_answers() {
+    let hs = Homeserver::shared();
+    let (bot, a) = (hs.register("bot"), hs.register("alice"));
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(echo);
+    let home = tempfile::tempdir().unwrap();
+    let extra = format!("    device_id: \"\"\n    allowlist: [\"{}\"]", a.user_id);
+    BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra)
+        .await
+        .stop()
+        .await;
+    let store = home.path().join("matrix");
+    let old_device = std::fs::read_to_string(store.join("device_id")).unwrap();
+    // The crypto store is lost; the device id file survived (a partial restore).
+    for entry in std::fs::read_dir(&store).unwrap() {
+        let path = entry.unwrap().path();
+        if path.file_name().unwrap() != "device_id" {
+            if path.is_dir() {
+                std::fs::remove_dir_all(&path).unwrap();
+            } else {
+                std::fs::remove_file(&path).unwrap();
+            }
+        }
+    }
+    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
+    let alice = Human::login(&hs, &a).await;
+    let room = alice.create_room(&[&bot.user_id], true).await;
+    let room_id = room.room_id().to_owned();
+    alice.wait_joined(&room_id, &bot.user_id).await;
+    alice.say(&room_id, "are you there?").await;
+    let replies = alice.wait_messages(&room_id, &bot.user_id, 1).await;
+    assert_eq!(replies[0].content.body(), "**echo** are you there?");
+    let new_device = std::fs::read_to_string(store.join("device_id")).unwrap();
+    assert_ne!(new_device, old_device);
+    let aside = std::fs::read_dir(home.path())
+        .unwrap()
+        .filter_map(|entry| entry.ok())
+        .any(|entry| {
+            entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with("matrix.lost-")
+        });
+    assert!(aside, "the old store was not kept aside");
+    let log = std::fs::read_to_string(home.path().join("gateway.log")).unwrap();
+    assert!(log.contains("logging in as a new device"), "{log}");
+    drop(gateway);
+}
+
 /// #24 item 2: the bot makes its cross-signing identity at its first login, so another
 /// client sees its device signed by its own account (what verifying the bot rests on).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
