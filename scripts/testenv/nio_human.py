@@ -11,6 +11,10 @@ in STORE between calls, as a real client's would.
                                                         their event ids as a JSON array
     nio_human.py edit STORE ROOM EVENT TEXT             replace EVENT's text with TEXT (m.replace,
                                                         as Element sends an edit); print its id
+    nio_human.py reply STORE ROOM EVENT TEXT            reply to EVENT as current clients do (no
+                                                        quoted fallback); print its id
+    nio_human.py send-file STORE ROOM PATH CAPTION      upload PATH encrypted and send it with
+                                                        CAPTION as its body (Matrix 1.10 captions)
     nio_human.py say-late-key STORE ROOM SECONDS TEXT   send TEXT in a new megolm session whose
                                                         key goes out SECONDS later (a slow client)
     nio_human.py verify STORE USER DEVICE               verify USER's DEVICE with emoji (SAS),
@@ -44,6 +48,7 @@ from nio import (
     RoomMessageText,
     RoomSendResponse,
     ShareGroupSessionResponse,
+    UploadResponse,
     ToDeviceResponse,
 )
 
@@ -147,6 +152,44 @@ async def edit(store, room, event, text):
         fail(f"room_send: {response}")
     await client.close()
     print(response.event_id)
+
+
+async def send_content(store, room, content):
+    client = await client_for(store)
+    response = await client.room_send(room, "m.room.message", content,
+                                      ignore_unverified_devices=True)
+    if not isinstance(response, RoomSendResponse):
+        fail(f"room_send: {response}")
+    await client.close()
+    print(response.event_id)
+
+
+async def reply(store, room, event, text):
+    await send_content(store, room, {
+        "msgtype": "m.text",
+        "body": text,
+        "m.relates_to": {"m.in_reply_to": {"event_id": event}},
+    })
+
+
+async def send_file(store, room, path, caption):
+    client = await client_for(store)
+    with open(path, "rb") as f:
+        data = f.read()
+    name = os.path.basename(path)
+    response, keys = await client.upload(lambda *_: data, content_type="text/plain",
+                                         filename=name, encrypt=True, filesize=len(data))
+    if not isinstance(response, UploadResponse):
+        fail(f"upload: {response}")
+    await client.close()
+    await send_content(store, room, {
+        "msgtype": "m.file",
+        "body": caption,
+        "filename": name,
+        "info": {"mimetype": "text/plain", "size": len(data)},
+        "file": {"url": response.content_uri, "key": keys["key"], "iv": keys["iv"],
+                 "hashes": keys["hashes"], "v": keys["v"]},
+    })
 
 
 async def say_late_key(store, room, seconds, text):
@@ -260,6 +303,8 @@ def main(argv):
         "wait-joined": lambda: wait_joined(store, *rest),
         "say": lambda: say(store, rest[0], rest[1:]),
         "edit": lambda: edit(store, *rest),
+        "reply": lambda: reply(store, *rest),
+        "send-file": lambda: send_file(store, *rest),
         "say-late-key": lambda: say_late_key(store, rest[0], float(rest[1]), rest[2]),
         "verify": lambda: verify(store, *rest),
         "replies": lambda: replies(store, rest[0], rest[1], int(rest[2])),

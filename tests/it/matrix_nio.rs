@@ -260,3 +260,100 @@ async fn only_the_edit_was_answered(llm: &ScriptedLlm) {
     assert!(!seen.contains("edited"), "{seen}");
     assert_eq!(seen.matches("meet at 6").count(), 1, "{seen}");
 }
+
+/// #24 item 3 from nio: a reply without the quoted fallback carries what it replies to, and
+/// an encrypted file's caption travels with the file, whose bytes are saved decrypted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_without_fallback_and_a_captioned_file_from_nio_reach_the_agent() {
+    let dm = NioDm::open().await;
+    let (store, room, bot_id) = (dm.store.path(), dm.room.as_str(), dm.bot.user_id.as_str());
+    let ids: Vec<String> =
+        serde_json::from_str(&nio(store, &["say", room, "meet at 5 at the station"])).unwrap();
+    nio(store, &["reply", room, &ids[0], "yes, that one"]);
+    nio(store, &["replies", room, bot_id, "3"]);
+    let texts = dm.llm.user_texts();
+    let reply = texts
+        .lines()
+        .rev()
+        .find(|l| l.contains("In reply to"))
+        .unwrap_or_default();
+    assert!(reply.contains("«meet at 5 at the station»"), "{texts}");
+    assert!(texts.contains("yes, that one"), "{texts}");
+
+    let file = store.join("minutes.txt");
+    std::fs::write(&file, "minutes of Monday: budget approved").unwrap();
+    nio(
+        store,
+        &[
+            "send-file",
+            room,
+            file.to_str().unwrap(),
+            "please summarize",
+        ],
+    );
+    nio(store, &["replies", room, bot_id, "4"]);
+    let requests = dm.llm.requests();
+    let last = requests.last().unwrap()["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        last.starts_with("please summarize\n[attachment: minutes.txt"),
+        "{last}"
+    );
+    let saved = walk(dm.home.path())
+        .into_iter()
+        .find(|p| p.file_name().is_some_and(|n| n == "minutes.txt"))
+        .unwrap_or_else(|| panic!("not saved: {last}"));
+    assert_eq!(
+        std::fs::read_to_string(saved).unwrap(),
+        "minutes of Monday: budget approved"
+    );
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
+/// #24 item 1 from nio: a DM whose first (encrypted) message is sent while the bot is down,
+/// after the invite and before the bot joined, is answered once the bot is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dms_first_message_from_nio_before_the_bot_joined_is_answered() {
+    let hs = Homeserver::shared();
+    let (bot, a) = (hs.register("bot"), hs.register("alice"));
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(echo);
+    let home = tempfile::tempdir().unwrap();
+    let extra = format!("    allowlist: [\"{}\"]", a.user_id);
+    // The bot has been up once (its device and keys are on the server), and is down now.
+    BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra)
+        .await
+        .stop()
+        .await;
+    let store = tempfile::tempdir().unwrap();
+    let store = store.path();
+    nio(store, &["login", &hs.url, &a.user_id, &a.password]);
+    let room = nio(store, &["dm", &bot.user_id]);
+    nio(store, &["say", &room, "hello before you joined"]);
+    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
+    let replies: Vec<String> =
+        serde_json::from_str(&nio(store, &["replies", &room, &bot.user_id, "1"])).unwrap();
+    assert_eq!(replies, ["**echo** hello before you joined"]);
+    drop(gateway);
+}
