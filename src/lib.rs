@@ -4,6 +4,8 @@
 //! - [`core`]: messages, sessions, the agent loop, the memory manager and the ports (traits).
 //! - [`config`]: the YAML configuration: schema, loading, validation with file/line/field errors.
 //! - [`llm`]: the OpenAI-compatible streaming client and pools with retry and fallback.
+//! - [`accounting`]: usage, prices and budgets, and the client layer that admits and records
+//!   every LLM call.
 //! - [`storage`]: JSONL histories, cursors, summaries, MEMORY.md, atomic writes, bootstrap files.
 //! - [`tools`]: tools the agent can call (shell, files, web, history search, memory,
 //!   sub-agents, MCP).
@@ -17,6 +19,7 @@
 //! - [`console`]: printing and logging that never panic on a closed pipe; colour only on a
 //!   terminal.
 
+pub mod accounting;
 pub mod channels;
 pub mod config;
 pub mod console;

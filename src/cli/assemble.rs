@@ -11,6 +11,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
+use squidbot::accounting::budget::Budgets;
+use squidbot::accounting::layer::{AccountedLlm, CallObserver};
+use squidbot::accounting::meter::{MeterSettings, Price, UsageMeter};
 use squidbot::channels::terminal::ExtraTools;
 use squidbot::config::{
     ApprovalConfig, Config, LoadedConfig, PoolMember, TokenLimitSetting, ToolCallIdsSetting,
@@ -18,8 +21,6 @@ use squidbot::config::{
 use squidbot::core::agent_loop::AgentLoop;
 use squidbot::core::approval::{ApprovalMode, ApprovalSettings, Approvals};
 use squidbot::core::backoff::Backoff;
-use squidbot::core::budget::Budgets;
-use squidbot::core::budgeted_llm::BudgetedLlm;
 use squidbot::core::memory_manager::{MemoryManager, MemorySettings};
 use squidbot::core::origin::Origin;
 use squidbot::core::ports::channel::TurnTools;
@@ -29,16 +30,14 @@ use squidbot::core::ports::llm::LlmClient;
 use squidbot::core::ports::prompt::AppendedPrompt;
 use squidbot::core::ports::store::{HistoryStore, MemoryStore};
 use squidbot::core::ports::tool::Tool;
-use squidbot::core::ports::usage::UsageObserver;
 use squidbot::core::redact::Redactor;
 use squidbot::core::session::SessionId;
 use squidbot::core::session_locks::SessionLocks;
 use squidbot::core::tool_registry::ToolRegistry;
-use squidbot::core::usage::{MeterSettings, Price, UsageMeter};
 use squidbot::core::zone::Zone;
 use squidbot::cron::store::CronJobs;
 use squidbot::cron::tools::{CronAddTool, registry_tools};
-use squidbot::gateway::{MeteredLlm, Metrics};
+use squidbot::gateway::Metrics;
 use squidbot::llm::profile::{TokenLimit, ToolCallIds};
 use squidbot::llm::{
     Endpoint, LlmPool, OpenAiCompatLlm, Profile, RetryPolicy, Timeouts, http_client,
@@ -153,7 +152,7 @@ impl Assembly {
         let client = http_client(&timeouts).context("building the HTTP client")?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let metering = Metering {
-            usage: usage_meter(config, &loaded.home, clock.clone(), metrics.clone()),
+            usage: usage_meter(config, &loaded.home, clock.clone()),
             metrics,
         };
         let default_pool = &config.llm.default_pool;
@@ -499,14 +498,12 @@ fn build_pool(
     let members: Vec<Arc<dyn LlmClient>> = members
         .into_iter()
         .map(|member| {
-            let endpoint = endpoint(&member, Some(member.model.max_tokens));
-            let model: Arc<dyn LlmClient> =
-                Arc::new(OpenAiCompatLlm::new(client.clone(), endpoint, *timeouts));
-            match metrics {
-                Some(metrics) => Arc::new(MeteredLlm::new(model, member.name, metrics.clone()))
-                    as Arc<dyn LlmClient>,
-                None => model,
+            if let Some(metrics) = metrics {
+                metrics.register_model(member.name);
             }
+            let endpoint = endpoint(&member, Some(member.model.max_tokens));
+            Arc::new(OpenAiCompatLlm::new(client.clone(), endpoint, *timeouts))
+                as Arc<dyn LlmClient>
         })
         .collect();
     let r = &config.llm.retry;
@@ -515,8 +512,14 @@ fn build_pool(
         base_delay: Duration::from_millis(r.base_delay_ms),
         max_delay: Duration::from_millis(r.max_delay_ms),
     };
-    let pool: Arc<dyn LlmClient> = Arc::new(LlmPool::new(pool, members, retry));
-    Ok(Arc::new(BudgetedLlm::new(pool, metering.usage.clone())))
+    // The layers, outermost first: accounting (budgets, ledger, metrics), then retry and
+    // fallback across the members, then each model's client with its provider's quirks.
+    let inner: Arc<dyn LlmClient> = Arc::new(LlmPool::new(pool, members, retry));
+    let accounted = AccountedLlm::new(inner, metering.usage.clone(), pool);
+    Ok(Arc::new(match metrics {
+        Some(metrics) => accounted.with_observer(metrics.clone() as Arc<dyn CallObserver>),
+        None => accounted,
+    }))
 }
 
 /// What every pool is measured by: the per-model call counters (gateway only) and the usage
@@ -528,13 +531,8 @@ struct Metering {
 }
 
 /// The usage meter of `config`: the ledger under `home`, the models' prices, the budgets in
-/// the owner's zone; `metrics`, when given, sees every record.
-pub fn usage_meter(
-    config: &Config,
-    home: &Path,
-    clock: Arc<dyn Clock>,
-    metrics: Option<Arc<Metrics>>,
-) -> Arc<UsageMeter> {
+/// the owner's zone.
+pub fn usage_meter(config: &Config, home: &Path, clock: Arc<dyn Clock>) -> Arc<UsageMeter> {
     let b = &config.budgets;
     let limit = |n: u64| (n > 0).then_some(n);
     let budgets = Budgets {
@@ -565,12 +563,8 @@ pub fn usage_meter(
         prices,
         zone,
     };
-    let observers: Vec<Arc<dyn UsageObserver>> = metrics
-        .into_iter()
-        .map(|metrics| metrics as Arc<dyn UsageObserver>)
-        .collect();
     let ledger = Arc::new(UsageLedgerFile::new(home));
-    Arc::new(UsageMeter::new(ledger, settings, clock, observers))
+    Arc::new(UsageMeter::new(ledger, settings, clock))
 }
 
 /// The endpoint of one pool member, its reply limited to `max_tokens`: the provider's URL and

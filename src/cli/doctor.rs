@@ -16,13 +16,13 @@ use std::time::Duration;
 use anyhow::Result;
 use chrono::Utc;
 
+use squidbot::accounting::layer::AccountedLlm;
 use squidbot::channels::email::EmailError;
 use squidbot::channels::email::imap;
 use squidbot::channels::email::smtp::SmtpOutbox;
 use squidbot::config::{
     Config, EmailConfig, MatrixConfig, PoolMember, TokenLimitSetting, ToolCallIdsSetting,
 };
-use squidbot::core::budgeted_llm::BudgetedLlm;
 use squidbot::core::message::{Message, Role};
 use squidbot::core::ports::clock::SystemClock;
 use squidbot::core::ports::llm::{ChatRequest, LlmClient};
@@ -197,7 +197,7 @@ async fn llm_checks(config: &Config, home: &Path) -> Vec<Check> {
         "ping",
         Utc::now().fixed_offset(),
     ))];
-    let meter = usage_meter(config, home, Arc::new(SystemClock), None);
+    let meter = usage_meter(config, home, Arc::new(SystemClock));
     let mut checks = Vec::new();
     for member in members {
         if let Some(problem) = settings_problem(&member) {
@@ -209,9 +209,10 @@ async fn llm_checks(config: &Config, home: &Path) -> Vec<Check> {
         let api_base = member.provider.api_base.clone();
         let mut endpoint = super::assemble::endpoint(&member, Some(1));
         endpoint.max_context_tokens = None;
-        let llm = BudgetedLlm::new(
+        let llm = AccountedLlm::new(
             Arc::new(OpenAiCompatLlm::new(client.clone(), endpoint, timeouts)),
             meter.clone(),
+            member.name,
         );
         let request = ChatRequest {
             messages: &ping,

@@ -15,12 +15,12 @@ use anyhow::Result;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use squidbot::accounting::meter::UsageMeter;
 use squidbot::channels::email::EmailChannel;
 use squidbot::channels::heartbeat::HeartbeatChannel;
 use squidbot::channels::http::{HttpChannel, HttpSettings};
 use squidbot::channels::matrix::{MatrixChannel, MatrixTurnTools};
 use squidbot::core::ports::channel::{ActivityLog, Channel, Dispatch, Outboxes, TurnTools};
-use squidbot::core::usage::UsageMeter;
 use squidbot::cron::CronChannel;
 use squidbot::gateway::approval_notice;
 use squidbot::gateway::fault::FaultChannel;

@@ -14,9 +14,9 @@ use anyhow::{Context, Result, bail};
 use chrono::{Days, NaiveDate, Utc};
 use clap::{Args, ValueEnum};
 
-use squidbot::core::budget::local_date;
+use squidbot::accounting::budget::local_date;
+use squidbot::accounting::meter::Totals;
 use squidbot::core::ports::usage::UsageRecord;
-use squidbot::core::usage::Totals;
 use squidbot::core::zone::Zone;
 use squidbot::storage::UsageLedgerFile;
 

@@ -38,14 +38,13 @@ use crate::core::ports::clock::Clock;
 use crate::core::ports::llm::{ChatRequest, ChatResponse, LlmClient, LlmError, StreamEvent};
 use crate::core::ports::store::{StoreError, StoredMessage, Tail};
 use crate::core::ports::tool::{Tool, ToolContext};
-use crate::core::ports::usage::{CallTag, Purpose, TurnSpend};
+use crate::core::ports::usage::{CallTag, Purpose, SpendReport, TurnSpend};
 use crate::core::redact::StreamRedactor;
 use crate::core::resume::{self, Resume};
 use crate::core::session::SessionId;
 use crate::core::session_locks::SessionLocks;
 use crate::core::tool_pipeline::CallPipeline;
 use crate::core::tool_registry::{ToolRegistry, ToolSet};
-use crate::core::usage::UsageMeter;
 
 /// The most tool rounds a turn may take before it is stopped.
 pub const DEFAULT_MAX_TOOL_ROUNDS: usize = 20;
@@ -199,7 +198,7 @@ pub struct AgentLoop {
     tool_result_cap: usize,
     approvals: Option<Arc<Approvals>>,
     approval_settings: ApprovalSettings,
-    usage: Option<Arc<UsageMeter>>,
+    usage: Option<Arc<dyn SpendReport>>,
 }
 
 impl AgentLoop {
@@ -243,7 +242,7 @@ impl AgentLoop {
     }
 
     /// Adds today's usage to the `/status` line.
-    pub fn with_usage(mut self, usage: Arc<UsageMeter>) -> Self {
+    pub fn with_usage(mut self, usage: Arc<dyn SpendReport>) -> Self {
         self.usage = Some(usage);
         self
     }

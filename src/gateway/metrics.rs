@@ -1,14 +1,12 @@
 //! The gateway's Prometheus metrics, defined once so that `/metrics` and the logs agree.
 //!
 //! Counters and the turn-latency histogram live in one [`Metrics`] value shared by the router,
-//! the supervisor and the LLM decorator [`MeteredLlm`]; `/metrics` renders them in the
+//! the supervisor and the accounting layer of the LLM clients (as its `CallObserver`); `/metrics` renders them in the
 //! OpenMetrics text format with `prometheus-client`.
 
-use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -16,11 +14,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::accounting::layer::CallObserver;
 use crate::core::liveness::Pulse;
-use crate::core::ports::llm::{
-    ChatRequest, ChatResponse, ContextBudget, LlmClient, LlmError, StreamObserver,
-};
-use crate::core::ports::usage::{UsageObserver, UsageRecord};
+use crate::core::ports::usage::UsageRecord;
 
 /// Declares a one-label set, so every family gets a label name that says what it counts.
 macro_rules! label {
@@ -252,8 +248,25 @@ impl Metrics {
     }
 }
 
-impl UsageObserver for Metrics {
-    fn observe(&self, record: &UsageRecord) {
+impl Metrics {
+    /// Shows `model`'s call and failure counters at zero before its first call, so a
+    /// dashboard sees every configured model from the start.
+    pub fn register_model(&self, model: &str) {
+        let _ = self.llm_calls.get_or_create(&Model::of(model));
+        let _ = self.llm_failures.get_or_create(&Model::of(model));
+    }
+}
+
+impl CallObserver for Metrics {
+    fn attempt(&self, model: &str) {
+        self.llm_calls.get_or_create(&Model::of(model)).inc();
+    }
+
+    fn failed(&self, model: &str) {
+        self.llm_failures.get_or_create(&Model::of(model)).inc();
+    }
+
+    fn recorded(&self, record: &UsageRecord) {
         let purpose = record.purpose.as_str();
         for (kind, tokens) in [
             ("prompt", record.prompt_tokens),
@@ -272,64 +285,6 @@ impl UsageObserver for Metrics {
             purpose: purpose.to_owned(),
         };
         self.llm_cost.get_or_create(&labels).inc_by(record.cost);
-    }
-}
-
-/// Counts the calls and failures of one model; wraps each pool member.
-pub struct MeteredLlm {
-    inner: Arc<dyn LlmClient>,
-    model: String,
-    metrics: Arc<Metrics>,
-}
-
-impl MeteredLlm {
-    /// Wraps `inner`, reporting under `model`.
-    pub fn new(inner: Arc<dyn LlmClient>, model: &str, metrics: Arc<Metrics>) -> Self {
-        let _ = metrics.llm_calls.get_or_create(&Model::of(model));
-        let _ = metrics.llm_failures.get_or_create(&Model::of(model));
-        Self {
-            inner,
-            model: model.to_owned(),
-            metrics,
-        }
-    }
-}
-
-#[async_trait]
-impl LlmClient for MeteredLlm {
-    async fn chat(
-        &self,
-        request: ChatRequest<'_>,
-        observer: StreamObserver<'_>,
-    ) -> Result<ChatResponse, LlmError> {
-        self.metrics
-            .llm_calls
-            .get_or_create(&Model::of(&self.model))
-            .inc();
-        let result = self.inner.chat(request, observer).await;
-        if result.is_err() {
-            self.metrics
-                .llm_failures
-                .get_or_create(&Model::of(&self.model))
-                .inc();
-        }
-        result
-    }
-
-    fn context_budget(&self) -> Option<ContextBudget> {
-        self.inner.context_budget()
-    }
-
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    fn first_model(&self) -> Option<&str> {
-        self.inner.first_model()
-    }
-
-    fn describe(&self) -> String {
-        self.inner.describe()
     }
 }
 

@@ -16,7 +16,7 @@ pub mod shutdown;
 pub mod state;
 pub mod supervisor;
 
-pub use metrics::{MeteredLlm, Metrics};
+pub use metrics::Metrics;
 pub use router::Router;
 pub use state::{FnSection, GatewayState, StatusSection, status_fn};
 pub use supervisor::{ChannelDirectory, Supervisor};

@@ -17,7 +17,10 @@ use crate::llm::settings::RetryPolicy;
 
 /// Models tried in order, each with retries; itself an [`LlmClient`].
 pub struct LlmPool {
+    /// `pool:{pool}`, for logs.
     name: String,
+    /// The configured name.
+    pool: String,
     members: Vec<Arc<dyn LlmClient>>,
     retry: RetryPolicy,
 }
@@ -27,6 +30,7 @@ impl LlmPool {
     pub fn new(name: &str, members: Vec<Arc<dyn LlmClient>>, retry: RetryPolicy) -> Self {
         Self {
             name: format!("pool:{name}"),
+            pool: name.to_owned(),
             members,
             retry,
         }
@@ -56,10 +60,10 @@ impl std::fmt::Debug for LlmPool {
     }
 }
 
-/// The model name a member reports in [`StreamEvent::Restart`]: its name without `model:`.
+/// The model a member starts with (its configured name), as [`StreamEvent::Restart`] and the
+/// accounting layer name it.
 fn display_name(member: &dyn LlmClient) -> String {
-    let name = member.name();
-    name.strip_prefix("model:").unwrap_or(name).to_owned()
+    member.first_model().unwrap_or_default().to_owned()
 }
 
 #[async_trait]
@@ -122,8 +126,7 @@ impl LlmClient for LlmPool {
 
     fn describe(&self) -> String {
         let members: Vec<String> = self.members.iter().map(|m| m.describe()).collect();
-        let pool = self.name.strip_prefix("pool:").unwrap_or(&self.name);
-        format!("{pool}: {}", members.join(" → "))
+        format!("{}: {}", self.pool, members.join(" → "))
     }
 }
 
@@ -137,6 +140,7 @@ mod tests {
     /// A member that answers from a script of results.
     struct Fake {
         name: String,
+        model: String,
         script: Mutex<Vec<Result<&'static str, LlmError>>>,
         budget: Option<ContextBudget>,
     }
@@ -145,6 +149,7 @@ mod tests {
         fn new(name: &str, script: Vec<Result<&'static str, LlmError>>) -> Arc<Self> {
             Arc::new(Self {
                 name: format!("model:{name}"),
+                model: name.to_owned(),
                 script: Mutex::new(script.into_iter().rev().collect()),
                 budget: None,
             })
@@ -174,6 +179,10 @@ mod tests {
 
         fn name(&self) -> &str {
             &self.name
+        }
+
+        fn first_model(&self) -> Option<&str> {
+            Some(&self.model)
         }
     }
 

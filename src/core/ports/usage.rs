@@ -203,8 +203,9 @@ pub trait UsageLedger: Send + Sync {
     async fn first_notice(&self, budget: &str, day: NaiveDate) -> Result<bool, LedgerError>;
 }
 
-/// Something that wants to see every record as it is made (the gateway's metrics).
-pub trait UsageObserver: Send + Sync {
-    /// Called once per answered call, after the record was made.
-    fn observe(&self, record: &UsageRecord);
+/// Today's spend in one line for the chat `/status` (the usage meter, outside core).
+#[async_trait]
+pub trait SpendReport: Send + Sync {
+    /// Today's and this month's tokens and cost, and a reached daily budget.
+    async fn status_line(&self) -> String;
 }

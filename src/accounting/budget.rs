@@ -2,7 +2,7 @@
 //! the message a stopped turn ends with.
 //!
 //! Pure functions of the spend so far and the time, so the day boundaries (in the owner's zone,
-//! DST included) are unit-tested without a clock or a ledger. [`crate::core::usage`] feeds them
+//! DST included) are unit-tested without a clock or a ledger. [`crate::accounting::meter`] feeds them
 //! the running totals.
 
 use chrono::{DateTime, Days, Local, NaiveDate, NaiveTime, TimeZone, Utc};

@@ -1,6 +1,6 @@
-//! [`UsageMeter`]: the running totals of tokens and cost, the budgets checked before each LLM
-//! call, and (in [`crate::core::budgeted_llm`]) [`BudgetedLlm`](crate::core::budgeted_llm::BudgetedLlm), the client decorator through which every call is admitted and
-//! recorded.
+//! [`UsageMeter`]: the running totals of tokens and cost, the prices, and the budgets checked
+//! before each LLM call; [`crate::accounting::layer::AccountedLlm`] is the client layer through
+//! which every call is admitted and recorded.
 //!
 //! The totals are folded from the ledger, never kept apart from it: a call's record is
 //! appended, and the next poll (before the next call, or for `/status`) reads it back together
@@ -15,10 +15,10 @@ use std::sync::{Arc, Mutex};
 use chrono::{DateTime, Datelike, NaiveDate, Utc};
 use serde::Serialize;
 
-use crate::core::budget::{self, BudgetKind, Budgets, Spent};
+use crate::accounting::budget::{self, BudgetKind, Budgets, Spent};
 use crate::core::ports::clock::Clock;
 use crate::core::ports::llm::{ChatRequest, ChatResponse, LlmError};
-use crate::core::ports::usage::{CallTag, TokenUsage, UsageLedger, UsageObserver, UsageRecord};
+use crate::core::ports::usage::{CallTag, SpendReport, TokenUsage, UsageLedger, UsageRecord};
 use crate::core::window::approx_tokens;
 use crate::core::zone::Zone;
 
@@ -152,12 +152,11 @@ struct Folded {
 }
 
 /// Running totals, budgets and the ledger behind them; one per process, shared by every
-/// [`BudgetedLlm`](crate::core::budgeted_llm::BudgetedLlm).
+/// [`AccountedLlm`](crate::accounting::layer::AccountedLlm).
 pub struct UsageMeter {
     ledger: Arc<dyn UsageLedger>,
     settings: MeterSettings,
     clock: Arc<dyn Clock>,
-    observers: Vec<Arc<dyn UsageObserver>>,
     /// A std lock: held only to fold records or read totals, never across an await.
     folded: Mutex<Folded>,
 }
@@ -171,18 +170,16 @@ impl std::fmt::Debug for UsageMeter {
 }
 
 impl UsageMeter {
-    /// A meter over `ledger`; `observers` see every record this process makes.
+    /// A meter over `ledger`.
     pub fn new(
         ledger: Arc<dyn UsageLedger>,
         settings: MeterSettings,
         clock: Arc<dyn Clock>,
-        observers: Vec<Arc<dyn UsageObserver>>,
     ) -> Self {
         Self {
             ledger,
             settings,
             clock,
-            observers,
             folded: Mutex::default(),
         }
     }
@@ -272,16 +269,22 @@ impl UsageMeter {
         })
     }
 
-    /// Records an answered call: its tokens (reported, or estimated from `request` and the
-    /// answer), its cost, the turn's spend; appends it to the ledger and shows it to the
-    /// observers.
-    pub async fn record(&self, pool: &str, request: &ChatRequest<'_>, response: &ChatResponse) {
+    /// Records an answered call of `pool` (a configured name): its tokens (reported, or
+    /// estimated from `request` and the answer), its cost, the turn's spend; appends it to the
+    /// ledger and returns it.
+    pub async fn record(
+        &self,
+        pool: &str,
+        request: &ChatRequest<'_>,
+        response: &ChatResponse,
+    ) -> UsageRecord {
         let (usage, estimated) = match response.usage {
             Some(usage) => (usage, false),
             None => (estimate(request, response), true),
         };
         let record = self.usage_record(pool, request.call, &response.model, usage, estimated);
-        self.append(record).await;
+        self.append(&record).await;
+        record
     }
 
     /// The record of a call of `pool` tagged `call`, answered by `model` with `usage`, added
@@ -306,7 +309,7 @@ impl UsageMeter {
             time: self.clock.now().to_utc(),
             session: call.session.map(ToString::to_string),
             purpose: call.purpose,
-            pool: pool.strip_prefix("pool:").unwrap_or(pool).to_owned(),
+            pool: pool.to_owned(),
             model: model.to_owned(),
             prompt_tokens: usage.prompt,
             completion_tokens: usage.completion,
@@ -316,16 +319,12 @@ impl UsageMeter {
         }
     }
 
-    /// Writes `record` to the ledger (or, failing that, counts it in memory) and tells the
-    /// observers.
-    pub(crate) async fn append(&self, record: UsageRecord) {
-        if let Err(error) = self.ledger.append(&record).await {
+    /// Writes `record` to the ledger (or, failing that, counts it in memory).
+    pub(crate) async fn append(&self, record: &UsageRecord) {
+        if let Err(error) = self.ledger.append(record).await {
             tracing::warn!(error = %error, "Usage record not written; counted in memory only.");
             let mut folded = self.folded();
-            self.fold(&mut folded, &record);
-        }
-        for observer in &self.observers {
-            observer.observe(&record);
+            self.fold(&mut folded, record);
         }
     }
 
@@ -388,7 +387,7 @@ impl UsageMeter {
 
     /// The chat `/status` part: today's and this month's tokens and cost, and a reached daily
     /// budget.
-    pub async fn status_line(&self) -> String {
+    async fn line(&self) -> String {
         let status = self.status().await;
         let reached: Vec<&str> = status
             .budgets
@@ -412,6 +411,14 @@ impl UsageMeter {
 }
 
 /// The tokens of a call whose provider reported none: about four characters a token over the
+
+#[async_trait::async_trait]
+impl SpendReport for UsageMeter {
+    async fn status_line(&self) -> String {
+        self.line().await
+    }
+}
+
 /// prompt, the tool schemas and the answer.
 pub fn estimate(request: &ChatRequest<'_>, response: &ChatResponse) -> TokenUsage {
     let tool_chars: usize = request
@@ -502,7 +509,7 @@ mod tests {
             zone: Zone::parse("Europe/Berlin").unwrap(),
         };
         let ledger = Arc::new(MemoryLedger::default());
-        let meter = UsageMeter::new(ledger, settings, clock.clone(), Vec::new());
+        let meter = UsageMeter::new(ledger, settings, clock.clone());
         (Arc::new(meter), clock)
     }
 
@@ -525,7 +532,7 @@ mod tests {
             tools: &[],
             call,
         };
-        meter.record("pool:default", &request, response).await;
+        meter.record("default", &request, response).await;
     }
 
     #[test]
@@ -652,7 +659,7 @@ mod tests {
             tools: &[],
             call: CallTag::new(Purpose::Turn),
         };
-        meter.record("pool:default", &request, &silent).await;
+        meter.record("default", &request, &silent).await;
         let status = meter.status().await;
         assert_eq!(status.today.estimated_calls, 1);
         assert_eq!(status.today.completion_tokens, 10);

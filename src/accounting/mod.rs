@@ -1,0 +1,15 @@
+//! Accounting: what the LLM calls cost, the budgets that stop them, and the client layer where
+//! both happen.
+//!
+//! - [`budget`]: the limits (`budgets.*`), the owner's day they count in, the stop message.
+//! - [`meter`]: [`meter::UsageMeter`], the running totals folded from the ledger, the prices,
+//!   and the admission check before each call.
+//! - [`layer`]: [`layer::AccountedLlm`], the outermost layer of each pool's client: admit,
+//!   record (a call cut short included) and tell the metrics, in one place.
+//!
+//! Outside `core`: the agent loop sees only the ports (`LlmClient::admit`, `SpendReport`), so
+//! how calls are priced and limited can change without touching the domain.
+
+pub mod budget;
+pub mod layer;
+pub mod meter;
