@@ -38,6 +38,7 @@ use squidbot::core::zone::Zone;
 use squidbot::cron::store::CronJobs;
 use squidbot::cron::tools::{CronAddTool, registry_tools};
 use squidbot::gateway::Metrics;
+use squidbot::llm::learned::Learned;
 use squidbot::llm::profile::{TokenLimit, ToolCallIds};
 use squidbot::llm::{
     Endpoint, LlmPool, OpenAiCompatLlm, Profile, RetryPolicy, Timeouts, http_client,
@@ -154,6 +155,7 @@ impl Assembly {
         let metering = Metering {
             usage: usage_meter(config, &loaded.home, clock.clone()),
             metrics,
+            learned: Arc::new(Learned::load(&loaded.home)),
         };
         let default_pool = &config.llm.default_pool;
         let llm = build_pool(config, default_pool, &client, &timeouts, &metering)?;
@@ -502,8 +504,8 @@ fn build_pool(
                 metrics.register_model(member.name);
             }
             let endpoint = endpoint(&member, Some(member.model.max_tokens));
-            Arc::new(OpenAiCompatLlm::new(client.clone(), endpoint, *timeouts))
-                as Arc<dyn LlmClient>
+            let model = OpenAiCompatLlm::new(client.clone(), endpoint, *timeouts);
+            Arc::new(model.with_learned(metering.learned.clone())) as Arc<dyn LlmClient>
         })
         .collect();
     let r = &config.llm.retry;
@@ -528,6 +530,8 @@ fn build_pool(
 struct Metering {
     metrics: Option<Arc<Metrics>>,
     usage: Arc<UsageMeter>,
+    /// What the home learned about the servers (see `Learned`).
+    learned: Arc<Learned>,
 }
 
 /// The usage meter of `config`: the ledger under `home`, the models' prices, the budgets in

@@ -198,6 +198,7 @@ async fn llm_checks(config: &Config, home: &Path) -> Vec<Check> {
         Utc::now().fixed_offset(),
     ))];
     let meter = usage_meter(config, home, Arc::new(SystemClock));
+    let learned = Arc::new(squidbot::llm::learned::Learned::load(home));
     let mut checks = Vec::new();
     for member in members {
         if let Some(problem) = settings_problem(&member) {
@@ -209,8 +210,9 @@ async fn llm_checks(config: &Config, home: &Path) -> Vec<Check> {
         let api_base = member.provider.api_base.clone();
         let mut endpoint = super::assemble::endpoint(&member, Some(1));
         endpoint.max_context_tokens = None;
+        let model = OpenAiCompatLlm::new(client.clone(), endpoint, timeouts);
         let llm = AccountedLlm::new(
-            Arc::new(OpenAiCompatLlm::new(client.clone(), endpoint, timeouts)),
+            Arc::new(model.with_learned(learned.clone())),
             meter.clone(),
             member.name,
         );

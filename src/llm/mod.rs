@@ -9,11 +9,13 @@
 //! - `stream`: SSE (or plain JSON) into a `ChatResponse`.
 //! - `assemble`: tool-call fragments into calls, keyed by id and name as well as index.
 //! - `think`: `<think>` reasoning and leaked `<tool_call>` markup taken out of the text.
+//! - [`learned`]: [`learned::Learned`], server quirks found out once and kept in the home.
 //! - [`pool`]: [`LlmPool`], models tried in order with backoff.
 //! - [`profile`]: [`Profile`], what one model's requests must look like for its provider.
 
 mod assemble;
 pub mod images;
+pub mod learned;
 pub mod openai_compat;
 pub mod pool;
 pub mod profile;

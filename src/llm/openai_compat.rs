@@ -3,12 +3,12 @@
 //! It streams with SSE, maps every way a call can fail to an [`LlmError`] the pool can act on
 //! (status codes, `Retry-After`, transport errors, four explicit timeouts) and survives the
 //! known server quirks: llama.cpp's empty 200 body when tools are streamed is retried once
-//! without streaming, and a server that ignores `stream: true` and answers with plain JSON is
-//! read as such. The API key only ever goes into the `Authorization` header.
+//! without streaming, a 4xx naming `stream_options` is retried without them (both learned for
+//! good, see [`Learned`]), and a server that ignores `stream: true` and answers with plain JSON
+//! is read as such. The API key only ever goes into the `Authorization` header.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -19,6 +19,7 @@ use crate::core::ports::llm::{
     ChatRequest, ChatResponse, ContextBudget, LlmClient, LlmError, StreamObserver,
 };
 use crate::llm::images;
+use crate::llm::learned::Learned;
 use crate::llm::settings::{Endpoint, Timeouts};
 use crate::llm::stream::{StreamOutcome, head, parse_completion, read_sse};
 use crate::llm::wire::{RequestBody, error_message};
@@ -46,22 +47,33 @@ pub struct OpenAiCompatLlm {
     endpoint: Endpoint,
     timeouts: Timeouts,
     name: String,
-    /// Set once the server rejected `stream_options` (a 4xx naming it); later requests go
-    /// without it, and their usage is estimated unless the server reports it anyway.
-    no_stream_options: Arc<AtomicBool>,
+    /// What is known about the server (shared by every client of the home): whether it
+    /// refuses `stream_options` (requests then go without them, and their usage is estimated
+    /// unless the server reports it anyway) or cannot stream tool calls.
+    learned: Arc<Learned>,
+    /// The key of this server in `learned`: the completions URL and the model id.
+    server: String,
 }
 
 impl OpenAiCompatLlm {
     /// A client for `endpoint` using the shared HTTP `client` (see [`http_client`]).
     pub fn new(client: reqwest::Client, endpoint: Endpoint, timeouts: Timeouts) -> Self {
         let name = format!("model:{}", endpoint.model_name);
+        let server = format!("{} {}", endpoint.completions_url(), endpoint.model);
         Self {
             client,
             endpoint,
             timeouts,
             name,
-            no_stream_options: Arc::default(),
+            learned: Arc::default(),
+            server,
         }
+    }
+
+    /// The client sharing what `learned` knows about servers (the home's, see [`Learned`]).
+    pub fn with_learned(mut self, learned: Arc<Learned>) -> Self {
+        self.learned = learned;
+        self
     }
 
     /// The endpoint this client talks to.
@@ -91,8 +103,15 @@ impl OpenAiCompatLlm {
             &self.endpoint.profile,
             &images,
         );
-        if self.no_stream_options.load(Ordering::Relaxed) {
+        let quirks = self.learned.recall(&self.server);
+        if quirks.no_stream_options {
             body.stream_options = None;
+        }
+        if quirks.no_streamed_tools && !request.tools.is_empty() {
+            body.stream = false;
+            body.stream_options = None;
+            let response = self.send(&body).await?;
+            return self.read_completion(response, observer).await;
         }
         let response = match self.send(&body).await {
             // OpenAI-compatible servers that do not know `stream_options` say so with a 400
@@ -106,7 +125,8 @@ impl OpenAiCompatLlm {
                     model = self.model_name(),
                     "The server rejects stream_options; asking without it from now on."
                 );
-                self.no_stream_options.store(true, Ordering::Relaxed);
+                self.learned
+                    .remember(&self.server, |quirks| quirks.no_stream_options = true);
                 body.stream_options = None;
                 self.send(&body).await?
             }
@@ -127,6 +147,12 @@ impl OpenAiCompatLlm {
                     model = self.model_name(),
                     "Empty streamed response; retrying once without streaming."
                 );
+                if !request.tools.is_empty() {
+                    // llama.cpp's way of saying it cannot stream tool calls: from now on
+                    // requests with tools go unstreamed.
+                    self.learned
+                        .remember(&self.server, |quirks| quirks.no_streamed_tools = true);
+                }
                 body.stream = false;
                 body.stream_options = None;
                 let response = self.send(&body).await?;

@@ -349,6 +349,40 @@ async fn a_server_that_rejects_stream_options_is_asked_again_without_them() {
     let records = ledger(home.path());
     assert_eq!(records.len(), 1);
     assert_eq!(records[0]["estimated"], true);
+    // The next process knows it from the home: its first request goes without them.
+    let output = home.run(&["agent", "-m", "again"]).await;
+    assert_eq!(stdout(&output), "ok\n", "{}", stderr(&output));
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 3, "no wasted request");
+    assert!(
+        requests[2].get("stream_options").is_none(),
+        "{}",
+        requests[2]
+    );
+}
+
+/// A server that sends an empty stream when tools are offered (llama.cpp without a tool-call
+/// parser) is asked again without streaming, and later processes ask it so from the start.
+#[tokio::test]
+async fn a_server_that_cannot_stream_tools_is_asked_unstreamed_from_then_on() {
+    let llm = ScriptedLlm::start().await;
+    llm.enqueue(Reply::EmptyBody);
+    let home = Home::new();
+    home.write_config(&llm.url(), "");
+    let output = home.run(&["agent", "-m", "hi"]).await;
+    assert_eq!(stdout(&output), "ok\n", "{}", stderr(&output));
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(!requests[0]["tools"].as_array().unwrap().is_empty());
+    assert_eq!(
+        (&requests[0]["stream"], &requests[1]["stream"]),
+        (&json!(true), &json!(false))
+    );
+    let output = home.run(&["agent", "-m", "again"]).await;
+    assert_eq!(stdout(&output), "ok\n", "{}", stderr(&output));
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 3, "no wasted request");
+    assert_eq!(requests[2]["stream"], false);
 }
 
 #[tokio::test]
