@@ -13,6 +13,7 @@ mod harness;
 mod llm;
 // #25: recorded responses of real providers, replayed into the real binary.
 mod provider_replays;
+mod request_shapes;
 // #25: images people send reach a model that reads images as images.
 mod vision;
 // The memory system: consolidation, cursor, prompt layout, restarts, concurrency.
