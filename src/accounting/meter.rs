@@ -22,6 +22,12 @@ use crate::core::ports::usage::{CallTag, SpendReport, TokenUsage, UsageLedger, U
 use crate::core::window::approx_tokens;
 use crate::core::zone::Zone;
 
+/// What one picture costs a model that reads it, roughly: OpenAI counts 765 tokens for a
+/// 1024×1024 image at high detail, Anthropic about 1 600 for 1.15 megapixels, Gemini 258; a
+/// middle figure, used only where the provider reported no usage. (A model that gets the path
+/// instead is overcharged by it, which errs on the side of the budget.)
+const IMAGE_TOKENS: usize = 800;
+
 /// Days of daily totals kept in memory (the budgets need today; `/status` this month).
 const KEPT_DAYS: usize = 62;
 
@@ -426,7 +432,16 @@ pub fn estimate(request: &ChatRequest<'_>, response: &ChatResponse) -> TokenUsag
         .iter()
         .map(|spec| serde_json::to_string(spec).map_or(0, |text| text.len()))
         .sum();
-    let prompt = approx_tokens(request.messages.iter().map(Arc::as_ref)) + tool_chars / 4;
+    // Only the newest images of a prompt are sent (older ones stay a path).
+    let images = request
+        .messages
+        .iter()
+        .map(|message| message.images.len())
+        .sum::<usize>()
+        .min(crate::llm::images::MAX_IMAGES);
+    let prompt = approx_tokens(request.messages.iter().map(Arc::as_ref))
+        + tool_chars / 4
+        + images * IMAGE_TOKENS;
     let calls: usize = response
         .tool_calls
         .iter()
@@ -665,5 +680,33 @@ mod tests {
         assert_eq!(status.today.completion_tokens, 10);
         assert!(status.today.prompt_tokens >= 100, "{:?}", status.today);
         assert!(status.today.cost > 0.0);
+    }
+
+    #[test]
+    fn images_are_estimated_only_as_many_as_are_sent() {
+        let now = utc("2026-11-24T10:00:00Z").fixed_offset();
+        let mut message =
+            crate::core::message::Message::new(crate::core::message::Role::User, "", now);
+        let request = |messages: &[Arc<crate::core::message::Message>]| {
+            estimate(
+                &ChatRequest {
+                    messages,
+                    tools: &[],
+                    call: CallTag::new(Purpose::Turn),
+                },
+                &ChatResponse::default(),
+            )
+            .prompt
+        };
+        let bare = request(&[Arc::new(message.clone())]);
+        message.images = vec!["a.png".into()];
+        let one = request(&[Arc::new(message.clone())]);
+        assert_eq!(one - bare, IMAGE_TOKENS as u64);
+        message.images = vec!["a.png".into(); 9];
+        let nine = request(&[Arc::new(message)]);
+        assert_eq!(
+            nine - bare,
+            (IMAGE_TOKENS * crate::llm::images::MAX_IMAGES) as u64
+        );
     }
 }
