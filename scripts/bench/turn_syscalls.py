@@ -6,7 +6,7 @@
 #
 #   cargo build --release           (or SQUIDBOT_BIN=target/debug/squidbot: same calls)
 #   python3 scripts/bench/turn_syscalls.py [TURNS]
-import json, os, re, signal, socket, subprocess, sys, tempfile, urllib.request
+import json, os, re, signal, socket, subprocess, sys, tempfile, time, urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import instant_llm
 
@@ -48,6 +48,9 @@ def summary(turns):
     process = subprocess.Popen(["strace", "-f", "-c", "-o", out, BIN, "gateway"], env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     instant_llm.wait_ready(port, process)
+    # A daemon's workspace was last changed long before its turns; a fresh one (templates
+    # written at start) is rescanned until it settled (storage/workspace_files.rs, 2 s).
+    time.sleep(2.5)
     for i in range(turns):
         say(port, f"turn {i}")
     # SIGTERM to the gateway itself (strace would only detach): it drains and exits.

@@ -1,21 +1,20 @@
 //! [`WorkspacePrompt`]: the workspace's bootstrap files as the base of every system prompt.
 //!
 //! The files (SOUL, IDENTITY, USER, AGENTS, ENVIRONMENT, BOOTSTRAP) are re-checked on every turn
-//! and re-read only when their size or modification time changed, so an owner's edit (or the
-//! agent deleting BOOTSTRAP.md after onboarding) applies on the next message without a restart.
+//! and re-read only when they changed ([`WorkspaceFiles`]: one `statx` of the workspace when
+//! none exists), so an owner's edit (or the agent deleting BOOTSTRAP.md after onboarding)
+//! applies on the next message without a restart.
 //! USER.md describes the owner, so it is part only of turns no one else takes part in
 //! ([`OWNER_FILES`], [`Audience`]).
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 
 use crate::core::audience::Audience;
 use crate::core::ports::prompt::{PromptSections, PromptSource};
-use crate::storage::beneath::{self, Beneath};
+use crate::storage::workspace_files::WorkspaceFiles;
 
 /// The bootstrap files of the main agent, in prompt order.
 pub const MAIN_AGENT_FILES: [&str; 6] = [
@@ -34,15 +33,11 @@ pub const OWNER_FILES: [&str; 1] = ["USER.md"];
 /// Separator between bootstrap files in the prompt.
 const SEPARATOR: &str = "\n\n---\n\n";
 
-type Cache = HashMap<PathBuf, (SystemTime, u64, Arc<str>)>;
-
-/// Reads bootstrap files from a workspace, cached by modification time.
+/// Reads bootstrap files from a workspace, cached (see [`WorkspaceFiles`]).
 #[derive(Debug)]
 pub struct WorkspacePrompt {
-    workspace: PathBuf,
     files: Vec<PathBuf>,
-    /// A std mutex: held only while copying cache entries, never across an await.
-    cache: Arc<Mutex<Cache>>,
+    cache: Arc<WorkspaceFiles>,
 }
 
 impl WorkspacePrompt {
@@ -55,9 +50,8 @@ impl WorkspacePrompt {
     pub fn with_files<'a>(workspace: &Path, names: impl IntoIterator<Item = &'a str>) -> Self {
         let files = names.into_iter().map(PathBuf::from).collect();
         Self {
-            workspace: workspace.to_owned(),
             files,
-            cache: Arc::default(),
+            cache: Arc::new(WorkspaceFiles::new(workspace)),
         }
     }
 }
@@ -70,8 +64,7 @@ impl PromptSource for WorkspacePrompt {
             files.retain(|path| !is_owner_file(path));
         }
         let cache = self.cache.clone();
-        let workspace = self.workspace.clone();
-        let base = tokio::task::spawn_blocking(move || read_all(&workspace, &files, &cache))
+        let base = tokio::task::spawn_blocking(move || read_all(&files, &cache))
             .await
             .unwrap_or_default();
         PromptSections {
@@ -90,50 +83,14 @@ fn is_owner_file(path: &Path) -> bool {
 
 /// Reads `files` (names in `workspace`) beneath the workspace: a file linked out of it (a
 /// command may plant `SOUL.md -> ../squidbot.yaml`) is refused and left out, never read.
-fn read_all(workspace: &Path, files: &[PathBuf], cache: &Mutex<Cache>) -> String {
-    let mut parts: Vec<Arc<str>> = Vec::with_capacity(files.len());
-    let workspace_dir = match Beneath::open(workspace) {
-        Ok(dir) => dir,
-        Err(error) => {
-            tracing::warn!(path = %workspace.display(), error = %error, "Cannot open the workspace; no bootstrap files.");
-            return String::new();
-        }
-    };
-    for path in files {
-        let meta = match workspace_dir.metadata(path) {
-            Ok(meta) => meta,
-            Err(error) => {
-                beneath::refused(&workspace.join(path), &error);
-                continue;
-            }
-        };
-        let modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
-        let cached = {
-            let cache = cache.lock().unwrap_or_else(|poison| poison.into_inner());
-            cache
-                .get(path)
-                .filter(|(m, len, _)| *m == modified && *len == meta.len())
-                .map(|(_, _, text)| text.clone())
-        };
-        let text = match cached {
-            Some(text) => text,
-            None => match workspace_dir.read_to_string(path) {
-                Ok(text) => {
-                    let text: Arc<str> = text.into();
-                    let mut cache = cache.lock().unwrap_or_else(|poison| poison.into_inner());
-                    cache.insert(path.clone(), (modified, meta.len(), text.clone()));
-                    text
-                }
-                Err(error) => {
-                    tracing::warn!(path = %path.display(), error = %error, "Could not read a bootstrap file; left it out.");
-                    continue;
-                }
-            },
-        };
-        if !text.trim().is_empty() {
-            parts.push(text);
-        }
-    }
+fn read_all(files: &[PathBuf], cache: &WorkspaceFiles) -> String {
+    let names: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
+    let parts: Vec<Arc<str>> = cache
+        .read(&names)
+        .into_iter()
+        .flatten()
+        .filter(|text| !text.trim().is_empty())
+        .collect();
     parts
         .iter()
         .map(|t| t.trim())

@@ -15,6 +15,7 @@ use async_trait::async_trait;
 use tokio::sync::Mutex;
 
 use super::file_lock::FileLock;
+use super::workspace_files::WorkspaceFiles;
 use super::{atomic, beneath, blocking, io_error};
 use crate::core::ports::store::{MemoryStore, StoreError};
 
@@ -26,6 +27,8 @@ pub struct MemoryFile {
     writing: Mutex<()>,
     /// The workspace, whose directory lock every writer of its files holds.
     workspace: PathBuf,
+    /// MEMORY.md read for prompts, re-read only when it changed.
+    reads: std::sync::Arc<WorkspaceFiles>,
 }
 
 impl MemoryFile {
@@ -35,6 +38,7 @@ impl MemoryFile {
             path: workspace.join("MEMORY.md"),
             writing: Mutex::new(()),
             workspace: workspace.to_owned(),
+            reads: std::sync::Arc::new(WorkspaceFiles::new(workspace)),
         }
     }
 
@@ -57,17 +61,12 @@ impl MemoryFile {
 #[async_trait]
 impl MemoryStore for MemoryFile {
     async fn load(&self) -> Result<String, StoreError> {
-        let path = self.path.clone();
-        let workspace = self.workspace.clone();
+        let reads = self.reads.clone();
         blocking("read", &self.path, move || {
             // Beneath the workspace: a MEMORY.md linked out of it is refused, never read into
-            // a prompt.
-            match beneath::read_to_string(&workspace, Path::new("MEMORY.md")) {
-                Ok(text) => Ok(text),
-                Err(error) if error.kind() == ErrorKind::NotFound => Ok(String::new()),
-                Err(error) if beneath::refused(&path, &error) => Ok(String::new()),
-                Err(error) => Err(io_error("read", &path, error)),
-            }
+            // a prompt. Cached: a turn looks at the disk only for a change.
+            let text = reads.read(&[Path::new("MEMORY.md")]).pop().flatten();
+            Ok(text.map(|text| text.to_string()).unwrap_or_default())
         })
         .await
     }

@@ -33,6 +33,7 @@ pub mod memory_file;
 pub mod safe_id;
 pub mod tail_cache;
 pub mod usage_ledger;
+pub mod workspace_files;
 
 pub use activity_log::ActivityFile;
 pub use approval_file::ApprovalFile;

@@ -14,7 +14,7 @@
 //! processes and restarts; it is read and appended under its own `flock`.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -111,15 +111,24 @@ fn io_error(path: &Path) -> impl FnOnce(io::Error) -> LedgerError + '_ {
 /// The records in whole lines of `path` from byte `offset`, and the offset after the last
 /// whole line; a missing file holds none.
 pub fn read_from(path: &Path, offset: u64) -> Result<(Vec<UsageRecord>, u64), LedgerError> {
-    let mut file = match File::open(path) {
+    let file = match File::open(path) {
         Ok(file) => file,
         Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok((Vec::new(), offset)),
         Err(error) => return Err(io_error(path)(error)),
     };
+    // Positioned reads until the end: no seek and no size query, as a poll runs before every
+    // LLM call and usually finds one new line or none.
     let mut bytes = Vec::new();
-    file.seek(SeekFrom::Start(offset))
-        .and_then(|_| file.read_to_end(&mut bytes))
-        .map_err(io_error(path))?;
+    let mut chunk = [0u8; 8192];
+    loop {
+        let read = file
+            .read_at(&mut chunk, offset + bytes.len() as u64)
+            .map_err(io_error(path))?;
+        if read == 0 {
+            break;
+        }
+        bytes.extend_from_slice(&chunk[..read]);
+    }
     let (records, consumed) = parse_lines(&bytes);
     Ok((records, offset + consumed as u64))
 }
@@ -146,18 +155,32 @@ pub fn parse_lines(bytes: &[u8]) -> (Vec<UsageRecord>, usize) {
 }
 
 /// Appends `record` as one line under the file's lock, closing a torn last line first.
+///
+/// The month file carries its own lock (it is never replaced), taken on the one descriptor the
+/// line is written through; the directory is made only when the file cannot be opened without
+/// it. One open, one `flock`, one `fstat`, one `pread` and one `write` per LLM call.
 fn append_line(dir: &Path, record: &UsageRecord) -> Result<(), LedgerError> {
-    fs::create_dir_all(dir).map_err(io_error(dir))?;
     let path = month_file(dir, &month_of(record.time));
     let mut line =
         serde_json::to_vec(record).map_err(|error| io_error(&path)(io::Error::other(error)))?;
     line.push(b'\n');
-    let _lock = FileLock::exclusive(&path).map_err(io_error(&path))?;
-    let mut file = OpenOptions::new()
-        .append(true)
-        .read(true)
-        .open(&path)
-        .map_err(io_error(&path))?;
+    let open = || {
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .read(true)
+            .open(&path)
+    };
+    let mut file = match open() {
+        Err(error) if error.kind() == io::ErrorKind::NotFound => {
+            fs::create_dir_all(dir).map_err(io_error(dir))?;
+            open()
+        }
+        opened => opened,
+    }
+    .map_err(io_error(&path))?;
+    // Released when `file` is closed, after the write.
+    file.lock().map_err(io_error(&path))?;
     let len = file.metadata().map_err(io_error(&path))?.len();
     if len > 0 {
         let mut last = [0u8];
