@@ -3,7 +3,7 @@
 # throughput (gateway_load) moves ±15 % from run to run. Instruction counts do not depend on what
 # else runs.
 #
-#   cargo build --release
+#   CARGO_PROFILE_RELEASE_STRIP=none cargo build --release   (callgrind needs the symbols)
 #   python3 scripts/bench/turn_instructions.py [TURNS]     # default 300
 #
 # The release gateway (or SQUIDBOT_BIN) runs HTTP-only under `valgrind --tool=callgrind` against

@@ -4,9 +4,12 @@
 # page that runs; with these functions spread over 38 MB of code, an idle gateway kept ~15 MB of
 # it resident. Clustered, a few MB cover them.
 #
-#   cargo build --release
+#   CARGO_PROFILE_RELEASE_STRIP=none cargo build --release
 #   python3 scripts/build/startup_symbols.py [TESTENV_DIR]
 #   cargo build --release     # relinks with the new order
+#
+# The release profile strips symbols, and callgrind names functions by them: profile a build
+# with stripping off (the same code and names; stripping happens after the link).
 #
 # Profile the binary of `cargo build --release` itself (or SQUIDBOT_BIN): `cargo bench` leaves
 # its own build at target/release/squidbot, with dev-dependency features and so other names.
