@@ -22,6 +22,12 @@ pub struct Term {
     pub end: usize,
 }
 
+/// The longest word indexed whole, in bytes; a longer run of letters (a pasted base64 blob, a
+/// 400 000-character "word") is indexed as its first this many bytes, unstemmed. No real word
+/// is this long, and without a bound one message made stemming, the index and every later
+/// search that touched it cost seconds of CPU.
+pub const MAX_WORD_BYTES: usize = 64;
+
 fn stemmer() -> &'static Stemmer {
     static STEMMER: OnceLock<Stemmer> = OnceLock::new();
     STEMMER.get_or_init(|| Stemmer::create(Algorithm::English))
@@ -56,6 +62,13 @@ pub fn terms(text: &str) -> Vec<Term> {
 
 /// One word (letters and digits only) as its index term.
 fn normalize(word: &str) -> String {
+    if word.len() > MAX_WORD_BYTES {
+        let mut end = MAX_WORD_BYTES;
+        while !word.is_char_boundary(end) {
+            end -= 1;
+        }
+        return word[..end].to_lowercase();
+    }
     let lower = word.to_lowercase();
     if lower.bytes().all(|b| b.is_ascii_lowercase()) {
         stemmer().stem(&lower).into_owned()
@@ -310,5 +323,19 @@ mod tests {
     #[test]
     fn the_index_text_is_the_terms_joined() {
         assert_eq!(index_text("I went running, twice!"), "i went run twice");
+    }
+
+    #[test]
+    fn a_word_longer_than_any_real_one_is_indexed_by_its_start() {
+        let blob = "Ab".repeat(200_000);
+        let text = format!("see {blob} and ünïcödé{}", "é".repeat(100));
+        let terms = terms(&text);
+        assert_eq!(terms.len(), 4);
+        assert_eq!(terms[1].text, "ab".repeat(32));
+        assert_eq!((terms[1].start, terms[1].end), (4, 4 + blob.len()));
+        assert!(terms[3].text.len() <= MAX_WORD_BYTES, "{}", terms[3].text);
+        assert!(terms[3].text.starts_with("ünïcödé"));
+        // The query side cuts the same way, so the blob is still found by itself.
+        assert_eq!(query_terms(&blob), ["ab".repeat(32)]);
     }
 }
