@@ -8,14 +8,20 @@
 //! - [`matrix`]: Matrix rooms (encrypted ones too), through matrix-sdk.
 //! - [`owner`]: who the owner is on each channel, decided at the channel's edge.
 //! - [`terminal`]: `squidbot agent`, the interactive REPL and the one-shot `-m` mode.
+//!
+//! `email` and `matrix` are cargo features (both on by default), so an owner can build without
+//! the channels they do not use.
 
 pub mod attachments;
+#[cfg(feature = "email")]
 pub mod email;
 pub mod format;
 pub mod heartbeat;
 pub mod http;
+#[cfg(feature = "matrix")]
 pub mod matrix;
 pub mod owner;
 pub mod terminal;
 
+#[cfg(feature = "email")]
 pub use email::EmailChannel;

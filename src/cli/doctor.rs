@@ -17,12 +17,11 @@ use anyhow::Result;
 use chrono::Utc;
 
 use squidbot::accounting::layer::AccountedLlm;
-use squidbot::channels::email::EmailError;
-use squidbot::channels::email::imap;
-use squidbot::channels::email::smtp::SmtpOutbox;
-use squidbot::config::{
-    Config, EmailConfig, MatrixConfig, PoolMember, TokenLimitSetting, ToolCallIdsSetting,
-};
+#[cfg(feature = "email")]
+use squidbot::channels::email::{EmailError, imap, smtp::SmtpOutbox};
+#[cfg(feature = "email")]
+use squidbot::config::EmailConfig;
+use squidbot::config::{Config, MatrixConfig, PoolMember, TokenLimitSetting, ToolCallIdsSetting};
 use squidbot::core::message::{Message, Role};
 use squidbot::core::ports::clock::SystemClock;
 use squidbot::core::ports::llm::{ChatRequest, LlmClient};
@@ -279,7 +278,9 @@ fn settings_problem(member: &PoolMember<'_>) -> Option<String> {
 async fn channel_checks(config: &Config) -> Vec<Check> {
     let mut checks = Vec::new();
     let matrix = &config.channels.matrix;
-    if matrix.enabled {
+    if matrix.enabled && !cfg!(feature = "matrix") {
+        checks.push(not_built("matrix"));
+    } else if matrix.enabled {
         let url = format!(
             "{}/_matrix/client/versions",
             matrix.homeserver.trim_end_matches('/')
@@ -313,14 +314,31 @@ async fn channel_checks(config: &Config) -> Vec<Check> {
         }
     }
     let email = &config.channels.email;
+    #[cfg(feature = "email")]
     if email.enabled {
         checks.push(imap_login(email).await);
         checks.push(smtp_login(email).await);
     }
+    #[cfg(not(feature = "email"))]
+    if email.enabled {
+        checks.push(not_built("email"));
+    }
     checks
 }
 
+/// The check of a channel the configuration enables but this build left out.
+fn not_built(channel: &str) -> Check {
+    Check::fail(
+        format!("{channel} channel"),
+        format!(
+            "this squidbot was built without {channel}: rebuild with `--features {channel}`, or \
+             set channels.{channel}.enabled: false"
+        ),
+    )
+}
+
 /// Connects to the IMAP server with the configured TLS mode, logs in and logs out.
+#[cfg(feature = "email")]
 async fn imap_login(email: &EmailConfig) -> Check {
     let what = format!(
         "email imap login {}@{}:{}",
@@ -342,6 +360,7 @@ async fn imap_login(email: &EmailConfig) -> Check {
 }
 
 /// Connects to the SMTP server with the configured TLS mode, logs in and quits.
+#[cfg(feature = "email")]
 async fn smtp_login(email: &EmailConfig) -> Check {
     let what = format!(
         "email smtp login {}@{}:{}",

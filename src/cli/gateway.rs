@@ -16,9 +16,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use squidbot::accounting::meter::UsageMeter;
+#[cfg(feature = "email")]
 use squidbot::channels::email::EmailChannel;
 use squidbot::channels::heartbeat::HeartbeatChannel;
 use squidbot::channels::http::{HttpChannel, HttpSettings};
+#[cfg(feature = "matrix")]
 use squidbot::channels::matrix::{MatrixChannel, MatrixTurnTools};
 use squidbot::core::ports::channel::{ActivityLog, Channel, Dispatch, Outboxes, TurnTools};
 use squidbot::cron::CronChannel;
@@ -32,6 +34,32 @@ use squidbot::tools::mcp::McpHub;
 
 use super::assemble::Assembly;
 
+/// Refuses a configuration that enables a channel this build left out (a cargo feature), so
+/// the gateway does not run without a channel its owner expects to work.
+fn built_with(config: &squidbot::config::Config) -> Result<()> {
+    let missing = [
+        (
+            "matrix",
+            config.channels.matrix.enabled,
+            cfg!(feature = "matrix"),
+        ),
+        (
+            "email",
+            config.channels.email.enabled,
+            cfg!(feature = "email"),
+        ),
+    ];
+    for (channel, enabled, built) in missing {
+        if enabled && !built {
+            anyhow::bail!(
+                "channels.{channel}.enabled is true, but this squidbot was built without {channel} \
+                 (rebuild with `--features {channel}`, or set channels.{channel}.enabled: false)"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// How long channels get to stop after the turns drained.
 const CHANNEL_STOP: Duration = Duration::from_secs(5);
 
@@ -40,6 +68,7 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     let started = Instant::now();
     let loaded = squidbot::config::load(config_path)?;
     loaded.check_gateway()?;
+    built_with(&loaded.config)?;
     for warning in &loaded.warnings {
         tracing::warn!("{warning}");
     }
@@ -70,6 +99,7 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     }
     let activity = Arc::new(ActivityFile::new(&loaded.home));
     let activity_log: Arc<dyn ActivityLog> = activity.clone();
+    #[cfg(feature = "matrix")]
     let matrix = config.channels.matrix.enabled.then(|| {
         let workspace = &config.agents.workspace;
         Arc::new(
@@ -78,6 +108,7 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
                 .with_owner(&config.owner()),
         )
     });
+    #[cfg(feature = "matrix")]
     let turn_tools: Arc<dyn TurnTools> = match &matrix {
         Some(matrix) => Arc::new(MatrixTurnTools::new(
             assembly.turn_tools(),
@@ -86,6 +117,8 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
         )),
         None => assembly.turn_tools(),
     };
+    #[cfg(not(feature = "matrix"))]
+    let turn_tools: Arc<dyn TurnTools> = assembly.turn_tools();
     let router = Arc::new(Router::new(
         assembly.agent.clone(),
         turn_tools,
@@ -131,6 +164,7 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
         };
         directory.register(Arc::new(HttpChannel::new(settings, state.clone())));
     }
+    #[cfg(feature = "matrix")]
     if let Some(matrix) = matrix {
         let status = matrix.clone();
         state.add_section(Arc::new(status_fn("matrix", move || status.status())));
@@ -153,8 +187,9 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
         state.add_section(Arc::new(status_fn("heartbeat", move || status.status())));
         directory.register(channel);
     }
-    let email = &config.channels.email;
-    if email.enabled {
+    #[cfg(feature = "email")]
+    if config.channels.email.enabled {
+        let email = &config.channels.email;
         let workspace = &config.agents.workspace;
         let channel = Arc::new(
             EmailChannel::new(email, &loaded.home, workspace)?.with_owner(&config.owner()),

@@ -34,6 +34,7 @@ mod cron;
 mod doctor;
 mod gateway;
 mod import;
+#[cfg(feature = "matrix")]
 mod matrix;
 mod onboard;
 mod private;
@@ -87,6 +88,7 @@ enum Command {
     /// Sum the LLM usage ledger by day, session, model, purpose or pool.
     Usage(usage::UsageArgs),
     /// Matrix: confirm the bot's verification from your client.
+    #[cfg(feature = "matrix")]
     Matrix(matrix::MatrixArgs),
 }
 
@@ -131,6 +133,7 @@ pub fn main() -> ExitCode {
             Command::Import(args) => import::run(cli.config.as_deref(), args).await,
             Command::Service(args) => service::run(cli.config.as_deref(), args),
             Command::Usage(args) => usage::run(cli.config.as_deref(), args),
+            #[cfg(feature = "matrix")]
             Command::Matrix(args) => matrix::run(cli.config.as_deref(), args).await,
         }
     });

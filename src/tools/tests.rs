@@ -9,11 +9,12 @@
 //! so a schema that grows a new keyword fails here until the validator learns it.
 
 use std::path::Path;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 
+#[cfg(feature = "matrix")]
 use crate::channels::matrix::media::SendFileTool;
 use crate::config::{SpawnConfig, SpawnProfile};
 use crate::core::memory_manager::MemorySettings;
@@ -423,8 +424,9 @@ async fn every_schema_accepts_only_what_its_arguments_type_accepts() {
             (json!({"text": "x"}), Invalid)
         ]
     );
+    #[cfg(feature = "matrix")]
     check!(
-        SendFileTool::new(Arc::new(RwLock::new(None)), home.to_owned()),
+        SendFileTool::new(Arc::new(std::sync::RwLock::new(None)), home.to_owned()),
         [
             (json!({"path": "a.png"}), Valid),
             (json!({"file": "a.png"}), Invalid)
@@ -441,9 +443,16 @@ async fn every_schema_accepts_only_what_its_arguments_type_accepts() {
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
         &mut files,
     );
+    // A channel left out of this build (a cargo feature) has no tools in it.
+    let built = |file: &&std::path::PathBuf| {
+        let path = file.to_string_lossy();
+        (cfg!(feature = "matrix") || !path.contains("src/channels/matrix/"))
+            && (cfg!(feature = "email") || !path.contains("src/channels/email/"))
+    };
     for file in files
         .iter()
         .filter(|file| !file.ends_with("src/tools/tests.rs"))
+        .filter(built)
     {
         let text = std::fs::read_to_string(file).unwrap();
         // A unit test's stand-in tool (the tool set's tests) is no tool squidbot offers.
