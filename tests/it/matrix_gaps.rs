@@ -344,6 +344,45 @@ async fn a_lost_crypto_store_is_replaced_by_a_new_device_that_answers() {
     drop(gateway);
 }
 
+/// #24 item 2: at its first login the bot makes its key backup, writes the recovery key to its
+/// store (never to the log), and that key opens the backup for another device of the bot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bot_makes_a_key_backup_whose_recovery_key_another_device_can_use() {
+    let hs = Homeserver::shared();
+    let bot = hs.register("bot");
+    let llm = ScriptedLlm::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, "").await;
+    let path = home.path().join("matrix/recovery-key.txt");
+    let key = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| {
+            let log = std::fs::read_to_string(home.path().join("gateway.log")).unwrap_or_default();
+            panic!("no recovery key written:\n{log}")
+        })
+        .trim()
+        .to_owned();
+    assert!(key.len() > 40, "{key}");
+    let log = std::fs::read_to_string(home.path().join("gateway.log")).unwrap();
+    assert!(!log.contains(&key), "the recovery key was logged");
+    assert!(
+        log.contains("recovery-key.txt"),
+        "the log does not say where the key is"
+    );
+    // Another device of the bot's account opens the backup with it.
+    let other = Human::login(&hs, &bot).await;
+    let recovery = other.client.encryption().recovery();
+    recovery.recover(&key).await.unwrap();
+    assert!(
+        other.client.encryption().backups().are_enabled().await,
+        "the backup is not usable with the key"
+    );
+    // A restart makes no second backup: the key stays the same.
+    gateway.stop().await;
+    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, "").await;
+    assert_eq!(std::fs::read_to_string(&path).unwrap().trim(), key);
+    drop(gateway);
+}
+
 /// #24 item 2: the bot makes its cross-signing identity at its first login, so another
 /// client sees its device signed by its own account (what verifying the bot rests on).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -227,6 +227,7 @@ impl MatrixChannel {
         }
         let password = (!config.password.is_empty()).then(|| config.password.expose());
         identity::bootstrap(&client, user_id.as_str(), password).await;
+        identity::backup(&client, &self.store_dir).await;
         Ok(client)
     }
 }
