@@ -277,10 +277,14 @@ fn settings_problem(member: &PoolMember<'_>) -> Option<String> {
 /// The enabled channels' servers.
 async fn channel_checks(config: &Config) -> Vec<Check> {
     let mut checks = Vec::new();
+    for channel in super::gateway::unbuilt_channels(config) {
+        checks.push(Check::fail(
+            format!("{channel} channel"),
+            super::gateway::unbuilt_message(channel),
+        ));
+    }
     let matrix = &config.channels.matrix;
-    if matrix.enabled && !cfg!(feature = "matrix") {
-        checks.push(not_built("matrix"));
-    } else if matrix.enabled {
+    if matrix.enabled && cfg!(feature = "matrix") {
         let url = format!(
             "{}/_matrix/client/versions",
             matrix.homeserver.trim_end_matches('/')
@@ -313,28 +317,13 @@ async fn channel_checks(config: &Config) -> Vec<Check> {
             checks.push(matrix_password(&client, matrix).await);
         }
     }
-    let email = &config.channels.email;
     #[cfg(feature = "email")]
-    if email.enabled {
+    if config.channels.email.enabled {
+        let email = &config.channels.email;
         checks.push(imap_login(email).await);
         checks.push(smtp_login(email).await);
     }
-    #[cfg(not(feature = "email"))]
-    if email.enabled {
-        checks.push(not_built("email"));
-    }
     checks
-}
-
-/// The check of a channel the configuration enables but this build left out.
-fn not_built(channel: &str) -> Check {
-    Check::fail(
-        format!("{channel} channel"),
-        format!(
-            "this squidbot was built without {channel}: rebuild with `--features {channel}`, or \
-             set channels.{channel}.enabled: false"
-        ),
-    )
 }
 
 /// Connects to the IMAP server with the configured TLS mode, logs in and logs out.

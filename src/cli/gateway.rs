@@ -37,7 +37,17 @@ use super::assemble::Assembly;
 /// Refuses a configuration that enables a channel this build left out (a cargo feature), so
 /// the gateway does not run without a channel its owner expects to work.
 fn built_with(config: &squidbot::config::Config) -> Result<()> {
-    let missing = [
+    match unbuilt_channels(config).next() {
+        Some(channel) => anyhow::bail!("{}", unbuilt_message(channel)),
+        None => Ok(()),
+    }
+}
+
+/// The channels `config` enables that this build left out (`doctor` names them too).
+pub(super) fn unbuilt_channels(
+    config: &squidbot::config::Config,
+) -> impl Iterator<Item = &'static str> {
+    [
         (
             "matrix",
             config.channels.matrix.enabled,
@@ -48,16 +58,18 @@ fn built_with(config: &squidbot::config::Config) -> Result<()> {
             config.channels.email.enabled,
             cfg!(feature = "email"),
         ),
-    ];
-    for (channel, enabled, built) in missing {
-        if enabled && !built {
-            anyhow::bail!(
-                "channels.{channel}.enabled is true, but this squidbot was built without {channel} \
-                 (rebuild with `--features {channel}`, or set channels.{channel}.enabled: false)"
-            );
-        }
-    }
-    Ok(())
+    ]
+    .into_iter()
+    .filter(|(_, enabled, built)| *enabled && !built)
+    .map(|(channel, _, _)| channel)
+}
+
+/// What to do about an enabled `channel` this build left out.
+pub(super) fn unbuilt_message(channel: &str) -> String {
+    format!(
+        "channels.{channel}.enabled is true, but this squidbot was built without {channel} \
+         (rebuild with `--features {channel}`, or set channels.{channel}.enabled: false)"
+    )
 }
 
 /// How long channels get to stop after the turns drained.

@@ -108,10 +108,7 @@ impl OpenAiCompatLlm {
             body.stream_options = None;
         }
         if quirks.no_streamed_tools && !request.tools.is_empty() {
-            body.stream = false;
-            body.stream_options = None;
-            let response = self.send(&body).await?;
-            return self.read_completion(response, observer).await;
+            return self.unstreamed(&mut body, observer).await;
         }
         let response = match self.send(&body).await {
             // OpenAI-compatible servers that do not know `stream_options` say so with a 400
@@ -153,12 +150,21 @@ impl OpenAiCompatLlm {
                     self.learned
                         .remember(&self.server, |quirks| quirks.no_streamed_tools = true);
                 }
-                body.stream = false;
-                body.stream_options = None;
-                let response = self.send(&body).await?;
-                self.read_completion(response, observer).await
+                self.unstreamed(&mut body, observer).await
             }
         }
+    }
+
+    /// Asks with `body` without streaming (so without `stream_options`) and reads the answer.
+    async fn unstreamed(
+        &self,
+        body: &mut RequestBody<'_>,
+        observer: StreamObserver<'_>,
+    ) -> Result<ChatResponse, LlmError> {
+        body.stream = false;
+        body.stream_options = None;
+        let response = self.send(body).await?;
+        self.read_completion(response, observer).await
     }
 
     /// Sends the request and returns the response if its status is a success.

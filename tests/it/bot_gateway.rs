@@ -50,6 +50,21 @@ impl BotGateway {
         gateway
     }
 
+    /// Starts the gateway and stops it again: afterwards the bot's device and store exist, and
+    /// the bot is down.
+    pub(crate) async fn run_once(
+        home: &Path,
+        llm: &str,
+        hs: &Homeserver,
+        bot: &Account,
+        matrix_extra: &str,
+    ) {
+        Self::start(home, llm, hs, bot, matrix_extra)
+            .await
+            .stop()
+            .await;
+    }
+
     /// Starts the gateway without waiting for it to be ready.
     pub(crate) fn spawn(
         home: &Path,

@@ -153,26 +153,45 @@ async fn every_pool_is_checked_not_only_the_default() {
     assert_eq!(llm.requests().len(), 1);
 }
 
-#[tokio::test]
-async fn matrix_token_is_checked_against_the_real_homeserver() {
-    let llm = ScriptedLlm::start().await;
+/// A new account on the test Synapse with `password`: the homeserver's URL, the user id and
+/// the registration's access token.
+fn register_doctor_account(password: &str) -> (String, String, String) {
     let hs = testenv::var("SQUIDBOT_TEST_MATRIX_URL");
     let dir = testenv::var("SQUIDBOT_TEST_SYNAPSE_DIR");
     let user = format!("doctor{}", fastrand::u64(..));
-    let registered = testenv::run_script("synapse.sh", &["register", &dir, &user, "pw-doctor-1"]);
+    let registered = testenv::run_script("synapse.sh", &["register", &dir, &user, password]);
     let registered: serde_json::Value = serde_json::from_str(registered.trim()).unwrap();
     let token = registered["access_token"].as_str().unwrap().to_owned();
     let user_id = registered["user_id"].as_str().unwrap().to_owned();
+    (hs, user_id, token)
+}
+
+/// `squidbot doctor` on a home whose Matrix channel logs in as `user_id` with `field: value`
+/// (`access_token` or `password`).
+async fn doctor_matrix(
+    llm: &ScriptedLlm,
+    hs: &str,
+    user_id: &str,
+    field: &str,
+    value: &str,
+) -> Output {
+    let home = tempfile::tempdir().unwrap();
+    write_config(home.path(), &llm.url(), "127.0.0.1:0");
+    let mut text = std::fs::read_to_string(home.path().join("squidbot.yaml")).unwrap();
+    text.push_str(&format!(
+        "channels:\n  matrix:\n    enabled: true\n    homeserver: \"{hs}\"\n    user_id: \"{user_id}\"\n    {field}: \"{value}\"\n"
+    ));
+    std::fs::write(home.path().join("squidbot.yaml"), text).unwrap();
+    doctor(home.path()).await
+}
+
+#[tokio::test]
+async fn matrix_token_is_checked_against_the_real_homeserver() {
+    let llm = ScriptedLlm::start().await;
+    let (hs, user_id, token) = register_doctor_account("pw-doctor-1");
 
     for (token, expect_ok) in [(token.as_str(), true), ("syt_not_a_token", false)] {
-        let home = tempfile::tempdir().unwrap();
-        write_config(home.path(), &llm.url(), "127.0.0.1:0");
-        let mut text = std::fs::read_to_string(home.path().join("squidbot.yaml")).unwrap();
-        text.push_str(&format!(
-            "channels:\n  matrix:\n    enabled: true\n    homeserver: \"{hs}\"\n    user_id: \"{user_id}\"\n    access_token: \"{token}\"\n"
-        ));
-        std::fs::write(home.path().join("squidbot.yaml"), text).unwrap();
-        let output = doctor(home.path()).await;
+        let output = doctor_matrix(&llm, &hs, &user_id, "access_token", token).await;
         let out = stdout(&output);
         assert!(
             out.lines()
@@ -202,22 +221,9 @@ async fn matrix_token_is_checked_against_the_real_homeserver() {
 #[tokio::test]
 async fn matrix_password_is_checked_and_leaves_no_device() {
     let llm = ScriptedLlm::start().await;
-    let hs = testenv::var("SQUIDBOT_TEST_MATRIX_URL");
-    let dir = testenv::var("SQUIDBOT_TEST_SYNAPSE_DIR");
-    let user = format!("doctor{}", fastrand::u64(..));
-    let registered = testenv::run_script("synapse.sh", &["register", &dir, &user, "pw-doctor-2"]);
-    let registered: serde_json::Value = serde_json::from_str(registered.trim()).unwrap();
-    let token = registered["access_token"].as_str().unwrap().to_owned();
-    let user_id = registered["user_id"].as_str().unwrap().to_owned();
+    let (hs, user_id, token) = register_doctor_account("pw-doctor-2");
     for (password, expect_ok) in [("pw-doctor-2", true), ("pw-wrong-42", false)] {
-        let home = tempfile::tempdir().unwrap();
-        write_config(home.path(), &llm.url(), "127.0.0.1:0");
-        let mut text = std::fs::read_to_string(home.path().join("squidbot.yaml")).unwrap();
-        text.push_str(&format!(
-            "channels:\n  matrix:\n    enabled: true\n    homeserver: \"{hs}\"\n    user_id: \"{user_id}\"\n    password: \"{password}\"\n"
-        ));
-        std::fs::write(home.path().join("squidbot.yaml"), text).unwrap();
-        let output = doctor(home.path()).await;
+        let output = doctor_matrix(&llm, &hs, &user_id, "password", password).await;
         let out = stdout(&output);
         let login = out
             .lines()

@@ -173,10 +173,7 @@ async fn a_dms_first_message_sent_before_the_bot_joined_is_answered() {
     let home = tempfile::tempdir().unwrap();
     let extra = format!("    allowlist: [\"{}\"]", a.user_id);
     // The bot has been up once (its device and store exist), and is down now.
-    BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra)
-        .await
-        .stop()
-        .await;
+    BotGateway::run_once(home.path(), &llm.url(), &hs, &bot, &extra).await;
     let alice = Human::login(&hs, &a).await;
     let room = alice.create_room(&[], true).await;
     let room_id = room.room_id().to_owned();
@@ -302,10 +299,7 @@ async fn a_lost_crypto_store_is_replaced_by_a_new_device_that_answers() {
     llm.set_handler(echo);
     let home = tempfile::tempdir().unwrap();
     let extra = format!("    device_id: \"\"\n    allowlist: [\"{}\"]", a.user_id);
-    BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra)
-        .await
-        .stop()
-        .await;
+    BotGateway::run_once(home.path(), &llm.url(), &hs, &bot, &extra).await;
     let store = home.path().join("matrix");
     let old_device = std::fs::read_to_string(store.join("device_id")).unwrap();
     // The crypto store is lost; the device id file survived (a partial restore).

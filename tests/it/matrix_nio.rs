@@ -307,28 +307,16 @@ async fn a_reply_without_fallback_and_a_captioned_file_from_nio_reach_the_agent(
         last.starts_with("please summarize\n[attachment: minutes.txt"),
         "{last}"
     );
-    let saved = walk(dm.home.path())
-        .into_iter()
-        .find(|p| p.file_name().is_some_and(|n| n == "minutes.txt"))
-        .unwrap_or_else(|| panic!("not saved: {last}"));
+    // Where the agent was told the file is.
+    let saved = last
+        .split(" → ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no saved path: {last}"))
+        .trim();
     assert_eq!(
         std::fs::read_to_string(saved).unwrap(),
         "minutes of Monday: budget approved"
     );
-}
-
-/// Every file under `dir`.
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            files.extend(walk(&path));
-        } else {
-            files.push(path);
-        }
-    }
-    files
 }
 
 /// #24 item 1 from nio: a DM whose first (encrypted) message is sent while the bot is down,
@@ -342,10 +330,7 @@ async fn a_dms_first_message_from_nio_before_the_bot_joined_is_answered() {
     let home = tempfile::tempdir().unwrap();
     let extra = format!("    allowlist: [\"{}\"]", a.user_id);
     // The bot has been up once (its device and keys are on the server), and is down now.
-    BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra)
-        .await
-        .stop()
-        .await;
+    BotGateway::run_once(home.path(), &llm.url(), &hs, &bot, &extra).await;
     let store = tempfile::tempdir().unwrap();
     let store = store.path();
     nio(store, &["login", &hs.url, &a.user_id, &a.password]);

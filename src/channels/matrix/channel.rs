@@ -581,11 +581,12 @@ impl MatrixChannel {
             }
         }
         let retried = this.undecrypted.retry(&this.client).await;
+        // A message decrypted late is answered as it is, not paired with a later edit.
+        let mut edits = Edits::default();
         for (room, event) in &retried.decrypted {
             let handled = event
                 .event_id()
                 .is_some_and(|id| this.state.lock().is_ok_and(|s| s.handled(id.as_str())));
-            let mut edits = Edits::default();
             if !handled
                 && self
                     .message(this, context, room, event, batch, &mut edits)
