@@ -568,10 +568,11 @@ impl AgentLoop {
             };
             tools_called.extend(response.tool_calls.iter().map(|call| call.name.clone()));
             let mut batch = Vec::with_capacity(outputs.len() + 1);
-            for (call, (content, is_error)) in response.tool_calls.iter().zip(outputs) {
-                tracing::debug!(tool = %call.name, is_error, "Tool call finished.");
-                let mut result = Message::new(Role::Tool, content, self.clock.now());
+            for (call, output) in response.tool_calls.iter().zip(outputs) {
+                tracing::debug!(tool = %call.name, output.is_error, "Tool call finished.");
+                let mut result = Message::new(Role::Tool, output.content, self.clock.now());
                 result.tool_call_id = Some(call.id.clone());
+                result.images = output.images;
                 result.channel = Some(channel.to_owned());
                 batch.push(result);
             }

@@ -77,7 +77,8 @@ pub struct Message {
     /// handed over again after a crash finds it and resumes instead of starting twice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_id: Option<String>,
-    /// Images the person sent with it, as the paths the channel saved them at: a model that
+    /// Images it carries, as paths: on a user message those the channel saved the person's
+    /// images at, on a tool result those the tool read (`read_file` of a PNG). A model that
     /// reads images gets them as image parts, read when the request is built; the history
     /// keeps the reference, never the bytes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -140,6 +141,22 @@ fn lenient_timestamp<'de, D: Deserializer<'de>>(
         .map_err(serde::de::Error::custom)
 }
 
+/// The media type of an image a model may be shown, told by its first bytes (not its name):
+/// PNG, JPEG, GIF and WebP, the formats the OpenAI-style APIs accept; `None` for anything else.
+pub fn image_type(bytes: &[u8]) -> Option<&'static str> {
+    if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+        Some("image/png")
+    } else if bytes.starts_with(&[0xff, 0xd8, 0xff]) {
+        Some("image/jpeg")
+    } else if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
+        Some("image/gif")
+    } else if bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
+        Some("image/webp")
+    } else {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,6 +164,13 @@ mod tests {
     /// A signed five-digit year loads through the naive format; once written back (chrono adds
     /// the offset) it must still load. Found while writing the `jsonl_history` fuzz target's
     /// round-trip invariant. See: #7
+    #[test]
+    fn formats_are_told_by_their_bytes() {
+        assert_eq!(image_type(b"GIF89a..."), Some("image/gif"));
+        assert_eq!(image_type(b"RIFF\0\0\0\0WEBPVP8 "), Some("image/webp"));
+        assert_eq!(image_type(b"<svg"), None);
+    }
+
     #[test]
     fn issue_7_a_far_future_timestamp_survives_a_round_trip() {
         let line = r#"{"role":"user","content":"x","timestamp":"+10000-01-01T00:00:00"}"#;

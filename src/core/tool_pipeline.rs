@@ -39,9 +39,9 @@ impl<'a> CallPipeline<'a> {
         self.result_cap
     }
 
-    /// Takes `call` through every stage; `verdict` is the loop breaker's on it. Returns the
-    /// text the model reads as the call's result, and whether it is an error.
-    pub async fn run(&self, call: &ToolCall, verdict: Verdict) -> (String, bool) {
+    /// Takes `call` through every stage; `verdict` is the loop breaker's on it. Returns what
+    /// the model reads as the call's result.
+    pub async fn run(&self, call: &ToolCall, verdict: Verdict) -> CallResult {
         let output = match verdict {
             Verdict::Refuse => ToolOutput::error(loop_breaker::refusal(&call.name)),
             _ => {
@@ -54,8 +54,23 @@ impl<'a> CallPipeline<'a> {
         if output.untrusted {
             content = untrusted::fence(&call.name, &content);
         }
-        (content, output.is_error)
+        CallResult {
+            content,
+            is_error: output.is_error,
+            images: output.images,
+        }
     }
+}
+
+/// What one call gave the model, after every stage.
+#[derive(Debug)]
+pub struct CallResult {
+    /// The text, capped and fenced.
+    pub content: String,
+    /// Whether the call failed.
+    pub is_error: bool,
+    /// The images the result shows, by path (see [`ToolOutput::images`]).
+    pub images: Vec<String>,
 }
 
 /// Cuts `text` to at most `limit` bytes (on a char boundary), saying how much was cut.

@@ -7,13 +7,20 @@
 //! the text), each at most the model's `max_image_bytes`, and only the formats the OpenAI-style
 //! APIs accept (PNG, JPEG, GIF, WebP), recognised by their bytes, not their names. An image that
 //! is missing, too large or of another format is left as the path the text already names.
+//!
+//! An image a tool read (`read_file`) was resolved inside the workspace when it was read; the
+//! files may have changed since. So its path must still be the file's real path (no link in
+//! any component), and no image is read through a link at its last component: a link swapped
+//! in later cannot send a file from outside to the provider.
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::Arc;
 
 use base64::Engine;
+use tokio::io::AsyncReadExt;
 
-use crate::core::message::Message;
+use crate::core::message::{Message, Role, image_type};
 
 /// The most images one request carries (the newest).
 pub const MAX_IMAGES: usize = 4;
@@ -21,13 +28,17 @@ pub const MAX_IMAGES: usize = 4;
 /// The `data:` URL of each image of `messages` that goes out, by its saved path.
 pub async fn load(messages: &[Arc<Message>], max_bytes: u64) -> HashMap<String, String> {
     let mut urls = HashMap::new();
-    let newest = messages
-        .iter()
-        .rev()
-        .flat_map(|message| message.images.iter().rev())
-        .take(MAX_IMAGES);
-    for path in newest {
-        match read(path, max_bytes).await {
+    let mut newest: Vec<(&String, bool)> = Vec::with_capacity(MAX_IMAGES);
+    'messages: for message in messages.iter().rev() {
+        for path in message.images.iter().rev() {
+            if newest.len() == MAX_IMAGES {
+                break 'messages;
+            }
+            newest.push((path, message.role == Role::Tool));
+        }
+    }
+    for (path, from_tool) in newest {
+        match read(path, from_tool, max_bytes).await {
             Ok(url) => {
                 urls.insert(path.clone(), url);
             }
@@ -39,42 +50,48 @@ pub async fn load(messages: &[Arc<Message>], max_bytes: u64) -> HashMap<String, 
     urls
 }
 
-/// The `data:` URL of the image at `path`, or why it is not sent.
-async fn read(path: &str, max_bytes: u64) -> Result<String, String> {
-    let size = tokio::fs::metadata(path)
+/// The `data:` URL of the image at `path`, or why it is not sent; `from_tool` when a tool
+/// read it (its path must then be the file's real path).
+async fn read(path: &str, from_tool: bool, max_bytes: u64) -> Result<String, String> {
+    if from_tool {
+        let real = tokio::fs::canonicalize(path)
+            .await
+            .map_err(|error| error.to_string())?;
+        if real != Path::new(path) {
+            return Err(format!(
+                "the path now leads through a link to {}",
+                real.display()
+            ));
+        }
+    }
+    let mut file = tokio::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .await
+        .map_err(|error| error.to_string())?;
+    let size = file
+        .metadata()
         .await
         .map_err(|error| error.to_string())?
         .len();
     if size > max_bytes {
         return Err(format!("{size} bytes, over the {max_bytes}-byte limit"));
     }
-    let bytes = tokio::fs::read(path)
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    (&mut file)
+        .take(max_bytes)
+        .read_to_end(&mut bytes)
         .await
         .map_err(|error| error.to_string())?;
-    let mime = sniff(&bytes).ok_or("not a PNG, JPEG, GIF or WebP image")?;
+    let mime = image_type(&bytes).ok_or("not a PNG, JPEG, GIF or WebP image")?;
     let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
     Ok(format!("data:{mime};base64,{data}"))
-}
-
-/// The image type of `bytes`, from their signature.
-fn sniff(bytes: &[u8]) -> Option<&'static str> {
-    if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
-        Some("image/png")
-    } else if bytes.starts_with(&[0xff, 0xd8, 0xff]) {
-        Some("image/jpeg")
-    } else if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
-        Some("image/gif")
-    } else if bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
-        Some("image/webp")
-    } else {
-        None
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::message::Role;
 
     #[tokio::test]
     async fn the_newest_images_within_the_limit_go_out_as_data_urls() {
@@ -104,10 +121,33 @@ mod tests {
         );
     }
 
-    #[test]
-    fn formats_are_told_by_their_bytes() {
-        assert_eq!(sniff(b"GIF89a..."), Some("image/gif"));
-        assert_eq!(sniff(b"RIFF\0\0\0\0WEBPVP8 "), Some("image/webp"));
-        assert_eq!(sniff(b"<svg"), None);
+    #[tokio::test]
+    async fn no_image_is_read_through_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().canonicalize().unwrap();
+        let outside = real.join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("secret.png"), b"\x89PNG\r\n\x1a\nsecret").unwrap();
+        let workspace = real.join("workspace");
+        std::fs::create_dir(&workspace).unwrap();
+        std::fs::write(workspace.join("ok.png"), b"\x89PNG\r\n\x1a\nfine").unwrap();
+        // Read as files in the workspace, then swapped for links: the last component, and a
+        // directory on the way.
+        std::os::unix::fs::symlink(outside.join("secret.png"), workspace.join("swapped.png"))
+            .unwrap();
+        std::os::unix::fs::symlink(&outside, workspace.join("dir")).unwrap();
+        let now = chrono::Utc::now().fixed_offset();
+        let mut result = Message::new(Role::Tool, "an image", now);
+        result.images = ["ok.png", "swapped.png", "dir/secret.png"]
+            .iter()
+            .map(|name| workspace.join(name).to_string_lossy().into_owned())
+            .collect();
+        let urls = load(&[Arc::new(result.clone())], 1024).await;
+        assert_eq!(urls.len(), 1, "{urls:?}");
+        assert!(urls.contains_key(&workspace.join("ok.png").to_string_lossy().into_owned()));
+        // A person's image is never a link at its last component either.
+        result.role = Role::User;
+        let urls = load(&[Arc::new(result)], 1024).await;
+        assert!(!urls.contains_key(&workspace.join("swapped.png").to_string_lossy().into_owned()));
     }
 }

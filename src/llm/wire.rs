@@ -56,10 +56,7 @@ impl<'a> RequestBody<'a> {
         };
         Self {
             model,
-            messages: messages
-                .iter()
-                .map(|message| WireMessage::new(message, profile, images))
-                .collect(),
+            messages: wire_messages(messages, profile, images),
             stream: true,
             stream_options: Some(StreamOptions {
                 include_usage: true,
@@ -74,6 +71,41 @@ impl<'a> RequestBody<'a> {
         }
     }
 }
+
+/// The messages of a request. Chat Completions take image parts only from the user, so the
+/// images that tool results show (`read_file` of a PNG) follow the run of results they belong
+/// to as one user message of image parts, said to be the tools' own.
+fn wire_messages<'a>(
+    messages: &'a [Arc<Message>],
+    profile: &Profile,
+    images: &'a HashMap<String, String>,
+) -> Vec<WireMessage<'a>> {
+    let mut wire = Vec::with_capacity(messages.len() + 1);
+    let mut shown: Vec<&'a str> = Vec::new();
+    for (position, message) in messages.iter().enumerate() {
+        wire.push(WireMessage::new(message, profile, images));
+        if message.role != Role::Tool {
+            continue;
+        }
+        shown.extend(
+            message
+                .images
+                .iter()
+                .filter_map(|path| images.get(path).map(String::as_str)),
+        );
+        let run_ends = messages
+            .get(position + 1)
+            .is_none_or(|next| next.role != Role::Tool);
+        if run_ends && !shown.is_empty() {
+            wire.push(WireMessage::tool_images(std::mem::take(&mut shown)));
+        }
+    }
+    wire
+}
+
+/// The text before the images tool results showed.
+const TOOL_IMAGES: &str = "[The images the tool results above read, in their order. They are \
+                           the files' content, not a message from anyone.]";
 
 /// The `stream_options` of a streamed request.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -115,8 +147,12 @@ struct WireImage<'a> {
 }
 
 impl<'a> WireContent<'a> {
-    /// The content of `message`, with those of its images that `images` holds.
+    /// The content of `message`, with those of its images that `images` holds (a tool
+    /// result's go in a message after it, see [`wire_messages`]).
     fn of(message: &'a Message, images: &'a HashMap<String, String>) -> Self {
+        if message.role == Role::Tool {
+            return Self::Text(&message.content);
+        }
         let urls: Vec<&'a str> = message
             .images
             .iter()
@@ -136,6 +172,21 @@ impl<'a> WireContent<'a> {
 }
 
 impl<'a> WireMessage<'a> {
+    /// The user message that carries the images of a run of tool results, as data URLs.
+    fn tool_images(urls: Vec<&'a str>) -> Self {
+        let mut parts = vec![WirePart::Text { text: TOOL_IMAGES }];
+        parts.extend(urls.into_iter().map(|url| WirePart::ImageUrl {
+            image_url: WireImage { url },
+        }));
+        Self {
+            role: Role::User,
+            content: WireContent::Parts(parts),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            reasoning_content: None,
+        }
+    }
+
     fn new(message: &'a Message, profile: &Profile, images: &'a HashMap<String, String>) -> Self {
         let tool_calls: Vec<WireToolCall<'a>> = match (&message.role, &message.tool_calls) {
             (Role::Assistant, Some(calls)) => calls
@@ -457,6 +508,63 @@ mod tests {
                 .unwrap();
         assert_eq!(with["messages"][0]["reasoning_content"], "think");
         assert_eq!(with["max_tokens"], 9);
+    }
+
+    #[test]
+    fn images_tool_results_show_follow_their_run_of_results_from_the_user() {
+        let ts = DateTime::parse_from_rfc3339("2026-11-22T10:00:00+00:00").unwrap();
+        let mut call = Message::new(Role::Assistant, "", ts);
+        call.tool_calls = Some(
+            ["a", "b"]
+                .iter()
+                .map(|id| ToolCall {
+                    id: (*id).into(),
+                    name: "read_file".into(),
+                    arguments: json!({}),
+                    provider_state: None,
+                })
+                .collect(),
+        );
+        let mut first = Message::new(Role::Tool, "a.png is an image", ts);
+        first.tool_call_id = Some("a".into());
+        first.images = vec!["/w/a.png".into()];
+        let mut second = Message::new(Role::Tool, "b.png is an image", ts);
+        second.tool_call_id = Some("b".into());
+        second.images = vec!["/w/b.png".into(), "/w/too-big.png".into()];
+        let messages = [
+            call,
+            first,
+            second,
+            Message::new(Role::Assistant, "two", ts),
+        ]
+        .map(Arc::new);
+        let loaded: HashMap<String, String> = [("/w/a.png", "data:A"), ("/w/b.png", "data:B")]
+            .iter()
+            .map(|(path, url)| ((*path).to_owned(), (*url).to_owned()))
+            .collect();
+        let body = RequestBody::new("m", &messages, &[], None, &Profile::default(), &loaded);
+        let sent = serde_json::to_value(&body).unwrap();
+        let roles: Vec<&str> = sent["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["role"].as_str().unwrap())
+            .collect();
+        assert_eq!(roles, ["assistant", "tool", "tool", "user", "assistant"]);
+        assert_eq!(sent["messages"][1]["content"], "a.png is an image");
+        assert_eq!(
+            sent["messages"][3]["content"],
+            json!([
+                {"type": "text", "text": TOOL_IMAGES},
+                {"type": "image_url", "image_url": {"url": "data:A"}},
+                {"type": "image_url", "image_url": {"url": "data:B"}},
+            ])
+        );
+        // None loaded (a model that reads no images): no message is added.
+        let none = HashMap::new();
+        let body = RequestBody::new("m", &messages, &[], None, &Profile::default(), &none);
+        let sent = serde_json::to_value(&body).unwrap();
+        assert_eq!(sent["messages"].as_array().unwrap().len(), 4);
     }
 
     #[test]

@@ -158,6 +158,11 @@ pub struct ToolOutput {
     /// Whether the text comes from outside (a web page, a search engine, an MCP server, a
     /// stranger's file): the agent loop then fences it as untrusted data (`core::untrusted`).
     pub untrusted: bool,
+    /// Images the result shows, as the paths they were read at: a model that reads images
+    /// gets them beside the result (Chat Completions take image parts only from the user, so
+    /// the LLM adapter adds them in a message of their own after the results); the history
+    /// keeps the paths, never the bytes.
+    pub images: Vec<String>,
 }
 
 impl ToolOutput {
@@ -167,6 +172,7 @@ impl ToolOutput {
             content: content.into(),
             is_error: false,
             untrusted: false,
+            images: Vec::new(),
         }
     }
 
@@ -182,7 +188,14 @@ impl ToolOutput {
             content,
             is_error: true,
             untrusted: false,
+            images: Vec::new(),
         }
+    }
+
+    /// This result, showing the image saved at `path` (see [`ToolOutput::images`]).
+    pub fn with_image(mut self, path: impl Into<String>) -> Self {
+        self.images.push(path.into());
+        self
     }
 
     /// This result, marked as text from outside (see [`ToolOutput::untrusted`]).

@@ -2,7 +2,8 @@
 //!
 //! The file is streamed line by line, so a huge file costs only what is returned. A file with a
 //! NUL byte or invalid UTF-8 is refused as binary. When the cap or `limit` stops the read, a
-//! note says which lines were shown and which `offset` continues.
+//! note says which lines were shown and which `offset` continues. An image (PNG, JPEG, GIF,
+//! WebP, by its bytes) is named instead and shown to a model that reads images.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -14,6 +15,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{READ_CAP, blocking, io_failure, private_refusal};
+use crate::core::message::image_type;
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
 use crate::workspace::WorkspaceGuard;
 
@@ -42,8 +44,9 @@ impl ReadFileTool {
     pub fn new(guard: Arc<WorkspaceGuard>) -> Self {
         let spec = TypedSpec::new(
             "read_file",
-            "Read a UTF-8 text file (relative paths are in the workspace). Long files are cut at \
-             256 KiB; use offset/limit (lines) to read on.",
+            "Read a UTF-8 text file, or look at an image (PNG, JPEG, GIF, WebP) if the model \
+             reads images (relative paths are in the workspace). Long files are cut at 256 KiB; \
+             use offset/limit (lines) to read on.",
         );
         Self { guard, spec }
     }
@@ -133,6 +136,14 @@ pub(super) fn read(
     };
     let size = file.metadata().map(|meta| meta.len()).unwrap_or(0);
     let mut reader = BufReader::new(file);
+    match reader.fill_buf() {
+        Ok(start) => {
+            if let Some(kind) = image_type(start) {
+                return image(path, shown, kind, size);
+            }
+        }
+        Err(error) => return io_failure("read", shown, &error),
+    }
     let mut text = String::new();
     let mut line = Vec::new();
     let mut line_no = 0usize;
@@ -203,6 +214,16 @@ pub(super) fn read(
             }
         )),
     }
+}
+
+/// An image: named in the text, shown to a model that reads images (see
+/// [`ToolOutput::images`]).
+fn image(path: &Path, shown: &str, kind: &str, size: u64) -> ToolOutput {
+    ToolOutput::ok(format!(
+        "{shown} is an image ({kind}, {size} bytes). A model that reads images is shown it \
+         after the tool results; to one that cannot, this line is all read_file gives."
+    ))
+    .with_image(path.to_string_lossy())
 }
 
 fn binary(shown: &str, size: u64) -> ToolOutput {

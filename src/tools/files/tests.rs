@@ -155,6 +155,29 @@ fn read_cap_cuts_and_says_how_to_continue() {
 }
 
 #[tokio::test]
+async fn an_image_is_named_and_carried_by_its_real_path_and_a_fake_one_is_refused() {
+    let w = workspace();
+    std::fs::create_dir(w.ws.join("pics")).unwrap();
+    std::fs::write(w.ws.join("pics/dot.png"), b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR").unwrap();
+    symlink("pics/dot.png", w.ws.join("alias.png")).unwrap();
+    std::fs::write(w.ws.join("fake.png"), b"\0not an image").unwrap();
+    let read = ReadFileTool::new(w.guard.clone());
+    for name in ["pics/dot.png", "alias.png"] {
+        let out = call(&read, json!({"path": name})).await;
+        assert!(!out.is_error, "{out:?}");
+        assert!(
+            out.content
+                .starts_with(&format!("{name} is an image (image/png, 16 bytes)")),
+            "{out:?}"
+        );
+        let real = w.ws.join("pics/dot.png").to_string_lossy().into_owned();
+        assert_eq!(out.images, [real], "the resolved path, not the link");
+    }
+    let out = call(&read, json!({"path": "fake.png"})).await;
+    assert!(out.is_error && out.images.is_empty(), "{out:?}");
+}
+
+#[tokio::test]
 async fn binary_and_invalid_utf8_files_are_refused() {
     let w = workspace();
     std::fs::write(w.ws.join("nul.bin"), b"abc\0def").unwrap();
