@@ -5,18 +5,18 @@
 //!   3.4 MB of `RELA` entries that the loader read at every start. Needs glibc 2.36+ at run time
 //!   (Debian 12, Ubuntu 22.10 and later), so it is only on for a native Linux build on such a
 //!   glibc: squidbot is built where it runs.
-//! - Startup functions first (`--symbol-ordering-file build/startup-symbols.txt`): the ~12 000
-//!   functions that run while squidbot starts, idles and answers (listed by
-//!   `scripts/build/startup_symbols.py`) are laid out together at the front of `.text`. The
-//!   kernel maps code in 64 KB windows around each page that runs; scattered over 38 MB, those
-//!   functions kept ~15 MB of code resident. Only with rustc's own LLD, the default linker of
-//!   `x86_64-unknown-linux-gnu` since Rust 1.90, and not when a custom linker is configured.
-//!   Release builds only (the names carry the profile's hashes). Names a build no longer has
-//!   are skipped: a stale list costs memory, never correctness. The hashes follow Cargo's
-//!   metadata (versions, features, the profile, `strip` included), not the code: the list of
-//!   2026-11-26 matched 27 % of the names of a release build made the same day, and since the
-//!   profile strips symbols, a list profiled from an unstripped build matches none. It is to be
-//!   replaced by an order the build derives itself (issue #26).
+//! - Startup functions first: the ~6 000 functions that run while squidbot starts, idles and
+//!   answers (`build/startup-functions.txt`, listed by `scripts/build/startup_symbols.py`) are
+//!   laid out together at the front of `.text`. The kernel maps code in 64 KB windows around
+//!   each page that runs; scattered over 38 MB, those functions kept ~15 MB of code resident.
+//!   The list names functions without the hashes in their symbols, which follow Cargo's
+//!   metadata (versions, features, the profile) and made a list of exact names decay to a
+//!   quarter within a day; `scripts/build/startup-order`, the linker driver that
+//!   `.cargo/config.toml` sets for x86_64 Linux, resolves them against the objects of each
+//!   link and hands LLD the exact names (`--symbol-ordering-file`). So this asks for it only
+//!   when that driver links (and it needs rustc's own LLD, the default since Rust 1.90), and
+//!   only for release builds. A name no longer in the code is skipped: a stale entry costs
+//!   memory, never correctness.
 //!
 //! BENCHMARKS.md has the numbers. Only the binaries get these flags; the library and the
 //! dependencies are unchanged.
@@ -27,12 +27,27 @@ use std::process::Command;
 /// The first glibc whose loader understands `DT_RELR`.
 const RELR_GLIBC: (u32, u32) = (2, 36);
 
-/// The function order handed to the linker, relative to the package root.
-const ORDER_FILE: &str = "build/startup-symbols.txt";
+/// Where to write the link map, when set.
+const LINK_MAP_ENV: &str = "SQUIDBOT_LINK_MAP";
+
+/// The startup functions, by name without hashes, relative to the package root.
+const ORDER_FILE: &str = "build/startup-functions.txt";
+
+/// The linker driver that resolves [`ORDER_FILE`] at link time (see `.cargo/config.toml`).
+const ORDER_LINKER: &str = "scripts/build/startup-order";
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed={ORDER_FILE}");
+    println!("cargo:rerun-if-env-changed={LINK_MAP_ENV}");
+    // A link map names every function's address in the binary, stripped or not: the profile
+    // scripts name what they measured by it, and the order check reads it (see ORDER_FILE).
+    if let Some(map) = std::env::var_os(LINK_MAP_ENV) {
+        println!(
+            "cargo:rustc-link-arg-bins=-Wl,-Map={}",
+            Path::new(&map).display()
+        );
+    }
     let target = std::env::var("TARGET").unwrap_or_default();
     let native = std::env::var("HOST").is_ok_and(|host| host == target);
     let linux_gnu = std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux")
@@ -42,20 +57,20 @@ fn main() {
     }
     let order = Path::new(env!("CARGO_MANIFEST_DIR")).join(ORDER_FILE);
     let release = std::env::var("PROFILE").as_deref() == Ok("release");
-    if release && target == "x86_64-unknown-linux-gnu" && default_linker() && order.is_file() {
+    if release && order_linker() && order.is_file() {
         println!(
-            "cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}",
+            "cargo:rustc-link-arg-bins=--squidbot-startup-order={}",
             order.display()
         );
-        println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
     }
 }
 
-/// Whether the binary is linked the default way (rustc's self-contained LLD): no linker is
-/// configured for the target and no flag changes the linker or its flavour.
-fn default_linker() -> bool {
+/// Whether the binary is linked by [`ORDER_LINKER`] with rustc's self-contained LLD: that
+/// driver is the configured linker and no flag changes the linker or its flavour.
+fn order_linker() -> bool {
+    println!("cargo:rerun-if-env-changed=RUSTC_LINKER");
     let flags = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
-    std::env::var_os("RUSTC_LINKER").is_none()
+    std::env::var("RUSTC_LINKER").is_ok_and(|linker| linker.ends_with(ORDER_LINKER))
         && !["linker", "link-self-contained", "fuse-ld"]
             .iter()
             .any(|flag| flags.contains(flag))

@@ -1,35 +1,43 @@
-# Regenerates build/startup-symbols.txt: the functions of the squidbot binary that run while it
-# starts, idles and answers, which build.rs hands to the linker (`--symbol-ordering-file`) so
-# they sit together at the front of .text. The kernel maps code in 64 KB at a time around each
+# Regenerates build/startup-functions.txt: the functions of the squidbot binary that run while it
+# starts, idles and answers, which the release link lays out together at the front of .text
+# (build.rs, scripts/build/startup-order). The kernel maps code in 64 KB at a time around each
 # page that runs; with these functions spread over 38 MB of code, an idle gateway kept ~15 MB of
 # it resident. Clustered, a few MB cover them.
 #
-#   CARGO_PROFILE_RELEASE_STRIP=none cargo build --release
-#   python3 scripts/build/startup_symbols.py [TESTENV_DIR]
+#   CARGO_PROFILE_RELEASE_STRIP=none CARGO_TARGET_DIR=target/symbols cargo build --release
+#   SQUIDBOT_BIN=target/symbols/release/squidbot python3 scripts/build/startup_symbols.py [TESTENV_DIR]
 #   cargo build --release     # relinks with the new order
 #
 # The release profile strips symbols, and callgrind names functions by them: profile a build
-# with stripping off (the same code and names; stripping happens after the link).
-#
-# Profile the binary of `cargo build --release` itself (or SQUIDBOT_BIN): `cargo bench` leaves
-# its own build at target/release/squidbot, with dev-dependency features and so other names.
+# with stripping off. Its symbols carry other hashes (they follow Cargo's metadata, `strip`
+# included), so the list keeps each name without them (`normalize`), which is also what makes
+# it outlive dependency upgrades and feature changes: scripts/build/startup-order resolves the
+# names against each link. After a release build, `--check` says how many it found there.
 #
 # Needs valgrind (callgrind records every function that ran, by its mangled name). Workloads,
 # each against the instant LLM of scripts/bench/instant_llm.py: a one-shot `agent -m`; an
 # HTTP-only gateway that starts, answers three API turns and shuts down; and, with the test
 # servers of scripts/testenv/up (TESTENV_DIR), scripts/bench/channel_latency.py, whose gateway
 # runs Matrix and email. Names that a later build no longer has are skipped by the linker; a
-# stale list costs memory, never correctness. Regenerate after dependency upgrades.
-import json, os, re, shutil, signal, subprocess, sys, tempfile, time, urllib.request
+# stale list costs memory, never correctness. Regenerate when --check finds much less than all.
+import glob, json, os, re, shutil, signal, subprocess, sys, tempfile, time, urllib.request
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 import instant_llm
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+OUT = ROOT + "/build/startup-functions.txt"
+if sys.argv[1:2] == ["--check"]:
+    target = os.environ.get("CARGO_TARGET_DIR", ROOT + "/target")
+    stats = sorted(glob.glob(target + "/release/deps/squidbot-*.startup-order.stats"),
+                   key=os.path.getmtime)
+    if not stats:
+        sys.exit(f"no release link with the startup order under {target}: cargo build --release")
+    print(f"{os.path.relpath(OUT, ROOT)}: {open(stats[-1]).read().strip()} in {stats[-1]}")
+    sys.exit(0)
 if shutil.which("valgrind") is None:
     sys.exit("valgrind is missing: apt-get install valgrind")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.environ.get("SQUIDBOT_BIN", ROOT + "/target/release/squidbot")
-OUT = ROOT + "/build/startup-symbols.txt"
 WORK = tempfile.mkdtemp(prefix="squidbot-symbols.")
 LLM_URL = instant_llm.start()
 PORT = 28790
@@ -79,6 +87,15 @@ def channels(testenv):
                    env=env, check=True)
 
 
+def normalize(name):
+    """`name` without what follows Cargo's metadata rather than the code: an LTO suffix
+    (.llvm.N), the legacy hash (17h…E) and v0 crate disambiguators (Cs…_); the same rule as
+    scripts/build/startup-order."""
+    name = re.sub(r"\.llvm\.[0-9]+$", "", name)
+    name = re.sub(r"17h[0-9a-f]{16}E$", "E", name)
+    return re.sub(r"Cs[0-9A-Za-z]*_", "Cs_", name)
+
+
 def symbols():
     """Every function of the squidbot binary that ran in any profile, in workload order."""
     seen, order = set(), []
@@ -93,7 +110,7 @@ def symbols():
                 in_binary = line.strip().endswith("/" + os.path.basename(BIN))
             elif line.startswith("fn=") and in_binary:
                 fn = line[3:].strip()
-                fn = re.sub(r"'\d+$", "", fn)  # callgrind's suffix for recursion levels
+                fn = normalize(re.sub(r"'\d+$", "", fn))  # and callgrind's recursion suffix
                 if fn and fn not in seen and not fn.startswith("0x"):
                     seen.add(fn)
                     order.append(fn)

@@ -63,10 +63,16 @@ impl PromptSource for WorkspacePrompt {
         if !audience.is_owner() {
             files.retain(|path| !is_owner_file(path));
         }
-        let cache = self.cache.clone();
-        let base = tokio::task::spawn_blocking(move || read_all(&files, &cache))
-            .await
-            .unwrap_or_default();
+        let names: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
+        let base = match self.cache.read_cached(&names) {
+            Some(texts) => join(texts),
+            None => {
+                let cache = self.cache.clone();
+                tokio::task::spawn_blocking(move || read_all(&files, &cache))
+                    .await
+                    .unwrap_or_default()
+            }
+        };
         PromptSections {
             base,
             ..PromptSections::default()
@@ -85,8 +91,12 @@ fn is_owner_file(path: &Path) -> bool {
 /// command may plant `SOUL.md -> ../squidbot.yaml`) is refused and left out, never read.
 fn read_all(files: &[PathBuf], cache: &WorkspaceFiles) -> String {
     let names: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
-    let parts: Vec<Arc<str>> = cache
-        .read(&names)
+    join(cache.read(&names))
+}
+
+/// The texts there are, trimmed, between separators.
+fn join(texts: Vec<Option<Arc<str>>>) -> String {
+    let parts: Vec<Arc<str>> = texts
         .into_iter()
         .flatten()
         .filter(|text| !text.trim().is_empty())

@@ -102,13 +102,15 @@ impl HistoryStore for JsonlStore {
 
     async fn load_tail(&self, session: &SessionId) -> Result<Tail, StoreError> {
         let paths = self.paths(session);
+        // The three `statx` of the stamp run here, not on the blocking pool: they take
+        // microseconds, the hop two thread switches (see `TailCache`).
+        let before = Stamp::read(&paths.history, &paths.cursor, &paths.summary);
+        if let Some(tail) = self.cache.get(session, &before) {
+            return Ok(tail);
+        }
         let id = session.clone();
         let cache = self.cache.clone();
         let tail = blocking("load", &paths.history.clone(), move || {
-            let before = Stamp::read(&paths.history, &paths.cursor, &paths.summary);
-            if let Some(tail) = cache.get(&id, &before) {
-                return Ok(tail);
-            }
             let tail = load_tail(&id, &paths)?;
             // Cache only a tail read from files that did not change while it was read (a
             // repaired cursor file, or another process writing, shows as a changed stamp).

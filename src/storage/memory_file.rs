@@ -61,6 +61,10 @@ impl MemoryFile {
 #[async_trait]
 impl MemoryStore for MemoryFile {
     async fn load(&self) -> Result<String, StoreError> {
+        if let Some(mut cached) = self.reads.read_cached(&[Path::new("MEMORY.md")]) {
+            let text = cached.pop().flatten();
+            return Ok(text.map(|text| text.to_string()).unwrap_or_default());
+        }
         let reads = self.reads.clone();
         blocking("read", &self.path, move || {
             // Beneath the workspace: a MEMORY.md linked out of it is refused, never read into

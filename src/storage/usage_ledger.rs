@@ -35,13 +35,27 @@ struct PollCursor {
     offset: u64,
 }
 
+/// What the next poll hands out and where it reads on.
+#[derive(Debug, Default)]
+struct PollState {
+    cursor: Option<PollCursor>,
+    /// Records this ledger appended right at the cursor, which the cursor has already passed:
+    /// the next poll returns them without reading them back.
+    own: Vec<UsageRecord>,
+}
+
 /// The ledger under `$SQUIDBOT_HOME/usage/`.
+///
+/// A poll runs before every LLM call and usually finds only the line this process appended
+/// after the previous call. So an append made right at the poll cursor moves the cursor past
+/// its own line and keeps the record; the next poll then needs one `statx` to see that the
+/// file ends at the cursor, made on the caller's thread (cheaper than the two thread switches
+/// of a hop to the blocking pool), and reads the file only when another process wrote to it.
 #[derive(Debug, Clone)]
 pub struct UsageLedgerFile {
     dir: PathBuf,
-    /// A std lock, held inside `spawn_blocking` only: one poll at a time hands each record out
-    /// once.
-    cursor: Arc<Mutex<Option<PollCursor>>>,
+    /// A std lock, never held across an await: one poll at a time hands each record out once.
+    state: Arc<Mutex<PollState>>,
 }
 
 impl UsageLedgerFile {
@@ -49,7 +63,7 @@ impl UsageLedgerFile {
     pub fn new(home: &Path) -> Self {
         Self {
             dir: home.join("usage"),
-            cursor: Arc::default(),
+            state: Arc::default(),
         }
     }
 
@@ -158,9 +172,11 @@ pub fn parse_lines(bytes: &[u8]) -> (Vec<UsageRecord>, usize) {
 ///
 /// The month file carries its own lock (it is never replaced), taken on the one descriptor the
 /// line is written through; the directory is made only when the file cannot be opened without
-/// it. One open, one `flock`, one `fstat`, one `pread` and one `write` per LLM call.
-fn append_line(dir: &Path, record: &UsageRecord) -> Result<(), LedgerError> {
-    let path = month_file(dir, &month_of(record.time));
+/// it. One open, one `flock`, one `fstat`, one `pread` and one `write` per LLM call. Returns
+/// the month and the file's length before and after the line.
+fn append_line(dir: &Path, record: &UsageRecord) -> Result<(String, u64, u64), LedgerError> {
+    let month = month_of(record.time);
+    let path = month_file(dir, &month);
     let mut line =
         serde_json::to_vec(record).map_err(|error| io_error(&path)(io::Error::other(error)))?;
     line.push(b'\n');
@@ -190,7 +206,8 @@ fn append_line(dir: &Path, record: &UsageRecord) -> Result<(), LedgerError> {
             line.insert(0, b'\n');
         }
     }
-    file.write_all(&line).map_err(io_error(&path))
+    file.write_all(&line).map_err(io_error(&path))?;
+    Ok((month, len, len + line.len() as u64))
 }
 
 /// One line of `notices.jsonl`.
@@ -263,10 +280,22 @@ fn poll_files(
 impl UsageLedger for UsageLedgerFile {
     async fn append(&self, record: &UsageRecord) -> Result<(), LedgerError> {
         let dir = self.dir.clone();
+        let state = Arc::clone(&self.state);
         let record = record.clone();
-        tokio::task::spawn_blocking(move || append_line(&dir, &record))
-            .await
-            .unwrap_or_else(|error| Err(io_error(&self.dir)(io::Error::other(error))))
+        tokio::task::spawn_blocking(move || {
+            let (month, before, after) = append_line(&dir, &record)?;
+            let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(cursor) = &mut state.cursor
+                && cursor.month == month
+                && cursor.offset == before
+            {
+                cursor.offset = after;
+                state.own.push(record);
+            }
+            Ok(())
+        })
+        .await
+        .unwrap_or_else(|error| Err(io_error(&self.dir)(io::Error::other(error))))
     }
 
     async fn first_notice(&self, budget: &str, day: NaiveDate) -> Result<bool, LedgerError> {
@@ -278,14 +307,27 @@ impl UsageLedger for UsageLedgerFile {
     }
 
     async fn poll(&self) -> Result<Vec<UsageRecord>, LedgerError> {
+        let now = Utc::now();
+        {
+            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(cursor) = &state.cursor
+                && cursor.month == month_of(now)
+                && fs::metadata(month_file(&self.dir, &cursor.month))
+                    .is_ok_and(|meta| meta.len() == cursor.offset)
+            {
+                return Ok(std::mem::take(&mut state.own));
+            }
+        }
         let dir = self.dir.clone();
-        let cursor = Arc::clone(&self.cursor);
+        let state = Arc::clone(&self.state);
         tokio::task::spawn_blocking(move || {
-            let mut cursor = cursor.lock().unwrap_or_else(|p| p.into_inner());
-            let mut next = cursor.clone();
-            let records = poll_files(&dir, &mut next, Utc::now())?;
-            *cursor = next;
-            Ok(records)
+            let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
+            let mut next = state.cursor.clone();
+            let mut records = poll_files(&dir, &mut next, now)?;
+            state.cursor = next;
+            let mut own = std::mem::take(&mut state.own);
+            own.append(&mut records);
+            Ok(own)
         })
         .await
         .unwrap_or_else(|error| Err(io_error(&self.dir)(io::Error::other(error))))
@@ -310,6 +352,44 @@ mod tests {
             cost: 0.5,
             estimated: false,
         }
+    }
+
+    /// The prompt tokens of what a poll of `ledger` hands out.
+    async fn prompts(ledger: &UsageLedgerFile) -> Vec<u64> {
+        let records = ledger.poll().await.unwrap();
+        records.iter().map(|r| r.prompt_tokens).collect()
+    }
+
+    #[tokio::test]
+    async fn each_record_is_polled_once_whether_this_ledger_or_another_wrote_it() {
+        let home = tempfile::tempdir().unwrap();
+        let (ours, theirs) = (
+            UsageLedgerFile::new(home.path()),
+            UsageLedgerFile::new(home.path()),
+        );
+        let now = Utc::now().to_rfc3339();
+        let at = |prompt| {
+            let mut record = record(&now, prompt);
+            record.time = Utc::now();
+            record
+        };
+        assert!(ours.poll().await.unwrap().is_empty());
+        // Our own line, right at the cursor: handed out without reading it back.
+        ours.append(&at(1)).await.unwrap();
+        let polled = prompts(&ours).await;
+        assert_eq!(polled, [1]);
+        assert!(ours.poll().await.unwrap().is_empty());
+        // Another process writes before and after ours: all three, once each.
+        theirs.append(&at(2)).await.unwrap();
+        ours.append(&at(3)).await.unwrap();
+        theirs.append(&at(4)).await.unwrap();
+        let mut polled = prompts(&ours).await;
+        polled.sort_unstable();
+        assert_eq!(polled, [2, 3, 4]);
+        assert!(ours.poll().await.unwrap().is_empty());
+        ours.append(&at(5)).await.unwrap();
+        let polled = prompts(&ours).await;
+        assert_eq!(polled, [5]);
     }
 
     #[test]

@@ -12,6 +12,12 @@
 //! The directory's time is coarse (a clock tick): a file created within the same tick as a
 //! scan would leave it unchanged. So a scan vouches only for a directory last changed at least
 //! [`SETTLED`] before it, as git does for its index; until then every turn scans again.
+//!
+//! [`WorkspaceFiles::read_cached`] answers from the cache with only the `statx` calls that
+//! vouch for it, on the caller's thread: a `statx` of a local directory takes microseconds,
+//! while handing it to the blocking pool costs two thread switches, the largest cost of a turn
+//! (`perf`, BENCHMARKS.md). Anything that needs a lookup or a read goes to [`WorkspaceFiles::read`]
+//! on the blocking pool.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -58,6 +64,36 @@ impl WorkspaceFiles {
             workspace: workspace.to_owned(),
             state: Mutex::default(),
         }
+    }
+
+    /// What [`WorkspaceFiles::read`] would return, if the cache can tell without a lookup or a
+    /// read: the directory is vouched for and every existing file is unchanged. Only `statx`
+    /// calls (one for the directory, one per existing file), so callers run it inline.
+    pub fn read_cached(&self, names: &[&Path]) -> Option<Vec<Option<Arc<str>>>> {
+        let dir_modified = std::fs::metadata(&self.workspace)
+            .and_then(|meta| meta.modified())
+            .ok()?;
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if state.vouched != Some(dir_modified) {
+            return None;
+        }
+        names
+            .iter()
+            .map(|name| match state.entries.get(*name)? {
+                Entry::Absent => Some(None),
+                Entry::Text {
+                    modified,
+                    len,
+                    text,
+                } => {
+                    let meta = std::fs::symlink_metadata(self.workspace.join(name)).ok()?;
+                    let same = meta.is_file()
+                        && meta.len() == *len
+                        && meta.modified().ok() == Some(*modified);
+                    same.then(|| Some(text.clone()))
+                }
+            })
+            .collect()
     }
 
     /// The text of each of `names` (relative to the workspace), `None` for one that is not
@@ -177,6 +213,30 @@ mod tests {
             .unwrap()
             .set_modified(past)
             .unwrap();
+    }
+
+    #[test]
+    fn the_cache_answers_inline_only_for_a_settled_directory_and_unchanged_files() {
+        let workspace = tempfile::tempdir().unwrap();
+        let ws = workspace.path();
+        std::fs::write(ws.join("SOUL.md"), "soul").unwrap();
+        let files = WorkspaceFiles::new(ws);
+        let names = [Path::new("SOUL.md"), Path::new("USER.md")];
+        assert!(files.read_cached(&names).is_none(), "nothing read yet");
+        settle(ws);
+        files.read(&names);
+        let cached = files.read_cached(&names).expect("vouched and unchanged");
+        assert_eq!(cached[0].as_deref(), Some("soul"));
+        assert_eq!(cached[1], None);
+        assert!(
+            files.read_cached(&[Path::new("AGENTS.md")]).is_none(),
+            "a name never looked up"
+        );
+        std::fs::write(ws.join("SOUL.md"), "SOUL, longer").unwrap();
+        assert!(files.read_cached(&names).is_none(), "an edit in place");
+        files.read(&names);
+        std::fs::write(ws.join("USER.md"), "new").unwrap();
+        assert!(files.read_cached(&names).is_none(), "a file created");
     }
 
     #[test]
