@@ -89,11 +89,15 @@ def channels(testenv):
 
 def normalize(name):
     """`name` without what follows Cargo's metadata rather than the code: an LTO suffix
-    (.llvm.N), the legacy hash (17h…E) and v0 crate disambiguators (Cs…_); the same rule as
-    scripts/build/startup-order."""
+    (.llvm.N), the legacy hash (17h…E), v0 crate disambiguators (Cs…_) and the v0 back
+    references whose offsets move with them (B…_); the same rule as scripts/build/startup-order."""
     name = re.sub(r"\.llvm\.[0-9]+$", "", name)
-    name = re.sub(r"17h[0-9a-f]{16}E$", "E", name)
-    return re.sub(r"Cs[0-9A-Za-z]*_", "Cs_", name)
+    if name.startswith("_ZN"):
+        return re.sub(r"17h[0-9a-f]{16}E$", "E", name)
+    if name.startswith("_R"):
+        name = re.sub(r"Cs[0-9A-Za-z]*_", "Cs_", name)
+        name = re.sub(r"B[0-9A-Za-z]*_", "B_", name)
+    return name
 
 
 def symbols():
