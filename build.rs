@@ -39,6 +39,7 @@ const ORDER_LINKER: &str = "scripts/build/startup-order";
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed={ORDER_FILE}");
+    println!("cargo:rerun-if-changed={ORDER_LINKER}");
     println!("cargo:rerun-if-env-changed={LINK_MAP_ENV}");
     // A link map names every function's address in the binary, stripped or not: the profile
     // scripts name what they measured by it, and the order check reads it (see ORDER_FILE).

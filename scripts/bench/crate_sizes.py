@@ -19,7 +19,7 @@ TOP = int(sys.argv[2]) if len(sys.argv) > 2 else 40
 def crate_of(name):
     """The crate a demangled Rust path starts with: `<A as B>::f` counts for A's crate, the
     drop glue `core::ptr::drop_in_place<A>` too; `[C]` for a name without a path."""
-    name = name.removeprefix("core::ptr::drop_in_place<")
+    name = name.removeprefix("core::ptr::drop_in_place::<").removeprefix("core::ptr::drop_in_place<")
     name = name.lstrip("<&*").removeprefix("mut ").removeprefix("dyn ").lstrip("<&*(")
     match = re.match(r"([A-Za-z_][A-Za-z0-9_]*)::", name)
     return match.group(1) if match else "[C]"
