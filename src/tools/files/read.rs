@@ -44,9 +44,8 @@ impl ReadFileTool {
     pub fn new(guard: Arc<WorkspaceGuard>) -> Self {
         let spec = TypedSpec::new(
             "read_file",
-            "Read a UTF-8 text file, or look at an image (PNG, JPEG, GIF, WebP) if the model \
-             reads images (relative paths are in the workspace). Long files are cut at 256 KiB; \
-             use offset/limit (lines) to read on.",
+            "Read a UTF-8 text file or an image (relative paths are in the workspace). Text \
+             over 256 KiB is cut; offset/limit (lines) read on.",
         );
         Self { guard, spec }
     }
