@@ -41,6 +41,7 @@ fn main() {
     println!("cargo:rerun-if-changed={ORDER_FILE}");
     println!("cargo:rerun-if-changed={ORDER_LINKER}");
     println!("cargo:rerun-if-env-changed={LINK_MAP_ENV}");
+    println!("cargo:rerun-if-env-changed=RUSTC_LINKER");
     // A link map names every function's address in the binary, stripped or not: the profile
     // scripts name what they measured by it, and the order check reads it (see ORDER_FILE).
     if let Some(map) = std::env::var_os(LINK_MAP_ENV) {
@@ -69,7 +70,6 @@ fn main() {
 /// Whether the binary is linked by [`ORDER_LINKER`] with rustc's self-contained LLD: that
 /// driver is the configured linker and no flag changes the linker or its flavour.
 fn order_linker() -> bool {
-    println!("cargo:rerun-if-env-changed=RUSTC_LINKER");
     let flags = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
     std::env::var("RUSTC_LINKER").is_ok_and(|linker| linker.ends_with(ORDER_LINKER))
         && !["linker", "link-self-contained", "fuse-ld"]

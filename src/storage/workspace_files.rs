@@ -85,13 +85,9 @@ impl WorkspaceFiles {
                     modified,
                     len,
                     text,
-                } => {
-                    let meta = std::fs::symlink_metadata(self.workspace.join(name)).ok()?;
-                    let same = meta.is_file()
-                        && meta.len() == *len
-                        && meta.modified().ok() == Some(*modified);
-                    same.then(|| Some(text.clone()))
-                }
+                } => self
+                    .unchanged(name, *modified, *len)?
+                    .then(|| Some(text.clone())),
             })
             .collect()
     }
@@ -136,13 +132,8 @@ impl WorkspaceFiles {
                 modified,
                 len,
                 text,
-            }) if trusted => {
-                // The name still holds the file read (the directory did not change): an edit
-                // in place shows in its time or length.
-                let meta = std::fs::symlink_metadata(self.workspace.join(name)).ok()?;
-                if meta.is_file() && meta.len() == *len && meta.modified().ok() == Some(*modified) {
-                    return Some(text.clone());
-                }
+            }) if trusted && self.unchanged(name, *modified, *len)? => {
+                return Some(text.clone());
             }
             _ => {}
         }
@@ -153,6 +144,14 @@ impl WorkspaceFiles {
         };
         state.entries.insert(name.to_owned(), entry);
         text
+    }
+
+    /// Whether `name` still holds the file read with this time and length (`None`: it cannot
+    /// be looked at). The directory did not change, so the name was not replaced; an edit in
+    /// place shows in the file's time or length.
+    fn unchanged(&self, name: &Path, modified: SystemTime, len: u64) -> Option<bool> {
+        let meta = std::fs::symlink_metadata(self.workspace.join(name)).ok()?;
+        Some(meta.is_file() && meta.len() == len && meta.modified().ok() == Some(modified))
     }
 
     /// Looks `name` up beneath the workspace and reads it.
