@@ -11,6 +11,7 @@ pub mod authority;
 pub mod backoff;
 pub mod command;
 pub mod consolidation;
+pub mod iana_zone;
 pub mod liveness;
 pub mod loop_breaker;
 pub mod memory_manager;

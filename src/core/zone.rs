@@ -5,13 +5,13 @@
 //! such as `Europe/Berlin`; anything else is an error, never silently UTC.
 
 use std::fmt;
-use std::str::FromStr;
 
 use chrono::{DateTime, FixedOffset, Local, Timelike, Utc};
-use chrono_tz::Tz;
+
+use super::iana_zone::IanaZone;
 
 /// A parsed time zone.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Zone {
     /// UTC.
     Utc,
@@ -20,7 +20,7 @@ pub enum Zone {
     /// A fixed offset from UTC.
     Fixed(FixedOffset),
     /// An IANA zone.
-    Iana(Tz),
+    Iana(IanaZone),
 }
 
 /// The text was not a zone name.
@@ -41,9 +41,9 @@ impl Zone {
         if let Some(offset) = parse_offset(name) {
             return Ok(Self::Fixed(offset));
         }
-        Tz::from_str(name)
+        IanaZone::get(name)
             .map(Self::Iana)
-            .map_err(|_| UnknownZone(name.to_owned()))
+            .ok_or_else(|| UnknownZone(name.to_owned()))
     }
 
     /// The wall-clock minute of the day at `now` in this zone (0 to 1439).

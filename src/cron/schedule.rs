@@ -75,7 +75,7 @@ impl Schedule {
     /// The first slot strictly after `after`; `anchor` is the job's creation (for `every N`).
     pub fn next_slot_after(
         &self,
-        zone: Zone,
+        zone: &Zone,
         after: DateTime<Utc>,
         anchor: DateTime<Utc>,
     ) -> Option<DateTime<Utc>> {
@@ -97,7 +97,7 @@ impl Schedule {
     /// The latest slot at or before `until`, if any (never before `anchor` for `every N`).
     pub fn last_slot_until(
         &self,
-        zone: Zone,
+        zone: &Zone,
         until: DateTime<Utc>,
         anchor: DateTime<Utc>,
     ) -> Option<DateTime<Utc>> {
@@ -117,7 +117,7 @@ impl Schedule {
     /// How many slots lie in `(after, until]` (cron expressions are counted up to a cap).
     pub fn count_slots(
         &self,
-        zone: Zone,
+        zone: &Zone,
         after: DateTime<Utc>,
         until: DateTime<Utc>,
         anchor: DateTime<Utc>,
@@ -157,7 +157,7 @@ pub fn parse_zone(name: &str) -> Result<Zone, CronError> {
 }
 
 /// The first slot of `cron` after `after`, read in `zone`.
-fn next_cron(zone: Zone, cron: &Cron, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
+fn next_cron(zone: &Zone, cron: &Cron, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
     fn next<Z: TimeZone>(cron: &Cron, after: DateTime<Utc>, zone: &Z) -> Option<DateTime<Utc>> {
         let local = after.with_timezone(zone);
         let slot = cron.find_next_occurrence(&local, false).ok()?;
@@ -166,13 +166,13 @@ fn next_cron(zone: Zone, cron: &Cron, after: DateTime<Utc>) -> Option<DateTime<U
     match zone {
         Zone::Utc => next(cron, after, &Utc),
         Zone::Local => next(cron, after, &Local),
-        Zone::Fixed(offset) => next(cron, after, &offset),
-        Zone::Iana(tz) => next(cron, after, &tz),
+        Zone::Fixed(offset) => next(cron, after, offset),
+        Zone::Iana(tz) => next(cron, after, tz),
     }
 }
 
 /// The last slot of `cron` at or before `until`, read in `zone`.
-fn previous_cron(zone: Zone, cron: &Cron, until: DateTime<Utc>) -> Option<DateTime<Utc>> {
+fn previous_cron(zone: &Zone, cron: &Cron, until: DateTime<Utc>) -> Option<DateTime<Utc>> {
     fn previous<Z: TimeZone>(cron: &Cron, until: DateTime<Utc>, zone: &Z) -> Option<DateTime<Utc>> {
         let local = until.with_timezone(zone);
         let slot = cron.find_previous_occurrence(&local, true).ok()?;
@@ -181,8 +181,8 @@ fn previous_cron(zone: Zone, cron: &Cron, until: DateTime<Utc>) -> Option<DateTi
     match zone {
         Zone::Utc => previous(cron, until, &Utc),
         Zone::Local => previous(cron, until, &Local),
-        Zone::Fixed(offset) => previous(cron, until, &offset),
-        Zone::Iana(tz) => previous(cron, until, &tz),
+        Zone::Fixed(offset) => previous(cron, until, offset),
+        Zone::Iana(tz) => previous(cron, until, tz),
     }
 }
 
@@ -216,7 +216,7 @@ mod tests {
         let parsed = Schedule::parse(schedule).unwrap();
         let zone = Zone::parse(zone).unwrap();
         let anchor = utc("2026-01-01T00:00:00Z");
-        let next = parsed.next_slot_after(zone, utc(after), anchor).unwrap();
+        let next = parsed.next_slot_after(&zone, utc(after), anchor).unwrap();
         assert_eq!(next, utc(expected), "{schedule} after {after}");
     }
 
@@ -284,15 +284,15 @@ mod tests {
         let every = Schedule::parse("every 60").unwrap();
         let anchor = utc("2026-01-01T00:00:00Z");
         assert_eq!(
-            every.last_slot_until(Zone::Utc, utc("2026-01-01T00:00:59Z"), anchor),
+            every.last_slot_until(&Zone::Utc, utc("2026-01-01T00:00:59Z"), anchor),
             None
         );
         assert_eq!(
-            every.last_slot_until(Zone::Utc, utc("2026-01-01T00:05:30Z"), anchor),
+            every.last_slot_until(&Zone::Utc, utc("2026-01-01T00:05:30Z"), anchor),
             Some(utc("2026-01-01T00:05:00Z"))
         );
         assert_eq!(
-            every.count_slots(Zone::Utc, anchor, utc("2026-01-01T01:00:00Z"), anchor),
+            every.count_slots(&Zone::Utc, anchor, utc("2026-01-01T01:00:00Z"), anchor),
             60
         );
     }
@@ -303,15 +303,15 @@ mod tests {
         assert!(at.is_one_shot());
         let anchor = utc("2026-01-01T00:00:00Z");
         assert_eq!(
-            at.next_slot_after(Zone::Utc, anchor, anchor),
+            at.next_slot_after(&Zone::Utc, anchor, anchor),
             Some(utc("2026-05-01T07:00:00Z"))
         );
         assert_eq!(
-            at.next_slot_after(Zone::Utc, utc("2026-05-01T07:00:00Z"), anchor),
+            at.next_slot_after(&Zone::Utc, utc("2026-05-01T07:00:00Z"), anchor),
             None
         );
         assert_eq!(
-            at.count_slots(Zone::Utc, anchor, utc("2026-06-01T00:00:00Z"), anchor),
+            at.count_slots(&Zone::Utc, anchor, utc("2026-06-01T00:00:00Z"), anchor),
             1
         );
     }
@@ -321,13 +321,13 @@ mod tests {
         let hourly = Schedule::parse("0 * * * *").unwrap();
         let anchor = utc("2026-01-01T00:00:00Z");
         let until = utc("2026-01-01T05:30:00Z");
-        assert_eq!(hourly.count_slots(Zone::Utc, anchor, until, anchor), 5);
+        assert_eq!(hourly.count_slots(&Zone::Utc, anchor, until, anchor), 5);
         assert_eq!(
-            hourly.last_slot_until(Zone::Utc, until, anchor),
+            hourly.last_slot_until(&Zone::Utc, until, anchor),
             Some(utc("2026-01-01T05:00:00Z"))
         );
         assert_eq!(
-            hourly.last_slot_until(Zone::Utc, utc("2026-01-01T05:00:00Z"), anchor),
+            hourly.last_slot_until(&Zone::Utc, utc("2026-01-01T05:00:00Z"), anchor),
             Some(utc("2026-01-01T05:00:00Z"))
         );
     }

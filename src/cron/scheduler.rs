@@ -78,7 +78,7 @@ pub fn next_run(job: &CronJob, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
     let (schedule, zone) = parse(job).ok()?;
     let base = baseline(job).unwrap_or(now);
     let anchor = job.created_at.unwrap_or(base);
-    schedule.next_slot_after(zone, base, anchor)
+    schedule.next_slot_after(&zone, base, anchor)
 }
 
 /// The jobs due at `now`, without changing anything (what [`claim_due`] would fire).
@@ -107,16 +107,16 @@ pub fn claim_due(jobs: &mut [CronJob], now: DateTime<Utc>, policy: MissedRuns) -
         let Some(base) = baseline(job) else {
             // A job from the original's file that never ran: its slots start now.
             job.created_at = Some(now);
-            job.next_run = schedule.next_slot_after(zone, now, now);
+            job.next_run = schedule.next_slot_after(&zone, now, now);
             claim.next_wake = earliest(claim.next_wake, job.next_run);
             continue;
         };
         let anchor = *job.created_at.get_or_insert(base);
         let latest = schedule
-            .last_slot_until(zone, now, anchor)
+            .last_slot_until(&zone, now, anchor)
             .filter(|slot| *slot > base);
         if let Some(latest) = latest {
-            let count = schedule.count_slots(zone, base, latest, anchor).max(1);
+            let count = schedule.count_slots(&zone, base, latest, anchor).max(1);
             let on_time = now - latest <= ON_TIME_GRACE;
             job.last_slot = Some(latest);
             let fire = match policy {
@@ -126,7 +126,7 @@ pub fn claim_due(jobs: &mut [CronJob], now: DateTime<Utc>, policy: MissedRuns) -
             let skipped = if fire { count - 1 } else { count };
             if skipped > 0 && policy == MissedRuns::Skip {
                 let last_skipped = if fire {
-                    schedule.last_slot_until(zone, latest - Duration::seconds(1), anchor)
+                    schedule.last_slot_until(&zone, latest - Duration::seconds(1), anchor)
                 } else {
                     Some(latest)
                 };
@@ -154,7 +154,7 @@ pub fn claim_due(jobs: &mut [CronJob], now: DateTime<Utc>, policy: MissedRuns) -
             }
         }
         job.next_run = if job.enabled {
-            schedule.next_slot_after(zone, now.max(base), anchor)
+            schedule.next_slot_after(&zone, now.max(base), anchor)
         } else {
             None
         };

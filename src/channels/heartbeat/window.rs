@@ -27,7 +27,7 @@ pub fn parse_zone(name: &str) -> Result<Zone, HeartbeatError> {
 }
 
 /// A daily window `[start, end)` in minutes after midnight, read in `zone`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ActiveHours {
     start: u32,
     end: u32,
@@ -63,8 +63,8 @@ impl ActiveHours {
     }
 
     /// The zone the window is read in.
-    pub fn zone(&self) -> Zone {
-        self.zone
+    pub fn zone(&self) -> &Zone {
+        &self.zone
     }
 
     /// Whether `now` falls inside the window, read in the zone's wall-clock time.
@@ -271,9 +271,13 @@ mod tests {
         assert!(ActiveHours::new(1440, 0, Zone::Local).is_err());
         assert!(ActiveHours::new(0, 1441, Zone::Local).is_err());
         assert_eq!(
-            ActiveHours::new(22 * 60, 6 * 60, Zone::Iana(chrono_tz::Tz::UTC))
-                .unwrap()
-                .to_string(),
+            ActiveHours::new(
+                22 * 60,
+                6 * 60,
+                Zone::Iana(crate::core::iana_zone::IanaZone::get("UTC").unwrap())
+            )
+            .unwrap()
+            .to_string(),
             "22:00-06:00 UTC"
         );
     }
