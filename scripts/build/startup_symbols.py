@@ -4,15 +4,21 @@
 # page that runs; with these functions spread over 38 MB of code, an idle gateway kept ~15 MB of
 # it resident. Clustered, a few MB cover them.
 #
-#   CARGO_PROFILE_RELEASE_STRIP=none CARGO_TARGET_DIR=target/symbols cargo build --release
-#   SQUIDBOT_BIN=target/symbols/release/squidbot python3 scripts/build/startup_symbols.py [TESTENV_DIR]
+#   SQUIDBOT_LINK_MAP=/tmp/squidbot.map cargo build --release
+#   SQUIDBOT_LINK_MAP=/tmp/squidbot.map python3 scripts/build/startup_symbols.py [TESTENV_DIR]
 #   cargo build --release     # relinks with the new order
 #
-# The release profile strips symbols, and callgrind names functions by them: profile a build
-# with stripping off. Its symbols carry other hashes (they follow Cargo's metadata, `strip`
-# included), so the list keeps each name without them (`normalize`), which is also what makes
-# it outlive dependency upgrades and feature changes: scripts/build/startup-order resolves the
-# names against each link. After a release build, `--check` says how many it found there.
+# The release build itself is profiled: callgrind records the addresses of the functions that
+# ran, and the link map that build.rs had the linker write (SQUIDBOT_LINK_MAP) names them. A
+# build with its symbols kept is other code: stripping is part of Cargo's metadata, so its
+# crates carry other hashes, and where LLVM inlines and which upstream copy of a generic
+# instance a crate built for size takes follow those hashes (profiled that way, 29 of the 73
+# code pages an idle release gateway faulted in held functions the list lacked). Without
+# SQUIDBOT_LINK_MAP, callgrind names the functions of an unstripped build
+# (CARGO_PROFILE_RELEASE_STRIP=none) by its symbols. Either way the list keeps each name
+# without what follows Cargo's metadata (`normalize`), which is what makes it outlive
+# dependency upgrades and feature changes: scripts/build/startup-order resolves the names
+# against each link. After a release build, `--check` says how many it found there.
 #
 # Needs valgrind (callgrind records every function that ran, by its mangled name). Workloads,
 # each against the instant LLM of scripts/bench/instant_llm.py, in the order their functions are
@@ -25,7 +31,7 @@
 # long as the daemon lives: an idle gateway profiled without the heartbeat ran 40 such functions
 # spread over 6 MB (measured on the stripped binary under callgrind, mapped to the link map). Names that a later build no longer has are skipped by the linker; a
 # stale list costs memory, never correctness. Regenerate when --check finds much less than all.
-import glob, json, os, re, shutil, signal, subprocess, sys, tempfile, time, urllib.request
+import bisect, functools, glob, json, os, re, shutil, signal, subprocess, sys, tempfile, time, urllib.request
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 import instant_llm
 
@@ -43,6 +49,7 @@ if shutil.which("valgrind") is None:
     sys.exit("valgrind is missing: apt-get install valgrind")
 
 BIN = os.environ.get("SQUIDBOT_BIN", ROOT + "/target/release/squidbot")
+LINK_MAP = os.environ.get("SQUIDBOT_LINK_MAP")
 WORK = tempfile.mkdtemp(prefix="squidbot-symbols.")
 LLM_URL = instant_llm.start()
 PORT = 28790
@@ -51,8 +58,12 @@ TOKEN = "symbols-token-0123456789"
 
 def callgrind(tag):
     """The valgrind command line that profiles one run into WORK/<tag>.<pid>."""
+    # With a link map, every instruction that ran is named by the function it lies in: in a
+    # stripped binary callgrind knows no function boundaries and records only call targets,
+    # missing the functions that code reaches by a jump (a tail call).
+    instr = "yes" if LINK_MAP else "no"
     return ["valgrind", "--tool=callgrind", "--demangle=no", "--compress-strings=no",
-            "--compress-pos=no", "--dump-instr=no", f"--callgrind-out-file={WORK}/{tag}.%p"]
+            "--compress-pos=no", f"--dump-instr={instr}", f"--callgrind-out-file={WORK}/{tag}.%p"]
 
 
 def home(extra=""):
@@ -117,6 +128,56 @@ def normalize(name):
     return name
 
 
+def link_map_functions(path):
+    """(start addresses, names) of the input sections of .text in an LLD link map, sorted: with
+    one section per function (rustc's and the cc crate's default), the functions."""
+    line_re = re.compile(r"^\s+([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)\s+\d+\s(.*)$")
+    sections, in_text = [], False
+    for line in open(path, errors="replace"):
+        match = line_re.match(line)
+        if not match:
+            continue
+        rest = match.group(3)
+        if not rest.startswith(" "):  # an output section
+            in_text = rest.strip() == ".text"
+        elif in_text and ":(" in rest:
+            section = rest.strip().split(":(", 1)[1].rstrip(")")
+            name = re.sub(r"^\.text\.((unlikely|hot|startup|exit|split)\.)?", "", section)
+            sections.append((int(match.group(1), 16), int(match.group(2), 16), name))
+    sections.sort()
+    return [start for start, _, _ in sections], sections
+
+
+@functools.cache
+def namer():
+    """An address in the binary -> the name of the function it lies in, by the link map."""
+    starts, sections = link_map_functions(LINK_MAP)
+
+    def name(address):
+        at = bisect.bisect_right(starts, address) - 1
+        if at >= 0 and address < sections[at][0] + sections[at][1]:
+            return sections[at][2]
+        return None
+    return name
+
+
+def ran(profile):
+    """The functions of the squidbot binary that ran in one callgrind profile, in the order the
+    profile names them."""
+    name_of = namer() if LINK_MAP else None
+    in_binary = False
+    for line in open(profile, errors="replace"):
+        if line.startswith("ob="):
+            in_binary = line.strip().endswith("/" + os.path.basename(BIN))
+        elif not in_binary:
+            continue
+        elif name_of and line.startswith("0x"):  # an instruction that ran (--dump-instr)
+            yield name_of(int(line.split()[0], 16))
+        elif not name_of and line.startswith("fn="):
+            fn = re.sub(r"'\d+$", "", line[3:].strip())  # no recursion suffix
+            yield None if fn.startswith("0x") else fn
+
+
 def symbols():
     """Every function of the squidbot binary that ran in any profile, in workload order."""
     seen, order = set(), []
@@ -126,16 +187,11 @@ def symbols():
     rank = {"idle": 0, "gateway": 1, "oneshot": 2, "channels": 3}
     profiles = [n for n in os.listdir(WORK) if n.split(".")[0] in rank]
     for name in sorted(profiles, key=lambda n: (rank[n.split(".")[0]], int(n.split(".")[1]))):
-        in_binary = False
-        for line in open(os.path.join(WORK, name), errors="replace"):
-            if line.startswith("ob="):
-                in_binary = line.strip().endswith("/" + os.path.basename(BIN))
-            elif line.startswith("fn=") and in_binary:
-                fn = line[3:].strip()
-                fn = normalize(re.sub(r"'\d+$", "", fn))  # and callgrind's recursion suffix
-                if fn and fn not in seen and not fn.startswith("0x"):
-                    seen.add(fn)
-                    order.append(fn)
+        for fn in ran(os.path.join(WORK, name)):
+            fn = fn and normalize(fn)
+            if fn and fn not in seen:
+                seen.add(fn)
+                order.append(fn)
     return order
 
 
