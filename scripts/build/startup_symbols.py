@@ -107,25 +107,13 @@ def channels(testenv):
                    env=env, check=True)
 
 
-def normalize(name):
-    """`name` without what follows Cargo's metadata rather than the code: an LTO suffix
-    (.llvm.N), the legacy hash (17h…E), v0 crate disambiguators (Cs…_) and the v0 back
-    references whose offsets move with them (B…_), and a generic instance's instantiating crate
-    (which upstream copy a crate built for size takes follows the crates' hashes); the same
-    rule as scripts/build/startup-order."""
-    name = re.sub(r"\.llvm\.[0-9]+$", "", name)
-    if name.startswith("_ZN"):
-        return re.sub(r"17h[0-9a-f]{16}E$", "E", name)
-    if name.startswith("_R"):
-        name = re.sub(r"Cs[0-9A-Za-z]*_", "Cs_", name)
-        name = re.sub(r"B[0-9A-Za-z]*_", "B_", name)
-        if name.endswith("B_"):
-            return name[:-2]
-        at = name.rfind("Cs_")
-        crate = re.fullmatch(r"([0-9]+)(.*)", name[at + 3:]) if at >= 0 else None
-        if crate and len(crate.group(2)) == int(crate.group(1)):
-            return name[:at]
-    return name
+def normalize(names):
+    """`names` without what follows Cargo's metadata rather than the code, by the rule of
+    scripts/build/startup-order (its `--normalize`), which resolves the list at each link."""
+    driver = os.path.join(ROOT, "scripts", "build", "startup-order")
+    out = subprocess.run([driver, "--normalize"], input="\n".join(names) + "\n",
+                         capture_output=True, text=True, check=True).stdout
+    return out.splitlines()
 
 
 def link_map_functions(path):
@@ -188,11 +176,10 @@ def symbols():
     profiles = [n for n in os.listdir(WORK) if n.split(".")[0] in rank]
     for name in sorted(profiles, key=lambda n: (rank[n.split(".")[0]], int(n.split(".")[1]))):
         for fn in ran(os.path.join(WORK, name)):
-            fn = fn and normalize(fn)
             if fn and fn not in seen:
                 seen.add(fn)
                 order.append(fn)
-    return order
+    return list(dict.fromkeys(normalize(order)))
 
 
 gateway("idle", 0)
