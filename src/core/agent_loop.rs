@@ -2,7 +2,8 @@
 //!
 //! A turn holds its session's mutex from start to end, so one session's messages run one at a
 //! time and in order while other sessions run in parallel. In order it: persists the user
-//! message (then signals that the channel may acknowledge it), builds the prompt, calls the LLM
+//! message (durably first when the channel acknowledges it before the answer, then signals
+//! that it may; see [`AgentLoop::run`]), builds the prompt, calls the LLM
 //! (streamed) and runs tools for up to `max_tool_rounds` rounds, persisting every tool-call
 //! message and result, persists the final reply, delivers it, and finally consolidates if due,
 //! still under the mutex, so the reply is never delayed by a summary.
@@ -334,11 +335,18 @@ impl AgentLoop {
                 user.sender_id = Some(request.origin.sender_id().into_owned());
                 user.source_id = request.source_id.clone();
                 user.images = request.images.clone();
-                let offsets = self
-                    .memory
-                    .history()
-                    .append(&session, std::slice::from_ref(&user))
-                    .await;
+                // A channel that acknowledges the message before its answer (a sync token,
+                // `\Seen`) waits for it to be on disk. Where the answer is the acknowledgement
+                // (HTTP, the terminal, scheduled runs), the reply's durable append flushes both
+                // lines at once, and an answer without one (an error) syncs first: one flush
+                // to the disk per turn instead of two.
+                let history = self.memory.history();
+                let message = std::slice::from_ref(&user);
+                let offsets = if request.persisted.is_some() {
+                    history.append(&session, message).await
+                } else {
+                    history.append_unsynced(&session, message).await
+                };
                 let offsets = offsets.map_err(TurnError::Persist)?;
                 Some((user, offsets))
             }
@@ -482,6 +490,7 @@ impl AgentLoop {
                 Ok(response) => response,
                 Err(error) => {
                     tracing::warn!(session = %session, error = %error, "LLM call failed; told the user.");
+                    self.sync_before_answer(session).await;
                     if error.should_tell() {
                         self.deliver(sink, &error.user_message()).await;
                     }
@@ -505,6 +514,7 @@ impl AgentLoop {
                         model: response.model,
                         detail: "empty reply".into(),
                     };
+                    self.sync_before_answer(session).await;
                     self.deliver(sink, &error.user_message()).await;
                     return Err(TurnError::Llm(error));
                 }
@@ -692,6 +702,16 @@ impl AgentLoop {
                 }),
         );
         Ok(())
+    }
+
+    /// Makes the session's history durable before an answer that follows no durable append (an
+    /// error told instead of a reply), so the user's message, appended unsynced when the answer
+    /// is its acknowledgement, is on disk before that answer goes out. A failure is logged and the
+    /// answer still goes out: it tells of an error, not of a reply the history holds.
+    async fn sync_before_answer(&self, session: &SessionId) {
+        if let Err(error) = self.memory.history().sync(session).await {
+            tracing::error!(session = %session, error = %error, "History could not be synced before an error answer.");
+        }
     }
 
     /// Delivers `text` with known secrets redacted (an error text may quote a provider's).

@@ -12,8 +12,8 @@
 //! never replaced and so can carry the lock itself: the torn-line check and its append, and the
 //! cursor's compare, summary and cursor writes, each happen as one step between processes.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{BufRead, BufReader, ErrorKind, Read, Seek, SeekFrom, Write};
+use std::fs::{self, File};
+use std::io::{BufRead, BufReader, ErrorKind, Read, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,6 +21,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::cursor_file::{self, CursorFile, PendingCommit};
+use super::line_append::{self, Durability};
 use super::tail_cache::{Stamp, TailCache};
 use super::{atomic, blocking, io_error, safe_id};
 use crate::core::message::Message;
@@ -73,12 +74,13 @@ impl JsonlStore {
     }
 }
 
-#[async_trait]
-impl HistoryStore for JsonlStore {
-    async fn append(
+impl JsonlStore {
+    /// Encodes `messages` as lines and appends them; returns each line's end offset.
+    async fn write(
         &self,
         session: &SessionId,
         messages: &[Message],
+        durability: Durability,
     ) -> Result<Vec<u64>, StoreError> {
         let path = self.paths(session).history;
         let mut buffer = Vec::with_capacity(messages.len() * 256);
@@ -91,13 +93,33 @@ impl HistoryStore for JsonlStore {
             buffer.push(b'\n');
             ends.push(buffer.len() as u64);
         }
-        let dir = self.sessions_dir.clone();
-        let (old_len, ends) = blocking("append", &path.clone(), move || {
-            append_lines(&dir, &path, buffer, ends)
-        })
-        .await?;
-        self.cache.appended(session, old_len, messages, &ends);
+        let landed = line_append::append(&self.sessions_dir, &path, buffer, durability).await?;
+        let ends: Vec<u64> = ends.into_iter().map(|end| landed.start + end).collect();
+        self.cache.appended(session, landed.before, messages, &ends);
         Ok(ends)
+    }
+}
+
+#[async_trait]
+impl HistoryStore for JsonlStore {
+    async fn append(
+        &self,
+        session: &SessionId,
+        messages: &[Message],
+    ) -> Result<Vec<u64>, StoreError> {
+        self.write(session, messages, Durability::Synced).await
+    }
+
+    async fn append_unsynced(
+        &self,
+        session: &SessionId,
+        messages: &[Message],
+    ) -> Result<Vec<u64>, StoreError> {
+        self.write(session, messages, Durability::Unsynced).await
+    }
+
+    async fn sync(&self, session: &SessionId) -> Result<(), StoreError> {
+        Ok(line_append::sync(&self.paths(session).history).await?)
     }
 
     async fn load_tail(&self, session: &SessionId) -> Result<Tail, StoreError> {
@@ -148,62 +170,6 @@ impl HistoryStore for JsonlStore {
         self.cache.forget(session);
         result
     }
-}
-
-/// Opens a history file for appending (creating it and its directory) and waits for its lock,
-/// which is released when the file is closed.
-fn open_locked(dir: &Path, path: &Path) -> Result<File, StoreError> {
-    let open = || {
-        OpenOptions::new()
-            .create(true)
-            .read(true)
-            .append(true)
-            .open(path)
-    };
-    let file = match open() {
-        Err(error) if error.kind() == ErrorKind::NotFound => {
-            fs::create_dir_all(dir).map_err(|e| io_error("create", dir, e))?;
-            open()
-        }
-        other => other,
-    }
-    .map_err(|e| io_error("open", path, e))?;
-    file.lock().map_err(|e| io_error("lock", path, e))?;
-    Ok(file)
-}
-
-/// Appends pre-encoded lines; `ends` are offsets relative to the start of `buffer`. Returns the
-/// file's length before the append and the absolute end offset of each line.
-fn append_lines(
-    dir: &Path,
-    path: &Path,
-    mut buffer: Vec<u8>,
-    ends: Vec<u64>,
-) -> Result<(u64, Vec<u64>), StoreError> {
-    // Locked until `file` is closed at the end of this function.
-    let mut file = open_locked(dir, path)?;
-    let len = file
-        .metadata()
-        .map_err(|e| io_error("stat", path, e))?
-        .len();
-    let mut base = len;
-    if len > 0 {
-        let mut last = [0u8];
-        file.read_exact_at(&mut last, len - 1)
-            .map_err(|e| io_error("read", path, e))?;
-        if last[0] != b'\n' {
-            tracing::warn!(path = %path.display(), "History ended with a torn line; closing it before appending.");
-            buffer.insert(0, b'\n');
-            base += 1;
-        }
-    }
-    file.write_all(&buffer)
-        .map_err(|e| io_error("append", path, e))?;
-    file.sync_data().map_err(|e| io_error("sync", path, e))?;
-    if len == 0 {
-        atomic::sync_dir(dir).map_err(|e| io_error("sync", dir, e))?;
-    }
-    Ok((len, ends.into_iter().map(|end| base + end).collect()))
 }
 
 fn read_optional(path: &Path) -> Result<String, StoreError> {
@@ -393,7 +359,7 @@ fn commit(
 ) -> Result<(), StoreError> {
     // Held until the end: the check below and the three writes are one step, so two processes
     // consolidating the same session cannot interleave them.
-    let _history = open_locked(dir, &paths.history)?;
+    let _history = line_append::lock(dir, &paths.history)?;
     let current = read_cursor_file(&paths.cursor)?;
     let (current, _) = current.recover(&read_optional(&paths.summary)?);
     if cursor.messages < current.last_consolidated {

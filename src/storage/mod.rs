@@ -7,6 +7,8 @@
 //! - [`file_lock`]: exclusive locks between processes for read-modify-write ([`FileLock`]).
 //! - [`home_lock`]: one gateway per home ([`HomeLock`]).
 //! - [`jsonl_store`]: session histories, cursors and summaries ([`JsonlStore`]).
+//! - [`line_append`]: whole lines appended to a file other processes append to, on the
+//!   caller's thread when its lock is free and nothing waits on the disk.
 //! - [`history_index`]: the full-text index over all histories, a rebuildable cache ([`HistoryIndex`]).
 //! - [`cursor_file`]: the `.meta.json` cursor format and its crash-safe commit protocol.
 //! - [`tail_cache`]: recently loaded tails, validated by file stamps ([`tail_cache::TailCache`]).
@@ -29,6 +31,7 @@ pub mod history_index;
 pub mod home_lock;
 pub mod import;
 pub mod jsonl_store;
+pub mod line_append;
 pub mod memory_file;
 pub mod safe_id;
 pub mod tail_cache;

@@ -1,10 +1,10 @@
 //! [`UsageLedgerFile`]: the usage ledger as one JSONL file per month, `usage/YYYY-MM.jsonl`
 //! (the month of the record's UTC time).
 //!
-//! The gateway and `squidbot agent` append to the same file, so each append holds a `flock` on
-//! it (the file is never replaced, so it can carry the lock itself) and writes its line with
-//! one `write`; a torn last line left by a crash is closed with a newline first, so the next
-//! record starts on a line of its own. Appends are not fsynced: a record lost to a power cut
+//! The gateway and `squidbot agent` append to the same file, each line under the file's own
+//! `flock` and after a torn last line left by a crash was closed (see
+//! [`line_append`](super::line_append), which also keeps the append on the caller's thread when
+//! the lock is free). Appends are not fsynced: a record lost to a power cut
 //! costs one call's worth of budget, while an fsync per LLM call would cost every call a disk
 //! flush. Readers take only whole lines and skip a line that does not parse (the torn one), so
 //! every file stays loadable after a crash.
@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::ports::usage::{LedgerError, UsageLedger, UsageRecord};
 use crate::storage::FileLock;
+use crate::storage::line_append::{self, Durability};
 
 /// Where the next poll starts.
 #[derive(Debug, Clone)]
@@ -168,48 +169,6 @@ pub fn parse_lines(bytes: &[u8]) -> (Vec<UsageRecord>, usize) {
     (records, consumed)
 }
 
-/// Appends `record` as one line under the file's lock, closing a torn last line first.
-///
-/// The month file carries its own lock (it is never replaced), taken on the one descriptor the
-/// line is written through; the directory is made only when the file cannot be opened without
-/// it. One open, one `flock`, one `fstat`, one `pread` and one `write` per LLM call. Returns
-/// the month and the file's length before and after the line.
-fn append_line(dir: &Path, record: &UsageRecord) -> Result<(String, u64, u64), LedgerError> {
-    let month = month_of(record.time);
-    let path = month_file(dir, &month);
-    let mut line =
-        serde_json::to_vec(record).map_err(|error| io_error(&path)(io::Error::other(error)))?;
-    line.push(b'\n');
-    let open = || {
-        OpenOptions::new()
-            .create(true)
-            .append(true)
-            .read(true)
-            .open(&path)
-    };
-    let mut file = match open() {
-        Err(error) if error.kind() == io::ErrorKind::NotFound => {
-            fs::create_dir_all(dir).map_err(io_error(dir))?;
-            open()
-        }
-        opened => opened,
-    }
-    .map_err(io_error(&path))?;
-    // Released when `file` is closed, after the write.
-    file.lock().map_err(io_error(&path))?;
-    let len = file.metadata().map_err(io_error(&path))?.len();
-    if len > 0 {
-        let mut last = [0u8];
-        file.read_exact_at(&mut last, len - 1)
-            .map_err(io_error(&path))?;
-        if last[0] != b'\n' {
-            line.insert(0, b'\n');
-        }
-    }
-    file.write_all(&line).map_err(io_error(&path))?;
-    Ok((month, len, len + line.len() as u64))
-}
-
 /// One line of `notices.jsonl`.
 #[derive(Debug, PartialEq, Serialize, Deserialize)]
 struct Notice {
@@ -279,23 +238,23 @@ fn poll_files(
 #[async_trait]
 impl UsageLedger for UsageLedgerFile {
     async fn append(&self, record: &UsageRecord) -> Result<(), LedgerError> {
-        let dir = self.dir.clone();
-        let state = Arc::clone(&self.state);
-        let record = record.clone();
-        tokio::task::spawn_blocking(move || {
-            let (month, before, after) = append_line(&dir, &record)?;
-            let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(cursor) = &mut state.cursor
-                && cursor.month == month
-                && cursor.offset == before
-            {
-                cursor.offset = after;
-                state.own.push(record);
-            }
-            Ok(())
-        })
-        .await
-        .unwrap_or_else(|error| Err(io_error(&self.dir)(io::Error::other(error))))
+        // One line under the month file's lock (see `line_append`), usually on this thread.
+        let month = month_of(record.time);
+        let path = month_file(&self.dir, &month);
+        let mut line =
+            serde_json::to_vec(record).map_err(|error| io_error(&path)(io::Error::other(error)))?;
+        line.push(b'\n');
+        let length = line.len() as u64;
+        let landed = line_append::append(&self.dir, &path, line, Durability::Unsynced).await?;
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(cursor) = &mut state.cursor
+            && cursor.month == month
+            && cursor.offset == landed.before
+        {
+            cursor.offset = landed.start + length;
+            state.own.push(record.clone());
+        }
+        Ok(())
     }
 
     async fn first_notice(&self, budget: &str, day: NaiveDate) -> Result<bool, LedgerError> {
@@ -392,11 +351,14 @@ mod tests {
         assert_eq!(polled, [5]);
     }
 
-    #[test]
-    fn a_torn_last_line_is_skipped_and_closed_by_the_next_append() {
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_torn_last_line_is_skipped_and_closed_by_the_next_append() {
         let home = tempfile::tempdir().unwrap();
         let ledger = UsageLedgerFile::new(home.path());
-        append_line(ledger.dir(), &record("2026-11-03T10:00:00Z", 10)).unwrap();
+        ledger
+            .append(&record("2026-11-03T10:00:00Z", 10))
+            .await
+            .unwrap();
         let path = month_file(ledger.dir(), "2026-11");
         // A crash mid-write leaves half a record without its newline.
         let mut file = OpenOptions::new().append(true).open(&path).unwrap();
@@ -406,7 +368,10 @@ mod tests {
         assert_eq!(records, vec![record("2026-11-03T10:00:00Z", 10)]);
         let whole = fs::metadata(&path).unwrap().len();
         assert!(offset < whole, "the torn line is not consumed");
-        append_line(ledger.dir(), &record("2026-11-03T10:02:00Z", 30)).unwrap();
+        ledger
+            .append(&record("2026-11-03T10:02:00Z", 30))
+            .await
+            .unwrap();
         let (records, _) = read_from(&path, offset).unwrap();
         assert_eq!(records, vec![record("2026-11-03T10:02:00Z", 30)]);
         assert_eq!(ledger.read_all().unwrap().len(), 2);
@@ -431,14 +396,24 @@ mod tests {
         assert!(!note_first(&dir, "budgets.cron_tokens", day("2026-11-24")).unwrap());
     }
 
-    #[test]
-    fn polls_hand_each_record_out_once_across_months() {
+    #[tokio::test(flavor = "current_thread")]
+    async fn polls_hand_each_record_out_once_across_months() {
         let home = tempfile::tempdir().unwrap();
-        let dir = home.path().join("usage");
+        let ledger = UsageLedgerFile::new(home.path());
+        let dir = ledger.dir().to_owned();
         let at = |text: &str| DateTime::parse_from_rfc3339(text).unwrap().to_utc();
-        append_line(&dir, &record("2026-09-30T10:00:00Z", 1)).unwrap();
-        append_line(&dir, &record("2026-10-31T10:00:00Z", 2)).unwrap();
-        append_line(&dir, &record("2026-11-01T10:00:00Z", 3)).unwrap();
+        ledger
+            .append(&record("2026-09-30T10:00:00Z", 1))
+            .await
+            .unwrap();
+        ledger
+            .append(&record("2026-10-31T10:00:00Z", 2))
+            .await
+            .unwrap();
+        ledger
+            .append(&record("2026-11-01T10:00:00Z", 3))
+            .await
+            .unwrap();
         let prompts = |records: Vec<UsageRecord>| -> Vec<u64> {
             records.iter().map(|r| r.prompt_tokens).collect()
         };
@@ -450,8 +425,14 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
-        append_line(&dir, &record("2026-11-30T23:00:00Z", 4)).unwrap();
-        append_line(&dir, &record("2026-12-01T00:00:00Z", 5)).unwrap();
+        ledger
+            .append(&record("2026-11-30T23:00:00Z", 4))
+            .await
+            .unwrap();
+        ledger
+            .append(&record("2026-12-01T00:00:00Z", 5))
+            .await
+            .unwrap();
         let next = poll_files(&dir, &mut cursor, at("2026-12-01T00:00:01Z")).unwrap();
         assert_eq!(prompts(next), vec![4, 5]);
     }

@@ -21,9 +21,22 @@ pub struct Gateway {
     env: Vec<(String, String)>,
 }
 
-/// Starts `squidbot gateway` on `home`.
-fn spawn_gateway(home: &Path, env: &[(String, String)], log: Stdio) -> Child {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_squidbot"));
+/// Starts `squidbot gateway` on `home`; under `strace` writing to `trace` when one is given.
+fn spawn_gateway(home: &Path, env: &[(String, String)], log: Stdio, trace: Option<&Path>) -> Child {
+    let binary = env!("CARGO_BIN_EXE_squidbot");
+    let mut command = match trace {
+        None => Command::new(binary),
+        Some(trace) => {
+            let mut strace = Command::new("strace");
+            strace
+                .args(["-f", "-y", "-s", "64"])
+                .args(["-e", "trace=write,writev,sendto,sendmsg,fdatasync,fsync"])
+                .arg("-o")
+                .arg(trace)
+                .arg(binary);
+            strace
+        }
+    };
     command
         .arg("gateway")
         .env("SQUIDBOT_HOME", home)
@@ -48,6 +61,23 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// The config of a gateway talking to `llm_url` on the port it is given, the message API with
+/// `token` (none: no API), no heartbeat, and `extra` YAML appended.
+fn config<'a>(
+    llm_url: &'a str,
+    token: Option<&str>,
+    extra: &'a str,
+) -> impl FnOnce(u16) -> String + 'a {
+    let token_line = token
+        .map(|t| format!("    token: {t}\n"))
+        .unwrap_or_default();
+    move |port: u16| {
+        format!(
+            "llm:\n  providers:\n    local:\n      api_base: \"{llm_url}\"\n  models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\nagents:\n  heartbeat:\n    enabled: false\ngateway:\n  shutdown_grace_seconds: 10\n  http:\n    listen: 127.0.0.1:{port}\n{token_line}{extra}"
+        )
+    }
+}
+
 impl Gateway {
     /// Starts a gateway talking to `llm_url`, with `extra` YAML appended and `env` set.
     pub async fn start(llm_url: &str, extra: &str, env: &[(&str, &str)]) -> Self {
@@ -63,7 +93,7 @@ impl Gateway {
             "{yaml}gateway:\n  shutdown_grace_seconds: 10\n  http:\n    listen: 127.0.0.1:{port}\n    token: {TOKEN}\n"
         );
         std::fs::write(home.path().join("squidbot.yaml"), config).unwrap();
-        let child = spawn_gateway(home.path(), &[], Stdio::piped());
+        let child = spawn_gateway(home.path(), &[], Stdio::piped(), None);
         let gateway = Self {
             child,
             base: format!("http://127.0.0.1:{port}"),
@@ -93,15 +123,7 @@ impl Gateway {
         env: &[(&str, &str)],
         log: Stdio,
     ) -> Self {
-        let token_line = token
-            .map(|t| format!("    token: {t}\n"))
-            .unwrap_or_default();
-        let config = |port: u16| {
-            format!(
-                "llm:\n  providers:\n    local:\n      api_base: \"{llm_url}\"\n  models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\nagents:\n  heartbeat:\n    enabled: false\ngateway:\n  shutdown_grace_seconds: 10\n  http:\n    listen: 127.0.0.1:{port}\n{token_line}{extra}"
-            )
-        };
-        Self::start_with_config(config, env, log).await
+        Self::start_with_config(config(llm_url, token, extra), env, log).await
     }
 
     /// Starts a gateway whose whole config is `config(port)`, with `env` set and the log
@@ -111,6 +133,22 @@ impl Gateway {
         env: &[(&str, &str)],
         log: Stdio,
     ) -> Self {
+        Self::launch(config, env, log, None).await
+    }
+
+    /// Like [`Gateway::start`], under `strace -f -y`, which writes the gateway's writes and
+    /// flushes to the disk to `trace` (see `durability.rs`).
+    pub async fn start_traced(llm_url: &str, trace: &Path) -> Self {
+        let config = config(llm_url, Some(TOKEN), "");
+        Self::launch(config, &[], Stdio::piped(), Some(trace)).await
+    }
+
+    async fn launch(
+        config: impl FnOnce(u16) -> String,
+        env: &[(&str, &str)],
+        log: Stdio,
+        trace: Option<&Path>,
+    ) -> Self {
         let home = tempfile::tempdir().unwrap();
         let port = free_port();
         std::fs::write(home.path().join("squidbot.yaml"), config(port)).unwrap();
@@ -118,7 +156,7 @@ impl Gateway {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
-        let child = spawn_gateway(home.path(), &env, log);
+        let child = spawn_gateway(home.path(), &env, log, trace);
         let gateway = Self {
             child,
             base: format!("http://127.0.0.1:{port}"),
@@ -133,7 +171,7 @@ impl Gateway {
     /// Stops the gateway (SIGTERM) and starts it again on the same home, config and port.
     pub async fn restart(&mut self) {
         self.terminate().await;
-        self.child = spawn_gateway(self.home.path(), &self.env, Stdio::piped());
+        self.child = spawn_gateway(self.home.path(), &self.env, Stdio::piped(), None);
         self.wait_ready().await;
     }
 

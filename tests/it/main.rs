@@ -32,6 +32,8 @@ mod service_cli;
 mod daemon;
 // The gateway end to end: HTTP API, auth, ordering, status, metrics, restarts, SIGTERM.
 mod gateway;
+// What reaches the disk before an answer leaves, read from strace.
+mod durability;
 // Chat commands (/help, /status, /stop) through a real gateway.
 mod commands;
 // A real gateway logged in to the test Synapse, for the Matrix tests.

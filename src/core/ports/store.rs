@@ -106,12 +106,30 @@ pub enum StoreError {
 /// implementations may therefore assume one writer per session.
 #[async_trait]
 pub trait HistoryStore: Send + Sync {
-    /// Appends messages as whole lines and makes them durable; returns each line's end offset.
+    /// Appends messages as whole lines and makes them durable, with every line appended to the
+    /// session before them; returns each line's end offset.
     async fn append(
         &self,
         session: &SessionId,
         messages: &[Message],
     ) -> Result<Vec<u64>, StoreError>;
+
+    /// Appends messages as whole lines that every reader sees at once and that outlive a crash
+    /// of this process, but not yet one of the machine: the session's next [`append`] or
+    /// [`sync`] makes them durable. For a message whose only acknowledgement is the turn's
+    /// answer, which is appended durably before it is sent: one flush to the disk per turn,
+    /// not two. Returns each line's end offset.
+    ///
+    /// [`append`]: HistoryStore::append
+    /// [`sync`]: HistoryStore::sync
+    async fn append_unsynced(
+        &self,
+        session: &SessionId,
+        messages: &[Message],
+    ) -> Result<Vec<u64>, StoreError>;
+
+    /// Makes every line appended to the session so far durable.
+    async fn sync(&self, session: &SessionId) -> Result<(), StoreError>;
 
     /// Loads the cursor, the summary and the messages after the cursor. Cost is proportional
     /// to the tail, not to the whole history. Unreadable lines are skipped with a warning.
