@@ -427,11 +427,7 @@ impl SpendReport for UsageMeter {
 
 /// prompt, the tool schemas and the answer.
 pub fn estimate(request: &ChatRequest<'_>, response: &ChatResponse) -> TokenUsage {
-    let tool_chars: usize = request
-        .tools
-        .iter()
-        .map(|spec| serde_json::to_string(spec).map_or(0, |text| text.len()))
-        .sum();
+    let tool_chars: usize = request.tools.iter().map(|spec| spec.wire_len()).sum();
     // Only the newest images of a prompt are sent (older ones stay a path).
     let images = request
         .messages

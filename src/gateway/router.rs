@@ -173,9 +173,11 @@ impl Dispatch for Router {
         queues.senders.insert(session.clone(), queue);
         drop(queues);
         let inner = self.inner.clone();
+        // Boxed: the worker holds a whole turn's state machine, kilobytes that spawning would
+        // otherwise copy through each layer (tracker, task cell) on every turn.
         self.inner
             .tracker
-            .spawn(async move { inner.work(session, jobs).await });
+            .spawn(Box::pin(async move { inner.work(session, jobs).await }));
         Ok(receiver)
     }
 }

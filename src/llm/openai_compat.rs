@@ -9,11 +9,12 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use reqwest::header::{CONTENT_TYPE, RETRY_AFTER};
+use reqwest::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 
 use crate::core::ports::llm::{
     ChatRequest, ChatResponse, ContextBudget, LlmClient, LlmError, StreamObserver,
@@ -53,6 +54,12 @@ pub struct OpenAiCompatLlm {
     learned: Arc<Learned>,
     /// The key of this server in `learned`: the completions URL and the model id.
     server: String,
+    /// The completions URL, parsed once: reqwest would parse a string on every request. One
+    /// that does not parse is kept as text, for reqwest to refuse with its own error.
+    completions: Result<reqwest::Url, String>,
+    /// The size to reserve for the next request body: the last one's and an eighth. A turn's
+    /// body is tens of kilobytes, which, grown by doubling from empty, was copied five times.
+    body_hint: Arc<AtomicUsize>,
 }
 
 impl OpenAiCompatLlm {
@@ -60,6 +67,8 @@ impl OpenAiCompatLlm {
     pub fn new(client: reqwest::Client, endpoint: Endpoint, timeouts: Timeouts) -> Self {
         let name = format!("model:{}", endpoint.model_name);
         let server = format!("{} {}", endpoint.completions_url(), endpoint.model);
+        let url = endpoint.completions_url();
+        let completions = reqwest::Url::parse(&url).map_err(|_| url);
         Self {
             client,
             endpoint,
@@ -67,6 +76,8 @@ impl OpenAiCompatLlm {
             name,
             learned: Arc::default(),
             server,
+            completions,
+            body_hint: Arc::new(AtomicUsize::new(16 * 1024)),
         }
     }
 
@@ -169,7 +180,19 @@ impl OpenAiCompatLlm {
 
     /// Sends the request and returns the response if its status is a success.
     async fn send(&self, body: &RequestBody<'_>) -> Result<reqwest::Response, LlmError> {
-        let mut builder = self.client.post(self.endpoint.completions_url()).json(body);
+        let builder = match &self.completions {
+            Ok(url) => self.client.post(url.clone()),
+            Err(text) => self.client.post(text.as_str()),
+        };
+        let mut bytes = Vec::with_capacity(self.body_hint.load(Ordering::Relaxed));
+        serde_json::to_writer(&mut bytes, body).map_err(|error| {
+            LlmError::Config(format!("the request could not be encoded: {error}"))
+        })?;
+        self.body_hint
+            .store(bytes.len() + bytes.len() / 8, Ordering::Relaxed);
+        let mut builder = builder
+            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+            .body(bytes);
         if let Some(key) = &self.endpoint.api_key {
             builder = builder.bearer_auth(key);
         }

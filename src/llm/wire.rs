@@ -587,7 +587,7 @@ mod tests {
         .unwrap();
         let expected = format!(
             r#""tools":[{{"type":"function","function":{{"name":"shell","description":"Run \"it\".","parameters":{}}}}}]"#,
-            spec.parameters().get()
+            spec.parameters()
         );
         assert!(body.contains(&expected), "{body}");
     }

@@ -56,7 +56,9 @@ impl JsonlStore {
 
     /// The JSONL file of a session (for tools and tests that read history directly).
     pub fn history_path(&self, session: &SessionId) -> PathBuf {
-        self.paths(session).history
+        let mut name = safe_id::encode(session);
+        name.push_str(".jsonl");
+        self.sessions_dir.join(name)
     }
 
     /// The directory holding every session's history.
@@ -82,7 +84,7 @@ impl JsonlStore {
         messages: &[Message],
         durability: Durability,
     ) -> Result<Vec<u64>, StoreError> {
-        let path = self.paths(session).history;
+        let path = self.history_path(session);
         let mut buffer = Vec::with_capacity(messages.len() * 256);
         let mut ends = Vec::with_capacity(messages.len());
         for message in messages {
@@ -119,7 +121,7 @@ impl HistoryStore for JsonlStore {
     }
 
     async fn sync(&self, session: &SessionId) -> Result<(), StoreError> {
-        Ok(line_append::sync(&self.paths(session).history).await?)
+        Ok(line_append::sync(&self.history_path(session)).await?)
     }
 
     async fn load_tail(&self, session: &SessionId) -> Result<Tail, StoreError> {

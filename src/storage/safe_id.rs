@@ -21,7 +21,12 @@ pub fn encode(session: &SessionId) -> String {
     for byte in session.as_str().bytes() {
         match byte {
             b'a'..=b'z' | b'0'..=b'9' | b'.' | b'@' | b'-' => out.push(byte as char),
-            _ => out.push_str(&format!("_{byte:02X}")),
+            _ => {
+                const HEX: &[u8; 16] = b"0123456789ABCDEF";
+                out.push('_');
+                out.push(char::from(HEX[usize::from(byte >> 4)]));
+                out.push(char::from(HEX[usize::from(byte & 0xF)]));
+            }
         }
     }
     if out.len() <= MAX_VERBATIM {

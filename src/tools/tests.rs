@@ -59,7 +59,7 @@ use Verdict::{Invalid, NotOffered, Unadvertised, Valid};
 /// The problems found checking `tool`: generated cases from its schema, then `examples`.
 fn check<T: TypedTool>(tool: &T, examples: &[(Value, Verdict)]) -> Vec<String> {
     let name = tool.spec().name().to_owned();
-    let schema: Value = serde_json::from_str(tool.spec().parameters().get()).unwrap();
+    let schema: Value = serde_json::from_str(tool.spec().parameters()).unwrap();
     let parses = |arguments: &Value| parse_arguments::<T::Arguments>(&name, arguments.clone());
     let mut problems = Vec::new();
     let mut expect = |arguments: &Value, verdict: Verdict| {

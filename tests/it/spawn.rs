@@ -333,7 +333,7 @@ async fn a_profile_picks_its_tools_prompt_files_and_pool() {
     let parent = session("local");
 
     let spec = s.agent.tools().get("spawn").unwrap().spec().clone();
-    let parameters: Value = serde_json::from_str(spec.parameters().get()).unwrap();
+    let parameters: Value = serde_json::from_str(spec.parameters()).unwrap();
     assert_eq!(
         parameters["properties"]["profile"]["enum"],
         json!(["research", "writer"])
@@ -385,7 +385,7 @@ async fn a_profile_picks_its_tools_prompt_files_and_pool() {
 async fn without_profiles_the_schema_has_no_profile_and_bad_calls_are_errors() {
     let s = setup(enabled(4, BTreeMap::new()), SpawnLimits::default()).await;
     let spec = s.agent.tools().get("spawn").unwrap().spec().clone();
-    let parameters: Value = serde_json::from_str(spec.parameters().get()).unwrap();
+    let parameters: Value = serde_json::from_str(spec.parameters()).unwrap();
     assert!(parameters["properties"].get("profile").is_none());
     let parent = session("local");
     for arguments in [

@@ -28,13 +28,25 @@ use crate::core::authority::Authority;
 use crate::core::ports::approvals::ApprovalGate;
 use crate::core::session::SessionId;
 
-/// The definition sent to the model, with its schema already serialized: requests embed the
-/// bytes as they are instead of serializing the schema again on every turn.
-#[derive(Debug, Clone, Serialize)]
+/// The definition sent to the model, serialized once when it is built: every request embeds
+/// these bytes as they are, and the usage estimate takes their length, instead of escaping the
+/// description and the schema again on every turn.
+#[derive(Debug, Clone)]
 pub struct ToolSpec {
     name: String,
     description: String,
-    parameters: Box<RawValue>,
+    /// `{"name":…,"description":…,"parameters":…}`.
+    wire: Box<RawValue>,
+    /// Where the schema starts in `wire` (it runs to the closing brace).
+    parameters_at: usize,
+}
+
+/// The serialized shape of a [`ToolSpec`].
+#[derive(Serialize)]
+struct WireSpec<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
 }
 
 impl ToolSpec {
@@ -45,15 +57,26 @@ impl ToolSpec {
         description: impl Into<String>,
         parameters: &Value,
     ) -> Self {
-        let parameters = serde_json::value::to_raw_value(parameters).unwrap_or_else(|error| {
+        let (name, description) = (name.into(), description.into());
+        let shape = WireSpec {
+            name: &name,
+            description: &description,
+            parameters,
+        };
+        let wire = serde_json::value::to_raw_value(&shape).unwrap_or_else(|error| {
             // A `Value` always serializes (string keys, finite numbers); this is never reached.
             tracing::error!(error = %error, "Tool schema could not be serialized.");
             RawValue::NULL.to_owned()
         });
+        let parameters_at = wire
+            .get()
+            .find(r#""parameters":"#)
+            .map_or(0, |at| at + r#""parameters":"#.len());
         Self {
-            name: name.into(),
-            description: description.into(),
-            parameters,
+            name,
+            description,
+            wire,
+            parameters_at,
         }
     }
 
@@ -68,8 +91,21 @@ impl ToolSpec {
     }
 
     /// The JSON Schema of the arguments object, serialized.
-    pub fn parameters(&self) -> &RawValue {
-        &self.parameters
+    pub fn parameters(&self) -> &str {
+        let wire = self.wire.get();
+        wire.get(self.parameters_at..wire.len().saturating_sub(1))
+            .unwrap_or("null")
+    }
+
+    /// The length of the serialized definition, what a request spends on it.
+    pub fn wire_len(&self) -> usize {
+        self.wire.get().len()
+    }
+}
+
+impl Serialize for ToolSpec {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.wire.serialize(serializer)
     }
 }
 
@@ -406,13 +442,25 @@ mod tests {
         });
         let spec = spec.spec();
         assert_eq!(spec.name(), "sample");
-        let parameters: Value = serde_json::from_str(spec.parameters().get()).unwrap();
+        let parameters: Value = serde_json::from_str(spec.parameters()).unwrap();
         assert_eq!(parameters["properties"]["path"]["enum"], json!(["a", "b"]));
         let sent = serde_json::to_value(spec).unwrap();
         assert_eq!(
             sent,
             json!({"name": "sample", "description": "Samples.", "parameters": parameters})
         );
+        assert_eq!(spec.wire_len(), serde_json::to_string(&sent).unwrap().len());
+    }
+
+    /// The schema is found in the stored bytes even when the description quotes its key and the
+    /// schema has a property of that name.
+    #[test]
+    fn a_spec_finds_its_schema_past_a_quoting_description() {
+        let schema = json!({"type": "object", "properties": {"parameters": {"type": "string"}}});
+        let spec = ToolSpec::new("odd", r#"Takes "parameters": text."#, &schema);
+        let parameters: Value = serde_json::from_str(spec.parameters()).unwrap();
+        assert_eq!(parameters, schema);
+        assert_eq!(spec.description(), r#"Takes "parameters": text."#);
     }
 
     #[test]

@@ -84,7 +84,7 @@ async fn check_round_trip(hub: &McpHub, server: &str) {
     );
     let echo = find(hub, &format!("{server}__echo"));
     assert_eq!(echo.spec().description(), "Echoes text.");
-    let parameters: Value = serde_json::from_str(echo.spec().parameters().get()).unwrap();
+    let parameters: Value = serde_json::from_str(echo.spec().parameters()).unwrap();
     assert_eq!(parameters["properties"]["text"]["type"], "string");
     let out = echo.call(json!({"text": "hi"}), &context()).await;
     assert_eq!(out, ToolOutput::ok("hi").from_outside());
