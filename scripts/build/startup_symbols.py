@@ -27,6 +27,8 @@
 # and, with the test servers of scripts/testenv/up (TESTENV_DIR),
 # scripts/bench/channel_latency.py, whose gateway runs Matrix and email. The list is laid out
 # by which workloads run a function (see `symbols`), so each workload's code is one run of it.
+# With a link map and `perf`, the idle gateway and the one-shot also run outside valgrind,
+# their code page faults recorded (`faulted`): what valgrind's own paths hide from callgrind.
 # The kernel maps code 64 KB around each page that runs, so one function of another workload
 # placed among the idle ones costs 64 KB for as long as the daemon lives: an idle gateway
 # profiled without the heartbeat ran 40 such functions spread over 6 MB (measured on the
@@ -109,6 +111,54 @@ def channels(testenv):
                    env=env, check=True)
 
 
+def faulted(tag, argv, env, idle_seconds=None):
+    """Runs `argv` as it is, not under valgrind, with `perf record -e page-faults -d` into
+    WORK/<tag>.faults; after `idle_seconds` a gateway is stopped with SIGTERM.
+
+    Valgrind takes other paths where it does not know a system call: it has no Landlock, so
+    under it the shell's sandbox is refused and the functions that build it never run, while
+    the real binary runs them at every start (each a 64 KB window of code outside the list).
+    A page fault names the function that ran first in its window, so each regeneration finds
+    what the one before missed, until the workload faults only inside the list."""
+    out = f"{WORK}/{tag}.faults"
+    process = subprocess.Popen(["perf", "record", "-q", "-e", "page-faults", "-c", "1", "-d",
+                                "-o", out] + argv, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if idle_seconds is not None:
+        instant_llm.wait_ready(PORT, process, 120)
+        time.sleep(idle_seconds)
+        for child in open(f"/proc/{process.pid}/task/{process.pid}/children").read().split():
+            os.kill(int(child), signal.SIGTERM)
+    process.wait(timeout=120)
+
+
+def fault_functions(path):
+    """The functions of BIN that the code page faults recorded in `path` fell in."""
+    script = subprocess.run(["perf", "script", "-i", path, "--show-mmap-events", "-F", "addr"],
+                            capture_output=True, text=True).stdout
+    mapping = None
+    for line in script.splitlines():
+        if "MMAP" in line and "r-xp" in line and line.rstrip().endswith(BIN):
+            found = re.search(r"\[0x([0-9a-f]+)\(0x([0-9a-f]+)\) @ 0x([0-9a-f]+)", line)
+            mapping = tuple(int(x, 16) for x in found.groups())
+    if mapping is None:
+        return []
+    start, size, offset = mapping
+    # The executable segment's file offset and address, to turn a runtime address into the
+    # link-time one the link map names.
+    segment = next(line.split() for line in subprocess.run(
+        ["readelf", "-lW", BIN], capture_output=True, text=True).stdout.splitlines()
+        if "LOAD" in line and "R E" in line)
+    link = int(segment[2], 16) - int(segment[1], 16) + offset - start
+    name_of = namer()
+    names = []
+    for line in script.splitlines():
+        field = line.strip()
+        if re.fullmatch(r"[0-9a-f]+", field) and start <= int(field, 16) < start + size:
+            names.append(name_of(int(field, 16) + link))
+    return [name for name in names if name]
+
+
 def normalize(names):
     """`names` without what follows Cargo's metadata rather than the code, by the rule of
     scripts/build/startup-order (its `--normalize`), which resolves the list at each link."""
@@ -180,6 +230,9 @@ def symbols():
     gateway's code too: 7.4 MB of code resident against its idle gateway's 3-4.) Within a
     class, functions keep the order the profiles first ran them in."""
     runs = {}
+    for tag in ("idle", "oneshot"):
+        if os.path.exists(f"{WORK}/{tag}.faults"):
+            runs[tag] = normalize(fault_functions(f"{WORK}/{tag}.faults"))
     profiles = [n for n in os.listdir(WORK) if n.split(".")[-1].isdigit()]
     for name in sorted(profiles, key=lambda n: (n.split(".")[0], int(n.split(".")[-1]))):
         tag = name.split(".")[0]
@@ -207,6 +260,15 @@ def symbols():
 gateway("idle", 0)
 gateway("gateway", 3)
 oneshot()
+if LINK_MAP and shutil.which("perf"):
+    h = home("agents:\n  heartbeat:\n    enabled: true\n    interval_minutes: 30\n"
+             f"gateway:\n  http:\n    listen: 127.0.0.1:{PORT}\n    token: {TOKEN}\n")
+    env = dict(os.environ, SQUIDBOT_HOME=h, HOME=h)
+    faulted("idle", [BIN, "gateway"], env, idle_seconds=10)
+    h = home()
+    env = dict(os.environ, SQUIDBOT_HOME=h, HOME=h)
+    subprocess.run([BIN, "agent", "-m", "hello"], env=env, stdout=subprocess.DEVNULL)
+    faulted("oneshot", [BIN, "agent", "-m", "hello"], env)
 if len(sys.argv) > 1:
     channels(sys.argv[1])
 names = symbols()

@@ -336,13 +336,13 @@ impl AgentLoop {
                 user.source_id = request.source_id.clone();
                 user.images = request.images.clone();
                 // A channel that acknowledges the message before its answer (a sync token,
-                // `\Seen`) waits for it to be on disk. Where the answer is the acknowledgement
-                // (HTTP, the terminal, scheduled runs), the reply's durable append flushes both
-                // lines at once, and an answer without one (an error) syncs first: one flush
-                // to the disk per turn instead of two.
+                // `\Seen`), or shows the answer while it is written (a stream), waits for it to
+                // be on disk. Where the whole answer is the acknowledgement (an HTTP reply,
+                // scheduled runs), the reply's durable append flushes both lines at once, and an
+                // answer without one (an error) syncs first: one flush per turn instead of two.
                 let history = self.memory.history();
                 let message = std::slice::from_ref(&user);
-                let offsets = if request.persisted.is_some() {
+                let offsets = if request.persisted.is_some() || sink.streaming() {
                     history.append(&session, message).await
                 } else {
                     history.append_unsynced(&session, message).await
