@@ -76,6 +76,12 @@ def home(extra=""):
     return path
 
 
+def gateway_home():
+    """A home whose gateway runs as lead.py's does: HTTP API on PORT, heartbeat and cron on."""
+    return home("agents:\n  heartbeat:\n    enabled: true\n    interval_minutes: 30\n"
+                f"gateway:\n  http:\n    listen: 127.0.0.1:{PORT}\n    token: {TOKEN}\n")
+
+
 def oneshot():
     h = home()
     env = dict(os.environ, SQUIDBOT_HOME=h, HOME=h)
@@ -88,8 +94,7 @@ def gateway(tag, turns):
     """A gateway configured as scripts/bench/lead.py's (HTTP API, heartbeat and cron on) that
     idles for 10 s (the heartbeat and cron tasks tick, the index warms up), then answers
     `turns` API turns."""
-    h = home("agents:\n  heartbeat:\n    enabled: true\n    interval_minutes: 30\n"
-             f"gateway:\n  http:\n    listen: 127.0.0.1:{PORT}\n    token: {TOKEN}\n")
+    h = gateway_home()
     env = dict(os.environ, SQUIDBOT_HOME=h, HOME=h)
     gw = subprocess.Popen(callgrind(tag) + [BIN, "gateway"], env=env,
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -261,8 +266,7 @@ gateway("idle", 0)
 gateway("gateway", 3)
 oneshot()
 if LINK_MAP and shutil.which("perf"):
-    h = home("agents:\n  heartbeat:\n    enabled: true\n    interval_minutes: 30\n"
-             f"gateway:\n  http:\n    listen: 127.0.0.1:{PORT}\n    token: {TOKEN}\n")
+    h = gateway_home()
     env = dict(os.environ, SQUIDBOT_HOME=h, HOME=h)
     faulted("idle", [BIN, "gateway"], env, idle_seconds=10)
     h = home()
