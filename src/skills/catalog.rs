@@ -136,6 +136,17 @@ impl SkillCatalog {
         (listing.xml.clone(), listing.always.clone())
     }
 
+    /// [`SkillCatalog::prompt`] while the listing is fresh, without touching the disk; `None`
+    /// when it must be scanned again (which is blocking). A turn asks this on its own thread
+    /// first: the listing is fresh on nearly every turn, and a hop to the blocking pool costs
+    /// two thread switches for nothing.
+    pub fn cached_prompt(&self) -> Option<(String, Vec<String>)> {
+        let inner = &self.0;
+        let state = inner.state.lock().unwrap_or_else(|p| p.into_inner());
+        let fresh = state.listed_at.is_some_and(|at| at.elapsed() < inner.ttl);
+        fresh.then(|| (state.listing.xml.clone(), state.listing.always.clone()))
+    }
+
     fn listing(&self) -> Arc<Listing> {
         let inner = &self.0;
         let mut state = inner.state.lock().unwrap_or_else(|p| p.into_inner());

@@ -28,6 +28,11 @@ impl SkilledPrompt {
 impl PromptSource for SkilledPrompt {
     async fn sections(&self, audience: Audience) -> PromptSections {
         let mut sections = self.base.sections(audience).await;
+        if let Some((skills, always_skills)) = self.catalog.cached_prompt() {
+            sections.skills = skills;
+            sections.always_skills = always_skills;
+            return sections;
+        }
         let catalog = self.catalog.clone();
         match tokio::task::spawn_blocking(move || catalog.prompt()).await {
             Ok((skills, always_skills)) => {

@@ -237,3 +237,28 @@ fn frontmatter_name_overrides_the_directory_name() {
     let skills = catalog(&[dir.path()], &[], DEFAULT_TTL).skills();
     assert_eq!(skills[0].name, "nice-name");
 }
+
+/// A fresh listing answers without the disk (a turn asks on its own thread); a stale one, or
+/// none yet, is left to `prompt`, which scans.
+#[test]
+fn the_cached_prompt_is_the_fresh_listing_only() {
+    let root = tempfile::tempdir().unwrap();
+    write_skill(
+        root.path(),
+        "memo",
+        "description: Notes.\nalways: true",
+        "Remember.",
+    );
+    let fresh = catalog(&[root.path()], &[], Duration::from_secs(60));
+    assert_eq!(fresh.cached_prompt(), None, "nothing listed yet");
+    let listed = fresh.prompt();
+    assert_eq!(fresh.cached_prompt(), Some(listed.clone()));
+    assert_eq!(listed.1, ["Remember.".to_owned()]);
+    let stale = catalog(&[root.path()], &[], Duration::ZERO);
+    stale.prompt();
+    assert_eq!(
+        stale.cached_prompt(),
+        None,
+        "a listing past its time is scanned again"
+    );
+}
