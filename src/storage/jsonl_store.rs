@@ -95,7 +95,9 @@ impl JsonlStore {
             buffer.push(b'\n');
             ends.push(buffer.len() as u64);
         }
-        let landed = line_append::append(&self.sessions_dir, &path, buffer, durability).await?;
+        let line_end = self.cache.own_end(session);
+        let landed =
+            line_append::append(&self.sessions_dir, &path, buffer, durability, line_end).await?;
         let ends: Vec<u64> = ends.into_iter().map(|end| landed.start + end).collect();
         self.cache.appended(session, landed.before, messages, &ends);
         Ok(ends)

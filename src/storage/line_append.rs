@@ -62,29 +62,32 @@ fn failed<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> App
 }
 
 /// Appends `lines` (whole lines, each ending in `\n`) to `path`, creating it and its directory
-/// `dir` when missing.
+/// `dir` when missing. `line_end` is where a line the caller knows to be whole ends (its own
+/// last append, a poll that read up to there): when the file still has exactly that length,
+/// nothing was written after it and the last byte is not read back to look for a torn line.
 pub async fn append(
     dir: &Path,
     path: &Path,
     lines: Vec<u8>,
     durability: Durability,
+    line_end: Option<u64>,
 ) -> Result<Appended, AppendError> {
     if durability == Durability::Synced {
         let (dir, path) = (dir.to_owned(), path.to_owned());
         return on_pool(&path.clone(), move || {
             let file = lock(&dir, &path)?;
-            write_locked(&dir, &path, file, lines, durability)
+            write_locked(&dir, &path, file, lines, durability, line_end)
         })
         .await;
     }
     let file = open(dir, path)?;
     let landed = match file.try_lock() {
-        Ok(()) => write_locked(dir, path, file, lines, durability)?,
+        Ok(()) => write_locked(dir, path, file, lines, durability, line_end)?,
         Err(TryLockError::WouldBlock) => {
             let (dir, path) = (dir.to_owned(), path.to_owned());
             on_pool(&path.clone(), move || {
                 file.lock().map_err(failed("lock", &path))?;
-                write_locked(&dir, &path, file, lines, durability)
+                write_locked(&dir, &path, file, lines, durability, line_end)
             })
             .await?
         }
@@ -181,10 +184,11 @@ fn write_locked(
     mut file: File,
     mut lines: Vec<u8>,
     durability: Durability,
+    line_end: Option<u64>,
 ) -> Result<Appended, AppendError> {
     let before = file.metadata().map_err(failed("stat", path))?.len();
     let mut start = before;
-    if before > 0 {
+    if before > 0 && line_end != Some(before) {
         let mut last = [0u8];
         file.read_exact_at(&mut last, before - 1)
             .map_err(failed("read", path))?;
@@ -219,7 +223,9 @@ mod tests {
         let path = dir.join("file.jsonl");
         for durability in [Durability::Unsynced, Durability::Synced] {
             let _ = fs::remove_file(&path);
-            let first = append(&dir, &path, lines("a\n"), durability).await.unwrap();
+            let first = append(&dir, &path, lines("a\n"), durability, None)
+                .await
+                .unwrap();
             assert_eq!(
                 first,
                 Appended {
@@ -233,7 +239,7 @@ mod tests {
                 .unwrap()
                 .write_all(b"torn")
                 .unwrap();
-            let second = append(&dir, &path, lines("b\nc\n"), durability)
+            let second = append(&dir, &path, lines("b\nc\n"), durability, None)
                 .await
                 .unwrap();
             assert_eq!(
@@ -267,7 +273,7 @@ mod tests {
         });
         let appending = tokio::spawn({
             let (dir, path) = (home.path().to_owned(), path.clone());
-            async move { append(&dir, &path, lines("b\n"), Durability::Unsynced).await }
+            async move { append(&dir, &path, lines("b\n"), Durability::Unsynced, None).await }
         });
         tokio::task::yield_now().await;
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
@@ -284,6 +290,58 @@ mod tests {
             }
         );
         assert_eq!(fs::read_to_string(&path).unwrap(), "a\nb\n");
+    }
+
+    /// A known line end spares reading the last byte only while the file ends exactly there:
+    /// a torn line written after it is still closed.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_known_line_end_never_hides_a_torn_line_after_it() {
+        let home = tempfile::tempdir().unwrap();
+        let path = home.path().join("file.jsonl");
+        let first = append(home.path(), &path, lines("a\n"), Durability::Unsynced, None)
+            .await
+            .unwrap();
+        assert_eq!(first.start, 0);
+        let own_end = Some(2);
+        let second = append(
+            home.path(),
+            &path,
+            lines("b\n"),
+            Durability::Unsynced,
+            own_end,
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            second,
+            Appended {
+                before: 2,
+                start: 2
+            }
+        );
+        fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(b"torn")
+            .unwrap();
+        let third = append(
+            home.path(),
+            &path,
+            lines("c\n"),
+            Durability::Unsynced,
+            Some(4),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            third,
+            Appended {
+                before: 8,
+                start: 9
+            }
+        );
+        assert_eq!(fs::read_to_string(&path).unwrap(), "a\nb\ntorn\nc\n");
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -56,6 +56,10 @@ struct Entry {
     stamp: Stamp,
     tail: Tail,
     used: u64,
+    /// Whether the history's length in `stamp` is where a line this store appended ends (so
+    /// its last byte is that line's newline), not a length read from the disk, which may end
+    /// in a torn line.
+    own_end: bool,
 }
 
 /// Recently loaded tails by session.
@@ -101,6 +105,7 @@ impl TailCache {
                 stamp,
                 tail,
                 used: *clock,
+                own_end: false,
             },
         );
     }
@@ -116,6 +121,7 @@ impl TailCache {
         match ends.last() {
             Some(&end) if entry.stamp.history_len == old_len => {
                 entry.stamp.history_len = end;
+                entry.own_end = true;
                 entry.tail.messages.extend(messages.iter().zip(ends).map(
                     |(message, &end_offset)| StoredMessage {
                         message: Arc::new(message.clone()),
@@ -127,6 +133,15 @@ impl TailCache {
                 entries.remove(session);
             }
         }
+    }
+
+    /// Where the last line this store appended to `session`'s history ends, while the cache
+    /// still describes the file: if the file has that length at the next append, nothing was
+    /// written after that line, and its newline need not be read back.
+    pub fn own_end(&self, session: &SessionId) -> Option<u64> {
+        let guard = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = guard.0.get(session)?;
+        entry.own_end.then_some(entry.stamp.history_len)
     }
 
     /// Forgets `session` (after a consolidation commit rewrote its cursor and summary).

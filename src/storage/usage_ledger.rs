@@ -245,7 +245,17 @@ impl UsageLedger for UsageLedgerFile {
             serde_json::to_vec(record).map_err(|error| io_error(&path)(io::Error::other(error)))?;
         line.push(b'\n');
         let length = line.len() as u64;
-        let landed = line_append::append(&self.dir, &path, line, Durability::Unsynced).await?;
+        // The poll cursor stands after a whole line of this month's file (or at its start).
+        let line_end = {
+            let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            state
+                .cursor
+                .as_ref()
+                .filter(|cursor| cursor.month == month)
+                .map(|cursor| cursor.offset)
+        };
+        let landed =
+            line_append::append(&self.dir, &path, line, Durability::Unsynced, line_end).await?;
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(cursor) = &mut state.cursor
             && cursor.month == month
