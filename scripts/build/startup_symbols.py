@@ -29,6 +29,7 @@
 # by which workloads run a function (see `symbols`), so each workload's code is one run of it.
 # With a link map and `perf`, the idle gateway and the one-shot also run outside valgrind,
 # their code page faults recorded (`faulted`): what valgrind's own paths hide from callgrind.
+# What those runs found accumulates in build/startup-faults.txt (see `remember_faults`).
 # The kernel maps code 64 KB around each page that runs, so one function of another workload
 # placed among the idle ones costs 64 KB for as long as the daemon lives: an idle gateway
 # profiled without the heartbeat ran 40 such functions spread over 6 MB (measured on the
@@ -41,6 +42,7 @@ import instant_llm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = ROOT + "/build/startup-functions.txt"
+FAULTS = ROOT + "/build/startup-faults.txt"
 if sys.argv[1:2] == ["--check"]:
     target = os.environ.get("CARGO_TARGET_DIR", ROOT + "/target")
     stats = sorted(glob.glob(target + "/release/deps/squidbot-*.startup-order.stats"),
@@ -223,6 +225,31 @@ def ran(profile):
             yield None if fn.startswith("0x") else fn
 
 
+def remember_faults():
+    """tag -> the functions the real binary faulted code pages in for (`faulted`): this run's,
+    then every earlier regeneration's, kept in FAULTS.
+
+    A fault names only the first function run in its 64 KB window. Once a regeneration lists
+    those, they lie in the front and a later run faults in others of the same windows, while
+    callgrind never sees either (they run only outside valgrind): without what earlier runs
+    found, a regeneration dropped them again, and the one-shot's code went back from 5.4 to
+    6.1 MiB. A name a later build no longer has costs nothing (the linker skips it); delete
+    the file to start over."""
+    found = {}
+    if os.path.exists(FAULTS):
+        for line in open(FAULTS):
+            tag, _, name = line.strip().partition(" ")
+            if name:
+                found.setdefault(tag, []).append(name)
+    for tag in ("idle", "oneshot"):
+        if os.path.exists(f"{WORK}/{tag}.faults"):
+            new = normalize(fault_functions(f"{WORK}/{tag}.faults"))
+            found[tag] = list(dict.fromkeys(new + found.get(tag, [])))
+    with open(FAULTS, "w") as f:
+        f.writelines(f"{tag} {name}\n" for tag in sorted(found) for name in found[tag])
+    return found
+
+
 def symbols():
     """Every function of the squidbot binary that ran in any profile, laid out so that each
     workload's functions are one run of the list: the kernel maps code 64 KB around each page
@@ -234,10 +261,7 @@ def symbols():
     each a run. (Laid out by workload alone, idle first, a one-shot touched the whole idle
     gateway's code too: 7.4 MB of code resident against its idle gateway's 3-4.) Within a
     class, functions keep the order the profiles first ran them in."""
-    runs = {}
-    for tag in ("idle", "oneshot"):
-        if os.path.exists(f"{WORK}/{tag}.faults"):
-            runs[tag] = normalize(fault_functions(f"{WORK}/{tag}.faults"))
+    runs = remember_faults()
     profiles = [n for n in os.listdir(WORK) if n.split(".")[-1].isdigit()]
     for name in sorted(profiles, key=lambda n: (n.split(".")[0], int(n.split(".")[-1]))):
         tag = name.split(".")[0]
