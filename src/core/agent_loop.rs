@@ -706,7 +706,8 @@ impl AgentLoop {
 
     /// Makes the session's history durable before an answer that follows no durable append (an
     /// error told instead of a reply), so the user's message, appended unsynced when the answer
-    /// is its acknowledgement, is on disk before that answer goes out. A failure is logged and the
+    /// is its acknowledgement, is on disk before that answer goes out (the store flushes nothing when
+    /// the message was synced already). A failure is logged and the
     /// answer still goes out: it tells of an error, not of a reply the history holds.
     async fn sync_before_answer(&self, session: &SessionId) {
         if let Err(error) = self.memory.history().sync(session).await {

@@ -66,8 +66,8 @@ impl OpenAiCompatLlm {
     /// A client for `endpoint` using the shared HTTP `client` (see [`http_client`]).
     pub fn new(client: reqwest::Client, endpoint: Endpoint, timeouts: Timeouts) -> Self {
         let name = format!("model:{}", endpoint.model_name);
-        let server = format!("{} {}", endpoint.completions_url(), endpoint.model);
         let url = endpoint.completions_url();
+        let server = format!("{url} {}", endpoint.model);
         let completions = reqwest::Url::parse(&url).map_err(|_| url);
         Self {
             client,

@@ -64,6 +64,13 @@ struct Listing {
     always: Vec<String>,
 }
 
+impl Listing {
+    /// The skills XML and the always-skill bodies, as a prompt takes them.
+    fn prompt(&self) -> (String, Vec<String>) {
+        (self.xml.clone(), self.always.clone())
+    }
+}
+
 /// A parsed SKILL.md, or `None` when it was broken (so it is not re-parsed or re-warned).
 struct Cached {
     modified: SystemTime,
@@ -132,8 +139,7 @@ impl SkillCatalog {
     /// The skills XML (without always-skills; empty when there is nothing to list) and the
     /// bodies of the available always-skills (blocking file I/O when the listing is stale).
     pub fn prompt(&self) -> (String, Vec<String>) {
-        let listing = self.listing();
-        (listing.xml.clone(), listing.always.clone())
+        self.listing().prompt()
     }
 
     /// [`SkillCatalog::prompt`] while the listing is fresh, without touching the disk; `None`
@@ -141,19 +147,21 @@ impl SkillCatalog {
     /// first: the listing is fresh on nearly every turn, and a hop to the blocking pool costs
     /// two thread switches for nothing.
     pub fn cached_prompt(&self) -> Option<(String, Vec<String>)> {
-        let inner = &self.0;
-        let state = inner.state.lock().unwrap_or_else(|p| p.into_inner());
-        let fresh = state.listed_at.is_some_and(|at| at.elapsed() < inner.ttl);
-        fresh.then(|| (state.listing.xml.clone(), state.listing.always.clone()))
+        let state = self.0.state.lock().unwrap_or_else(|p| p.into_inner());
+        self.fresh(&state).map(|listing| listing.prompt())
+    }
+
+    /// The listing of `state` while it is younger than the TTL.
+    fn fresh(&self, state: &State) -> Option<Arc<Listing>> {
+        let young = state.listed_at.is_some_and(|at| at.elapsed() < self.0.ttl);
+        young.then(|| state.listing.clone())
     }
 
     fn listing(&self) -> Arc<Listing> {
         let inner = &self.0;
         let mut state = inner.state.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(at) = state.listed_at
-            && at.elapsed() < inner.ttl
-        {
-            return state.listing.clone();
+        if let Some(listing) = self.fresh(&state) {
+            return listing;
         }
         let skills = scan(&inner.dirs, &mut state.files, &*inner.env);
         let listing = Arc::new(Listing {

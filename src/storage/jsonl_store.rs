@@ -12,6 +12,7 @@
 //! never replaced and so can carry the lock itself: the torn-line check and its append, and the
 //! cursor's compare, summary and cursor writes, each happen as one step between processes.
 
+use std::collections::HashSet;
 use std::fs::{self, File};
 use std::io::{BufRead, BufReader, ErrorKind, Read, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
@@ -34,6 +35,9 @@ pub struct JsonlStore {
     sessions_dir: PathBuf,
     memory_dir: PathBuf,
     cache: std::sync::Arc<TailCache>,
+    /// Sessions with lines this store appended unsynced since their last flush: a `sync` of
+    /// any other session has nothing of ours to make durable and costs no `fdatasync`.
+    unflushed: std::sync::Arc<std::sync::Mutex<HashSet<SessionId>>>,
 }
 
 /// The three files of one session.
@@ -51,6 +55,7 @@ impl JsonlStore {
             sessions_dir: home.join("sessions"),
             memory_dir: home.join("memory"),
             cache: std::sync::Arc::default(),
+            unflushed: std::sync::Arc::default(),
         }
     }
 
@@ -100,6 +105,13 @@ impl JsonlStore {
             line_append::append(&self.sessions_dir, &path, buffer, durability, line_end).await?;
         let ends: Vec<u64> = ends.into_iter().map(|end| landed.start + end).collect();
         self.cache.appended(session, landed.before, messages, &ends);
+        let mut unflushed = self.unflushed.lock().unwrap_or_else(|p| p.into_inner());
+        // A file the append created was flushed at once (see `line_append`).
+        if durability == Durability::Unsynced && landed.before > 0 {
+            unflushed.insert(session.clone());
+        } else {
+            unflushed.remove(session);
+        }
         Ok(ends)
     }
 }
@@ -123,7 +135,23 @@ impl HistoryStore for JsonlStore {
     }
 
     async fn sync(&self, session: &SessionId) -> Result<(), StoreError> {
-        Ok(line_append::sync(&self.history_path(session)).await?)
+        let pending = self
+            .unflushed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(session);
+        if !pending {
+            return Ok(());
+        }
+        let result = line_append::sync(&self.history_path(session)).await;
+        if result.is_err() {
+            // Still not durable: the next sync tries again.
+            self.unflushed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(session.clone());
+        }
+        Ok(result?)
     }
 
     async fn load_tail(&self, session: &SessionId) -> Result<Tail, StoreError> {

@@ -99,10 +99,8 @@ pub async fn append(
         // file.
         let (dir, path) = (dir.to_owned(), path.to_owned());
         on_pool(&path.clone(), move || {
-            File::open(&path)
-                .and_then(|file| file.sync_data())
-                .map_err(failed("sync", &path))?;
-            atomic::sync_dir(&dir).map_err(failed("sync", &dir))
+            let file = File::open(&path).map_err(failed("open", &path))?;
+            flush(&dir, &path, &file, true)
         })
         .await?;
     }
@@ -200,12 +198,19 @@ fn write_locked(
     }
     file.write_all(&lines).map_err(failed("append", path))?;
     if durability == Durability::Synced {
-        file.sync_data().map_err(failed("sync", path))?;
-        if before == 0 {
-            atomic::sync_dir(dir).map_err(failed("sync", dir))?;
-        }
+        flush(dir, path, &file, before == 0)?;
     }
     Ok(Appended { before, start })
+}
+
+/// `fdatasync` of `file` (it flushes the file, whichever descriptor wrote it), and of its
+/// directory `dir` when the file was `created`, so that its name is durable too.
+fn flush(dir: &Path, path: &Path, file: &File, created: bool) -> Result<(), AppendError> {
+    file.sync_data().map_err(failed("sync", path))?;
+    if created {
+        atomic::sync_dir(dir).map_err(failed("sync", dir))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -214,6 +219,16 @@ mod tests {
 
     fn lines(text: &str) -> Vec<u8> {
         text.as_bytes().to_vec()
+    }
+
+    /// Leaves half a line at the end of `path`, as a crash mid-write would.
+    fn tear(path: &Path) {
+        fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .unwrap()
+            .write_all(b"torn")
+            .unwrap();
     }
 
     #[tokio::test(flavor = "current_thread")]
@@ -233,12 +248,7 @@ mod tests {
                     start: 0
                 }
             );
-            fs::OpenOptions::new()
-                .append(true)
-                .open(&path)
-                .unwrap()
-                .write_all(b"torn")
-                .unwrap();
+            tear(&path);
             let second = append(&dir, &path, lines("b\nc\n"), durability, None)
                 .await
                 .unwrap();
@@ -319,12 +329,7 @@ mod tests {
                 start: 2
             }
         );
-        fs::OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .unwrap()
-            .write_all(b"torn")
-            .unwrap();
+        tear(&path);
         let third = append(
             home.path(),
             &path,

@@ -128,7 +128,8 @@ pub trait HistoryStore: Send + Sync {
         messages: &[Message],
     ) -> Result<Vec<u64>, StoreError>;
 
-    /// Makes every line appended to the session so far durable.
+    /// Makes every line this store appended to the session so far durable (nothing to do, and
+    /// no flush, when its appends were all synced).
     async fn sync(&self, session: &SessionId) -> Result<(), StoreError>;
 
     /// Loads the cursor, the summary and the messages after the cursor. Cost is proportional
