@@ -38,6 +38,7 @@ use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
 use crate::core::approval::{ApprovalMode, Refusal};
+use crate::core::authority::{Effect, Effects};
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
 use crate::core::untrusted;
 use crate::tools::sandbox::{Jail, Sandbox};
@@ -184,6 +185,10 @@ impl TypedTool for ShellTool {
 
     fn definition(&self) -> &TypedSpec<Arguments> {
         &self.spec
+    }
+
+    fn effects(&self) -> Effects {
+        Effects::of(&[Effect::RunsCommands, Effect::Network])
     }
 
     async fn run(&self, arguments: Arguments, context: &ToolContext) -> ToolOutput {
