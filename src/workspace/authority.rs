@@ -5,8 +5,9 @@
 //! person may reach through a tool is decided by who asked and who reads, never by which tool
 //! they asked:
 //!
-//! - **Reads and sends**: the owner's private files (MEMORY.md, USER.md) and the attachments
-//!   of other conversations only in a turn no one but the owner takes part in.
+//! - **Reads and sends**: the owner's private files (MEMORY.md, USER.md), the attachments of
+//!   other conversations and dotfiles (`.netrc`, `.env`, `.ssh/`, `.git/`: credentials and
+//!   settings) only in a turn no one but the owner takes part in.
 //! - **Writes by the owner**: anywhere the guard allows (the workspace).
 //! - **Writes by anyone else**: only inside their own conversation's directory
 //!   (`attachments/<channel>/<conversation>/`, where the channels save what they sent), by a
@@ -66,11 +67,42 @@ impl WorkspaceGuard {
                      others take part in, only its own attachments are read.",
                 ));
             }
+            // Dotfiles hold the owner's credentials and settings (`.netrc`, `.env`,
+            // `.git-credentials`, `.ssh/`): the owner's alone, by the name as given and as
+            // resolved.
+            if self.dotted(Path::new(input)) || self.dotted(&path) {
+                return Err(ToolOutput::error(
+                    "Error: files and directories whose names start with a dot are the \
+                     owner's; they are not read, sent or changed in a conversation others take \
+                     part in.",
+                ));
+            }
         }
         if access == Access::Write && !context.authority.is_owner() {
             self.stranger_may_write(input, &path, context)?;
         }
         Ok(path)
+    }
+
+    /// Whether a component of `path` below the directory it lies in (the workspace or a
+    /// skill directory; a relative path as given) starts with a dot. The directories
+    /// themselves may be dotted (`~/.squidbot/workspace`).
+    fn dotted(&self, path: &Path) -> bool {
+        let relative = if path.is_relative() {
+            path.to_owned()
+        } else {
+            match self.confined(path) {
+                Some((_, relative)) => relative,
+                None => path
+                    .strip_prefix(self.root())
+                    .map(Path::to_owned)
+                    .unwrap_or_default(),
+            }
+        };
+        relative.components().any(|part| match part {
+            Component::Normal(name) => name.to_string_lossy().starts_with('.'),
+            _ => false,
+        })
     }
 
     /// Someone other than the owner writes only beneath their own conversation's directory,
@@ -185,10 +217,12 @@ mod tests {
         let guard = WorkspaceGuard::new(&root, true, &[]).unwrap();
         let shared = context(Audience::Shared, Authority::Owner);
         let alone = context(Audience::Owner, Authority::Owner);
+        std::fs::write(root.join(".netrc"), "machine x password y").unwrap();
         for input in [
             "MEMORY.md",
             "USER.md",
             "attachments/matrix/!dm_example.org/pin.txt",
+            ".netrc",
         ] {
             for access in [Access::Read, Access::Send, Access::Write] {
                 assert!(guard.authorize(input, access, &shared).is_err(), "{input}");

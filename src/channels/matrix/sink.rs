@@ -103,6 +103,22 @@ impl MatrixReplySink {
         }
         content
     }
+
+    /// Sends `markdown` as one event, once the room's keys are settled.
+    async fn send_event(&self, markdown: &str) -> Result<(), DeliveryError> {
+        self.keys.settle().await;
+        self.room
+            .send(self.content(markdown))
+            .await
+            .map(|_| ())
+            .map_err(|source| {
+                let error = SendFailed {
+                    room: self.room.room_id().to_owned(),
+                    source,
+                };
+                DeliveryError::new("matrix", error)
+            })
+    }
 }
 
 impl Drop for MatrixReplySink {
@@ -142,33 +158,12 @@ impl ReplySink for MatrixReplySink {
             tracing::warn!(room = %self.room.room_id(), bytes = question.len(), "Approval question too long for one event; not asked.");
             return Ok(false);
         }
-        self.keys.settle().await;
-        self.room
-            .send(self.content(&question))
-            .await
-            .map_err(|source| {
-                let error = SendFailed {
-                    room: self.room.room_id().to_owned(),
-                    source,
-                };
-                DeliveryError::new("matrix", error)
-            })?;
-        Ok(true)
+        self.send_event(&question).await.map(|()| true)
     }
 
     async fn deliver(&self, text: &str) -> Result<(), DeliveryError> {
         for piece in split_message(text, MAX_PIECE) {
-            self.keys.settle().await;
-            self.room
-                .send(self.content(&piece))
-                .await
-                .map_err(|source| {
-                    let error = SendFailed {
-                        room: self.room.room_id().to_owned(),
-                        source,
-                    };
-                    DeliveryError::new("matrix", error)
-                })?;
+            self.send_event(&piece).await?;
         }
         Ok(())
     }
