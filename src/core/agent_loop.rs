@@ -433,7 +433,7 @@ impl AgentLoop {
             .map_err(TurnError::Store)?;
         let mut prompt = self
             .memory
-            .prompt(&tail, budget, self.clock.now(), request.audience)
+            .prompt(session, &tail, budget, self.clock.now(), request.audience)
             .await
             .map_err(TurnError::Store)?;
         // The system prompt is built from files (MEMORY.md, the bootstrap files) anyone with
