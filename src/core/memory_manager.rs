@@ -15,9 +15,11 @@
 //! change at a consolidation), then the history. A `memory_write` must not rewrite that prefix
 //! on the next turn, or every turn after a memory change pays full price for the whole prompt:
 //! so the memory the system prompt shows is a **snapshot** taken when the session first needed
-//! it and renewed at its consolidations ([`MemoryManager::snapshot`]), and while MEMORY.md
-//! differs from it, the current text travels at the end of the prompt, with the new message
-//! only (never stored), until the next consolidation takes it in.
+//! it and renewed at its consolidations ([`SessionView`]). What changes between two
+//! consolidations is told as a note pinned to the user message that was newest when it changed
+//! (MEMORY.md's new text; the consolidation warning when it falls due): every later request
+//! carries the same note on the same message, so the prefix stays what the provider cached.
+//! Notes are part of the requests only, never of the history.
 //!
 //! Consolidation summarizes `history[cursor .. len - keep_recent]` (cut at a clean point),
 //! appends the summary to summary.md, compresses the summary when it passes the word limit, and
@@ -91,9 +93,22 @@ pub enum Consolidation {
     NoLlm,
 }
 
-/// The most sessions whose memory snapshot is kept; past it the map is emptied, which costs
-/// each session one cache miss, never a wrong prompt.
-const MAX_SNAPSHOTS: usize = 1024;
+/// The most sessions whose view is kept; past it the map is emptied, which costs each session
+/// one cache miss, never a wrong prompt.
+const MAX_VIEWS: usize = 1024;
+
+/// What one session's prompts show between two of its consolidations (see the module docs).
+#[derive(Debug, Clone)]
+struct SessionView {
+    /// MEMORY.md as the system prompt shows it; equal texts share one allocation.
+    memory: Arc<str>,
+    /// MEMORY.md as the session was last told it (the snapshot, or the newest note's text).
+    told: Arc<str>,
+    /// Notes, each pinned to the user message (by where its history line ends) it rides with.
+    notes: Vec<(u64, String)>,
+    /// Whether the consolidation warning is among the notes.
+    warned: bool,
+}
 
 /// Builds prompts and consolidates session histories.
 pub struct MemoryManager {
@@ -102,9 +117,8 @@ pub struct MemoryManager {
     prompt: Arc<dyn PromptSource>,
     llm: Option<Arc<dyn LlmClient>>,
     settings: MemorySettings,
-    /// Per session, MEMORY.md as its system prompt shows it (see the module docs). Equal
-    /// texts share one allocation.
-    snapshots: Mutex<HashMap<SessionId, Arc<str>>>,
+    /// Per session, what its prompts show (see the module docs).
+    views: Mutex<HashMap<SessionId, SessionView>>,
 }
 
 impl MemoryManager {
@@ -122,38 +136,74 @@ impl MemoryManager {
             prompt,
             llm,
             settings,
-            snapshots: Mutex::new(HashMap::new()),
+            views: Mutex::new(HashMap::new()),
         }
     }
 
-    /// The memory `session`'s system prompt shows, and the current MEMORY.md when it differs
-    /// (which then goes at the end of the prompt). The first call for a session takes the
-    /// current text as its snapshot; a consolidation forgets it, so the next prompt takes the
-    /// text of then.
-    pub fn snapshot(&self, session: &SessionId, current: &str) -> (Arc<str>, bool) {
-        let mut snapshots = self
-            .snapshots
+    /// The memory `session`'s system prompt shows and the notes its request carries, for a
+    /// turn whose newest user message ends at `newest` in the history, with MEMORY.md now
+    /// `current` and the consolidation warning due or not (`warn`). The first call for a
+    /// session takes `current` as its snapshot; a change of MEMORY.md, and the warning when it
+    /// falls due, become notes pinned to `newest`.
+    fn view(
+        &self,
+        session: &SessionId,
+        current: &str,
+        newest: Option<u64>,
+        warn: bool,
+    ) -> (Arc<str>, Vec<(u64, String)>) {
+        let mut views = self
+            .views
             .lock()
             .unwrap_or_else(|poison| poison.into_inner());
-        if let Some(shown) = snapshots.get(session) {
-            return (shown.clone(), &**shown != current);
+        if !views.contains_key(session) {
+            if views.len() >= MAX_VIEWS {
+                views.clear();
+            }
+            // Sessions that last saw the same text share it.
+            let memory = views
+                .values()
+                .find(|view| &*view.memory == current)
+                .map(|view| view.memory.clone())
+                .unwrap_or_else(|| Arc::from(current));
+            let view = SessionView {
+                told: memory.clone(),
+                memory,
+                notes: Vec::new(),
+                warned: false,
+            };
+            views.insert(session.clone(), view);
         }
-        if snapshots.len() >= MAX_SNAPSHOTS {
-            snapshots.clear();
+        let Some(view) = views.get_mut(session) else {
+            return (Arc::from(current), Vec::new());
+        };
+        if let Some(newest) = newest {
+            if &*view.told != current {
+                let text = if current.trim().is_empty() {
+                    "(empty)"
+                } else {
+                    current.trim_end()
+                };
+                view.notes.push((
+                    newest,
+                    format!(
+                        "[System: MEMORY.md changed since \"Your Memory\" above was taken; it \
+                         now reads:]\n{text}"
+                    ),
+                ));
+                view.told = Arc::from(current);
+            }
+            if warn && !view.warned {
+                view.notes.push((newest, CONSOLIDATION_WARNING.to_owned()));
+                view.warned = true;
+            }
         }
-        // Sessions that last saw the same text share it.
-        let shown = snapshots
-            .values()
-            .find(|shown| &***shown == current)
-            .cloned()
-            .unwrap_or_else(|| Arc::from(current));
-        snapshots.insert(session.clone(), shown.clone());
-        (shown, false)
+        (view.memory.clone(), view.notes.clone())
     }
 
-    /// Forgets `session`'s snapshot: its next prompt shows MEMORY.md as it is then.
-    fn renew_snapshot(&self, session: &SessionId) {
-        self.snapshots
+    /// Forgets `session`'s view: its next prompt shows MEMORY.md as it is then, and no notes.
+    fn renew_view(&self, session: &SessionId) {
+        self.views
             .lock()
             .unwrap_or_else(|poison| poison.into_inner())
             .remove(session);
@@ -180,8 +230,9 @@ impl MemoryManager {
     }
 
     /// The system prompt for a turn of `audience` whose unconsolidated history is `tail`,
-    /// showing `memory` (see [`MemoryManager::snapshot`]); ordered from what never changes to
-    /// what changes most (see the module docs).
+    /// showing `memory` (the session's snapshot); ordered from what never changes to what
+    /// changes most (see the module docs). The consolidation warning is a note on the history
+    /// (see [`MemoryManager::prompt`]), not part of it.
     pub async fn system_prompt(&self, tail: &Tail, audience: Audience, memory: &str) -> String {
         let sections = self.prompt.sections(audience).await;
         let mut system = if sections.base.trim().is_empty() {
@@ -211,10 +262,6 @@ impl MemoryManager {
             system.push_str("\n\n## Conversation Summary\n\n");
             system.push_str(tail.summary.trim_end());
         }
-        if audience.is_owner() && self.warning_due(tail) {
-            system.push_str("\n\n");
-            system.push_str(CONSOLIDATION_WARNING);
-        }
         system
     }
 
@@ -231,13 +278,18 @@ impl MemoryManager {
         now: chrono::DateTime<chrono::FixedOffset>,
         audience: Audience,
     ) -> Result<Vec<Arc<Message>>, StoreError> {
-        let (memory, changed) = match audience {
+        let newest = tail
+            .messages
+            .iter()
+            .rev()
+            .find(|stored| stored.message.role == Role::User)
+            .map(|stored| stored.end_offset);
+        let (memory, notes) = match audience {
             Audience::Owner => {
                 let current = self.memory.load().await?;
-                let (shown, changed) = self.snapshot(session, &current);
-                (shown, changed.then_some(current))
+                self.view(session, &current, newest, self.warning_due(tail))
             }
-            Audience::Shared => (Arc::from(""), None),
+            Audience::Shared => (Arc::from(""), Vec::new()),
         };
         let system = Message::new(
             Role::System,
@@ -245,9 +297,7 @@ impl MemoryManager {
             now,
         );
         let mut window = window::sanitize(tail.messages.iter().map(|s| &s.message));
-        if let Some(current) = changed {
-            note_memory_change(&mut window, &current);
-        }
+        pin_notes(&mut window, tail, &notes);
         if let Some(budget) = budget {
             let limit = budget.prompt_tokens() as usize;
             let fixed = system.approx_chars() / 4;
@@ -373,7 +423,7 @@ impl MemoryManager {
         tail.cursor = cursor;
         tail.summary = summary;
         // The prefix changes here anyway (summary and history): the memory shown catches up.
-        self.renew_snapshot(session);
+        self.renew_view(session);
         tail.consolidated_at = Some(chrono::Utc::now());
         Ok(Consolidation::Done {
             messages: cut,
@@ -383,21 +433,19 @@ impl MemoryManager {
     }
 }
 
-/// Tells the model, with the newest message of `window` only, what MEMORY.md says now when the
-/// system prompt shows an older snapshot: the note is part of this request alone, never stored,
-/// so the prefix the provider cached stays as it was.
-fn note_memory_change(window: &mut [Arc<Message>], current: &str) {
-    let Some(last) = window.iter_mut().rev().find(|m| m.role == Role::User) else {
-        return;
-    };
-    let mut noted = (**last).clone();
-    let text = if current.trim().is_empty() {
-        "(empty)"
-    } else {
-        current.trim_end()
-    };
-    noted.content.push_str(&format!(
-        "\n\n[System: MEMORY.md changed since \"Your Memory\" above was taken; it now reads:]\n{text}"
-    ));
-    *last = Arc::new(noted);
+/// Appends each note to the message of `window` it is pinned to (found through `tail`, where
+/// each message's history line ends); a copy for this request, the history keeps the original.
+fn pin_notes(window: &mut [Arc<Message>], tail: &Tail, notes: &[(u64, String)]) {
+    for (end, text) in notes {
+        let Some(stored) = tail.messages.iter().find(|s| s.end_offset == *end) else {
+            continue;
+        };
+        let Some(message) = window.iter_mut().find(|m| Arc::ptr_eq(m, &stored.message)) else {
+            continue;
+        };
+        let mut noted = (**message).clone();
+        noted.content.push_str("\n\n");
+        noted.content.push_str(text);
+        *message = Arc::new(noted);
+    }
 }

@@ -74,7 +74,10 @@ pub fn default_reply(request: &Value) -> Reply {
     } else if system.starts_with(META_MARK) {
         Reply::Text("Compact summary.".to_owned())
     } else {
-        Reply::Text(format!("re: {user}"))
+        // The person's words only: squidbot's notes to the model (a memory change, the
+        // consolidation warning) ride after them, separated by a blank line.
+        let said = user.split("\n\n[System:").next().unwrap_or_default();
+        Reply::Text(format!("re: {said}"))
     }
 }
 

@@ -232,10 +232,20 @@ async fn the_warning_appears_at_threshold_minus_two() {
         h.say(&s, &format!("m{i}")).await.0.unwrap();
     }
     // Unconsolidated messages at each call (the new user message included): 1, 3, 5, 7, 9, 11.
+    // The warning rides with the user message that was newest when it fell due (so the system
+    // prompt, and the prefix a provider cached, stay as they were).
     let warned: Vec<bool> = h
         .chat_requests()
         .iter()
-        .map(|r| system_text(r).contains(CONSOLIDATION_WARNING))
+        .map(|r| {
+            assert!(!system_text(r).contains(CONSOLIDATION_WARNING));
+            r["messages"].as_array().unwrap().iter().any(|m| {
+                m["role"] == "user"
+                    && m["content"]
+                        .as_str()
+                        .is_some_and(|c| c.starts_with("m4") && c.contains(CONSOLIDATION_WARNING))
+            })
+        })
         .collect();
     assert_eq!(warned, [false, false, false, false, true, true]);
 }
