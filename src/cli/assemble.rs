@@ -47,7 +47,7 @@ use squidbot::skills::catalog::search_dirs;
 use squidbot::skills::{SkillCatalog, SkilledPrompt, bundled};
 use squidbot::storage::{HistoryIndex, JsonlStore, MemoryFile, UsageLedgerFile, WorkspacePrompt};
 use squidbot::tools::mcp::{CONNECT_TIMEOUT, McpHub};
-use squidbot::tools::sandbox::{Sandbox, SandboxSettings};
+use squidbot::tools::sandbox::{Sandbox, SandboxSettings, rules};
 use squidbot::tools::shell_policy::AllowList;
 use squidbot::tools::spawn::profiles::profiles_prompt;
 use squidbot::tools::spawn::{SpawnLimits, SubAgentParts};
@@ -423,7 +423,8 @@ fn redactor(config: &Config) -> Redactor {
 }
 
 /// The shell sandbox's settings: `tools.shell.*`, the workspace, the skill directories as
-/// readable, and `$SQUIDBOT_HOME`, the config file and the owner's home as hidden.
+/// readable, and `$SQUIDBOT_HOME`, the config file, the owner's home and the system's secrets
+/// (`rules::SYSTEM_SECRETS`, the SSH host keys) as hidden.
 pub fn sandbox_settings(loaded: &LoadedConfig) -> SandboxSettings {
     let config = &loaded.config;
     let shell = &config.tools.shell;
@@ -431,6 +432,16 @@ pub fn sandbox_settings(loaded: &LoadedConfig) -> SandboxSettings {
     readable.push(bundled::bundled_dir(&loaded.home));
     let mut hidden = vec![loaded.home.clone(), loaded.path.clone()];
     hidden.extend(std::env::var_os("HOME").map(std::path::PathBuf::from));
+    hidden.extend(rules::SYSTEM_SECRETS.iter().map(std::path::PathBuf::from));
+    // The SSH host keys, by name: /etc/ssh itself holds the client's configuration.
+    if let Ok(entries) = std::fs::read_dir("/etc/ssh") {
+        hidden.extend(
+            entries
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("ssh_host_"))
+                .map(|e| e.path()),
+        );
+    }
     SandboxSettings {
         mode: shell.sandbox,
         network: shell.network,

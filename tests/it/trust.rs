@@ -325,7 +325,14 @@ async fn links_planted_in_the_workspace_never_reach_a_prompt() {
         !sent.contains("api_key_env"),
         "the config reached the model"
     );
-    assert!(system_text(&llm.requests()[2]).contains("the owner likes tea"));
+    // The new memory reaches the next turn (as a note with its message: the system prompt
+    // keeps the session's snapshot for the providers' caches).
+    let next = &llm.requests()[2];
+    let last = next["messages"].as_array().unwrap().last().unwrap()["content"].to_string();
+    assert!(
+        last.contains("MEMORY.md changed") && last.contains("the owner likes tea"),
+        "{last}"
+    );
     // The link was replaced, not written through, and its target was not copied.
     assert!(!workspace.join("MEMORY.md").is_symlink());
     assert!(std::fs::read_to_string(&config).unwrap().contains(TOKEN));
@@ -440,4 +447,32 @@ async fn a_secret_in_a_provider_error_reaches_neither_the_log_nor_status() {
         files_holding(gw.home(), PROVIDER_KEY, &log_path),
         Vec::<String>::new()
     );
+}
+
+/// #35: a gateway started as root (as CI runs it) runs its commands as root, so the jail, not
+/// the file's permissions, keeps the system's secrets out: `cat` is on the allow list and runs
+/// read-only at once, and /etc/shadow is hidden from it like the home.
+#[tokio::test]
+async fn the_system_secrets_are_hidden_from_every_command() {
+    let llm = ScriptedLlm::start().await;
+    let gw = gateway(&llm, "", Stdio::null()).await;
+    llm.enqueue(round(&[
+        ("shell", json!({ "command": "cat /etc/shadow" })),
+        ("shell", json!({ "command": "ls /etc/sudoers.d" })),
+        (
+            "shell",
+            json!({ "command": "cat /etc/hostname /etc/passwd" }),
+        ),
+    ]));
+    llm.enqueue(Reply::Text("done".to_owned()));
+    let (status, body) = gw.say("secrets", "read the system files").await;
+    assert_eq!(status, 200, "{body}");
+    let results = results(&llm.requests()[1]);
+    for (id, result) in &results[..2] {
+        assert!(result.starts_with("Error"), "{id}: {result}");
+    }
+    assert!(!results[0].1.contains("root:"), "{}", results[0].1);
+    // The rest of /etc stays readable.
+    assert!(results[2].1.starts_with("exit code 0"), "{}", results[2].1);
+    assert!(results[2].1.contains("root:x:0:0"), "{}", results[2].1);
 }

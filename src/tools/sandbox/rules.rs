@@ -38,6 +38,20 @@ pub const DEVICES_WRITE: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
 /// Devices a command may only read.
 pub const DEVICES_READ: &[&str] = &["/dev/random", "/dev/urandom"];
 
+/// Files of the system no command reads, though they sit in a readable directory: the
+/// password and group shadows and the sudo rules. Only root can read them anyway, and a
+/// gateway started as root (a container, a VPS) runs its commands as root: the jail, not the
+/// permissions, must keep them out. Hidden like the home (see [`rules_for`]).
+pub const SYSTEM_SECRETS: &[&str] = &[
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/etc/security/opasswd",
+];
+
 /// What a rule grants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
