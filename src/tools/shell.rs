@@ -336,20 +336,20 @@ pub(crate) async fn run(
     let (reader, writer) = std::io::pipe()?;
     let writer_err = writer.try_clone()?;
     let mut cmd = tokio::process::Command::new("bash");
-    // A watcher must not be killed before it has stopped the command (see `Stop`).
-    let watched = sandbox.is_enforced();
     cmd.args(["--noprofile", "--norc", "-c"])
         .arg(command)
         .current_dir(cwd)
         .stdin(Stdio::null())
         .stdout(writer)
         .stderr(writer_err)
-        .process_group(0)
-        .kill_on_drop(!watched);
+        .process_group(0);
     // Held until the end: the command's TMPDIR is removed when it is dropped.
-    let _sandboxed = sandbox
+    let sandboxed = sandbox
         .prepare(&mut cmd, jail)
         .map_err(std::io::Error::other)?;
+    // A watcher must not be killed before it has stopped the command (see `Stop`).
+    let watched = sandboxed.is_watched();
+    cmd.kill_on_drop(!watched);
     let spawned = cmd.spawn().map_err(|error| {
         if sandbox.is_enforced() {
             std::io::Error::new(
@@ -479,7 +479,7 @@ impl HeadTail {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::core::ports::tool::Tool;
     use crate::core::session::SessionId;
@@ -505,7 +505,7 @@ mod tests {
     }
 
     /// Whether `pid` is still a live process (a zombie waiting for its reaper counts as dead).
-    fn alive(pid: u32) -> bool {
+    pub(crate) fn alive(pid: u32) -> bool {
         match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
             Ok(stat) => stat
                 .rsplit_once(") ")
@@ -514,7 +514,7 @@ mod tests {
         }
     }
 
-    async fn assert_all_dead(pids: &[u32]) {
+    pub(crate) async fn assert_all_dead(pids: &[u32]) {
         for _ in 0..40 {
             if pids.iter().all(|&pid| !alive(pid)) {
                 return;
@@ -525,7 +525,7 @@ mod tests {
         panic!("processes survived: {survivors:?}");
     }
 
-    fn pids(text: &str) -> Vec<u32> {
+    pub(crate) fn pids(text: &str) -> Vec<u32> {
         text.lines()
             .filter_map(|line| line.strip_prefix("PID "))
             .map(|pid| pid.trim().parse().unwrap())

@@ -145,7 +145,15 @@ pub struct Sandbox {
 #[derive(Debug)]
 pub struct Prepared {
     _tmp: tempfile::TempDir,
-    _ruleset: Option<OwnedFd>,
+    ruleset: Option<OwnedFd>,
+}
+
+impl Prepared {
+    /// Whether the command runs under a watcher ([`watch`]): then the process spawned is the
+    /// watcher, stopped with `SIGTERM`, never killed outright, so it can end the command.
+    pub fn is_watched(&self) -> bool {
+        self.ruleset.is_some()
+    }
 }
 
 impl Sandbox {
@@ -294,9 +302,6 @@ impl Sandbox {
             }
             _ => None,
         };
-        Ok(Prepared {
-            _tmp: tmp,
-            _ruleset: ruleset,
-        })
+        Ok(Prepared { _tmp: tmp, ruleset })
     }
 }

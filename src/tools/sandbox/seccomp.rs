@@ -19,8 +19,9 @@
 //!   descriptor limit kills or freezes it; a read, with no new limit, stays allowed for any
 //!   pid), `setpriority` and `ioprio_set` (also never for a whole user), and the `sched_set*`
 //!   calls. glibc's `setrlimit`, `nice` and `sched_setaffinity(0, …)` pass 0, so ordinary
-//!   commands are untouched; a thread pinning *another thread* by its tid is refused (the few
-//!   runtimes that do so treat it as advisory).
+//!   commands are untouched; a process naming itself by its own pid, or a thread pinning
+//!   *another thread* by its tid, is refused too (a filter cannot know the caller's pid; the
+//!   few runtimes that pin threads treat it as advisory).
 //! - **always, IPC**: System V IPC (`msgget` … `shmctl`) and POSIX message queues (`mq_*`)
 //!   answer `EPERM`. Their objects are named by a number or a name in one namespace for every
 //!   process of the user, and Landlock mediates none of it: a jailed command could read and

@@ -69,6 +69,9 @@ pub fn split(ruleset: RawFd) -> io::Result<()> {
     // Installed before the fork, so a stop that comes at once is not lost; the command's
     // `exec` resets the handler to the default.
     on_signal(libc::SIGTERM, stop as *const () as libc::sighandler_t)?;
+    // The daemon's SIGCHLD handler (tokio's) writes to the daemon's signal pipe, which the
+    // watcher shares until it closes its descriptors; its children's deaths are its own.
+    on_signal(libc::SIGCHLD, libc::SIG_DFL)?;
     // SAFETY: this process has one thread (it is the child of a fork), so fork copies all of
     // it; both sides make system calls only until the command's exec.
     match unsafe { libc::fork() } {

@@ -14,6 +14,7 @@ use crate::core::ports::store::MemoryStore;
 use crate::storage::MemoryFile;
 use crate::storage::file_lock::WorkspaceLock;
 use crate::tools::sandbox::{Jail, Sandbox};
+use crate::tools::shell::tests::{alive, assert_all_dead, pids};
 use crate::tools::shell::{OUTPUT_CAP, Run, run};
 
 /// A process outside the jail, killed when dropped.
@@ -58,14 +59,6 @@ fn nice(pid: u32) -> String {
     rest.split(' ').nth(16).unwrap().to_owned()
 }
 
-/// Whether `pid` is a live process (a zombie counts as dead).
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit_once(") ")
-            .is_some_and(|(_, rest)| !rest.starts_with('Z') && !rest.starts_with('X'))
-    })
-}
-
 /// Runs `command` read-only in the workspace with `timeout`.
 async fn run_for(sandbox: &Sandbox, layout: &Layout, command: &str, timeout: Duration) -> Run {
     run(
@@ -78,14 +71,6 @@ async fn run_for(sandbox: &Sandbox, layout: &Layout, command: &str, timeout: Dur
     )
     .await
     .unwrap()
-}
-
-fn pids(output: &str) -> Vec<u32> {
-    output
-        .lines()
-        .filter_map(|line| line.strip_prefix("PID "))
-        .map(|pid| pid.trim().parse().unwrap())
-        .collect()
 }
 
 // See: #35
@@ -380,5 +365,54 @@ async fn issue_35_processes_that_leave_the_group_end_with_the_command() {
             (code, signal),
             "{command}"
         );
+    }
+}
+
+// See: #35
+#[tokio::test]
+async fn issue_35_a_dropped_call_ends_every_process_of_its_command() {
+    let layout = layout();
+    let sandbox = sandbox(&layout, true);
+    let pids_file = layout.workspace.join("pids");
+    let command = "setsid sh -c 'echo PID $$ >> pids; exec sleep 1003' & \
+                   (setsid sh -c 'echo PID $$ >> pids; exec sleep 1004' &); \
+                   echo PID $$ >> pids; sleep 100";
+    let running = {
+        let workspace = layout.workspace.clone();
+        let sandbox = sandbox.clone();
+        tokio::spawn(async move { jailed(&sandbox, &workspace, command, Jail::Workspace).await })
+    };
+    let mut started = Vec::new();
+    for _ in 0..40 {
+        started = pids(&std::fs::read_to_string(&pids_file).unwrap_or_default());
+        if started.len() == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(started.len(), 3, "the command did not start: {started:?}");
+    // The turn is cancelled (shutdown, a dropped request): the call's future is dropped.
+    running.abort();
+    let _ = running.await;
+    assert_all_dead(&started).await;
+}
+
+// See: #35
+#[tokio::test]
+async fn issue_35_ordinary_commands_still_set_their_own_limits_and_priority() {
+    let layout = layout();
+    let sandbox = sandbox(&layout, true);
+    for command in [
+        "nice -n 5 true && ionice -c 3 true && taskset -c 0 true && chrt -b 0 true",
+        "timeout 1 sleep 5; test $? = 124",
+        "python3 -c 'import os, resource; os.sched_setaffinity(0, {0}); os.nice(1); \
+         resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256)); print(resource.getrlimit(resource.RLIMIT_NOFILE))'",
+        "sort --parallel=2 -S 1M /etc/passwd > /dev/null && git --version",
+        "printf 'a\\nb\\n' | xargs -P 2 -n 1 echo | wc -l",
+    ] {
+        for jail in [Jail::ReadOnly, Jail::Workspace] {
+            let (ok, output) = jailed(&sandbox, &layout.workspace, command, jail).await;
+            assert!(ok, "{jail:?}: {command}: {output}");
+        }
     }
 }
