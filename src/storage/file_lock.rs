@@ -80,16 +80,20 @@ pub struct WorkspaceLock {
 }
 
 impl WorkspaceLock {
-    /// The lock of `workspace` kept in `home`.
+    /// The lock of `workspace` kept in `home`; beside the workspace instead in the odd layout
+    /// where the workspace holds `home/state/locks` (every jail can open the workspace).
     pub fn new(home: &Path, workspace: &Path) -> Self {
         let workspace = fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_owned());
         let name = format!(
             "workspace-{:016x}.lock",
             fnv1a(workspace.as_os_str().as_encoded_bytes())
         );
-        Self {
-            path: home.join("state").join("locks").join(name),
+        let home = fs::canonicalize(home).unwrap_or_else(|_| home.to_owned());
+        let path = home.join("state").join("locks").join(name);
+        if path.starts_with(&workspace) {
+            return Self::beside(&workspace);
         }
+        Self { path }
     }
 
     /// The lock of `workspace` for a process that knows no home (tests, tools that share the
@@ -173,6 +177,9 @@ mod tests {
         let spelled = dir.path().join("elsewhere/./ws");
         assert_eq!(WorkspaceLock::new(&home, &spelled), lock);
         assert_ne!(WorkspaceLock::new(&home, dir.path()), lock);
+        // A workspace holding the lock directory gets its lock beside it instead.
+        let odd = WorkspaceLock::new(&home, &home.join("state"));
+        assert_eq!(odd.path(), home.join(".state.lock"));
         let held = lock.acquire().unwrap();
         assert!(FileLock::try_exclusive(lock.path()).unwrap().is_none());
         drop(held);
