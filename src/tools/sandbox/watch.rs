@@ -52,15 +52,21 @@ pub fn ruleset() -> Result<OwnedFd, SandboxError> {
 }
 
 /// Splits the calling process (the child between `fork` and `exec`, with no new privileges
-/// set) into the watcher and the command: enters the watcher's domain from `ruleset`, becomes
-/// a subreaper, and forks. Returns in the new child, which goes on to enter the jail and exec
-/// the command. The watcher never returns: it waits for the command, kills its domain, reaps
-/// every process and exits as the command did.
+/// set) into the watcher and the command: enters the watcher's domain from `ruleset` (which
+/// must be [`ruleset`]'s), becomes a subreaper, and forks. Returns in the new child, which goes
+/// on to enter the jail and exec the command. The watcher never returns: it waits for the
+/// command, kills its domain, reaps every process and exits as the command did.
 pub fn split(ruleset: RawFd) -> io::Result<()> {
     // SAFETY: landlock_restrict_self takes a descriptor and flags; the descriptor is open in
     // this process (the sandbox holds it for its whole life).
     if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0 as libc::c_uint) } != 0 {
         return Err(io::Error::last_os_error());
+    }
+    // `kill(-1)` is only safe under the signal scope: check that it holds before relying on it.
+    // The daemon sits outside this new domain, so a scoped process may not even probe it.
+    // SAFETY: kill with signal 0 sends nothing; getppid takes nothing.
+    if unsafe { libc::kill(libc::getppid(), 0) } == 0 {
+        return Err(io::Error::from_raw_os_error(libc::ENOTRECOVERABLE));
     }
     // SAFETY: prctl takes integers only.
     if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) } != 0 {
