@@ -416,3 +416,32 @@ async fn issue_35_ordinary_commands_still_set_their_own_limits_and_priority() {
         }
     }
 }
+
+// See: #35
+#[tokio::test]
+async fn issue_35_a_command_ending_leaves_another_commands_processes_alone() {
+    let layout = layout();
+    let sandbox = sandbox(&layout, true);
+    // Two sessions' commands at once: the watcher of the one that ends first kills its own
+    // domain only (each command's domain is a sibling of the other's, from one ruleset).
+    let long = {
+        let workspace = layout.workspace.clone();
+        let sandbox = sandbox.clone();
+        tokio::spawn(async move {
+            jailed(
+                &sandbox,
+                &workspace,
+                "setsid sleep 2 & sleep 2; wait; echo survived",
+                Jail::ReadOnly,
+            )
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for jail in [Jail::ReadOnly, Jail::Workspace] {
+        let (ok, output) = jailed(&sandbox, &layout.workspace, "sleep 0.1 &", jail).await;
+        assert!(ok, "{output}");
+    }
+    let (ok, output) = long.await.unwrap();
+    assert!(ok && output.contains("survived"), "{output}");
+}
