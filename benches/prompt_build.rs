@@ -112,6 +112,7 @@ async fn time_prompt(
         let tail = manager.load_tail(session).await.unwrap();
         let prompt = manager
             .prompt(
+                session,
                 &tail,
                 None,
                 chrono::Utc::now().fixed_offset(),

@@ -20,6 +20,10 @@
 //! component fails the open instead of leading out. `list_files` still lists by path (it shows
 //! names, not contents).
 
+mod authority;
+
+pub use authority::Access;
+
 use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
 

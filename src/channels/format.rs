@@ -112,6 +112,7 @@ mod tests {
                 command: command.to_owned(),
                 reason: "why".to_owned(),
                 expires_at: chrono::Utc::now(),
+                requester: None,
             };
             let html = markdown_to_html(&request.question());
             assert_eq!(html.matches("<pre>").count(), 1, "{html}");

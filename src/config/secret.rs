@@ -155,6 +155,12 @@ impl Config {
                     found.push((field, value.clone()));
                 }
             }
+            for (at, value) in secret_args(&config.args) {
+                found.push((format!("tools.mcp_servers.{server}.args[{at}]"), value));
+            }
+            for (name, value) in url_secrets(&config.url) {
+                found.push((format!("tools.mcp_servers.{server}.url?{name}"), value));
+            }
         }
         for (name, value) in vars {
             if is_secret_name(&name) && !value.is_empty() {
@@ -163,6 +169,60 @@ impl Config {
         }
         found
     }
+}
+
+/// The values among an MCP server's `args` that are secrets by their name, with their index:
+/// `--token=VALUE`, `--api-key VALUE`, `-p VALUE` after a secret-named flag, and
+/// `Authorization: Bearer VALUE`-style header arguments. A secret on the command line is also
+/// readable in `ps`; the README says to pass it in `env` instead, and this keeps it out of
+/// what tools return either way.
+pub(crate) fn secret_args(args: &[String]) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    let mut secret_next = false;
+    for (at, arg) in args.iter().enumerate() {
+        let arg = arg.trim();
+        if std::mem::take(&mut secret_next) && !arg.starts_with('-') && !arg.is_empty() {
+            found.push((at, arg.to_owned()));
+            continue;
+        }
+        let flag = arg.trim_start_matches('-');
+        if arg.starts_with('-') {
+            match flag.split_once('=') {
+                Some((name, value)) if is_secret_name(name) && !value.is_empty() => {
+                    found.push((at, value.to_owned()));
+                }
+                Some(_) => {}
+                None => secret_next = is_secret_name(flag),
+            }
+            continue;
+        }
+        // A header passed whole: `Authorization: Bearer abc`, `X-Api-Key: abc`.
+        if let Some((name, value)) = arg.split_once(':')
+            && (is_secret_name(name.trim()) || name.trim().eq_ignore_ascii_case("authorization"))
+        {
+            let value = value.trim();
+            let value = value
+                .strip_prefix("Bearer ")
+                .or_else(|| value.strip_prefix("Basic "))
+                .unwrap_or(value)
+                .trim();
+            if !value.is_empty() {
+                found.push((at, value.to_owned()));
+            }
+        }
+    }
+    found
+}
+
+/// The secret-named query parameters of an MCP server's `url` (`?token=…`).
+fn url_secrets(url: &str) -> Vec<(String, String)> {
+    let Ok(url) = url::Url::parse(url) else {
+        return Vec::new();
+    };
+    url.query_pairs()
+        .filter(|(name, value)| is_secret_name(name) && !value.is_empty())
+        .map(|(name, value)| (name.into_owned(), value.into_owned()))
+        .collect()
 }
 
 /// Whether `name` is a plausible environment variable name (`[A-Za-z_][A-Za-z0-9_]*`).
@@ -305,5 +365,37 @@ mod tests {
         let secret = Secret::new("hunter2");
         assert_eq!(format!("{secret:?} {secret}"), "*** ***");
         assert_eq!(format!("{:?}", Some(&secret)), "Some(***)");
+    }
+
+    /// #35 item 5: secrets on an MCP server's command line are registered for redaction.
+    #[test]
+    fn secret_arguments_of_mcp_servers_are_found() {
+        let args: Vec<String> = [
+            "--port",
+            "8080",
+            "--token=tok-AAAA1111",
+            "--api-key",
+            "key-BBBB2222",
+            "--header",
+            "Authorization: Bearer bearer-CCCC3333",
+            "--password",
+            "--verbose",
+            "plain",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        assert_eq!(
+            secret_args(&args),
+            vec![
+                (2, "tok-AAAA1111".to_owned()),
+                (4, "key-BBBB2222".to_owned()),
+                (6, "bearer-CCCC3333".to_owned()),
+            ]
+        );
+        assert_eq!(
+            url_secrets("https://mcp.example.org/sse?api_key=url-DDDD4444&x=1"),
+            vec![("api_key".to_owned(), "url-DDDD4444".to_owned())]
+        );
     }
 }

@@ -433,7 +433,7 @@ impl AgentLoop {
             .map_err(TurnError::Store)?;
         let mut prompt = self
             .memory
-            .prompt(&tail, budget, self.clock.now(), request.audience)
+            .prompt(session, &tail, budget, self.clock.now(), request.audience)
             .await
             .map_err(TurnError::Store)?;
         // The system prompt is built from files (MEMORY.md, the bootstrap files) anyone with
@@ -522,6 +522,7 @@ impl AgentLoop {
                 let text = self.tools.redactor().redact(&response.text).into_owned();
                 let mut reply = self.assistant(text.clone(), channel);
                 reply.reasoning_content = response.reasoning_content;
+                reply.reasoning_state = response.reasoning_state;
                 self.persist(session, &mut tail, vec![reply]).await?;
                 self.send(sink, &text).await;
                 return Ok(Conversation {
@@ -558,6 +559,7 @@ impl AgentLoop {
             let text = self.tools.redactor().redact(&response.text).into_owned();
             let mut assistant = self.assistant(text, channel);
             assistant.reasoning_content = response.reasoning_content;
+            assistant.reasoning_state = response.reasoning_state;
             let pipeline = CallPipeline::new(&tools, &context, self.tool_result_cap);
             let pipeline = &pipeline;
             let calls = join_all(

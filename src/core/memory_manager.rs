@@ -1,17 +1,30 @@
 //! The memory manager: the prompt layout of a turn and consolidation with the cursor.
 //!
-//! A turn's prompt is exactly: the base prompt, global memory (MEMORY.md), this session's
-//! summary, the skills, the consolidation warning when due, then `history[cursor..]` (which ends
-//! with the new user message). Nothing older than the cursor is read from disk, so building a
-//! prompt costs time proportional to the unconsolidated tail, however long the session is.
-//! A turn someone besides the owner takes part in ([`Audience::Shared`]) gets neither MEMORY.md
-//! nor USER.md (left out by the prompt source), nor the warning, which points at `memory_write`.
+//! A turn's prompt is exactly: the base prompt, the skills, global memory (MEMORY.md as this
+//! session last saw it), this session's summary, the consolidation warning when due, then
+//! `history[cursor..]` (which ends with the new user message). Nothing older than the cursor is
+//! read from disk, so building a prompt costs time proportional to the unconsolidated tail,
+//! however long the session is. A turn someone besides the owner takes part in
+//! ([`Audience::Shared`]) gets neither MEMORY.md nor USER.md (left out by the prompt source),
+//! nor the warning, which points at `memory_write`.
+//!
+//! # Ordered for the providers' prompt caches
+//! Providers bill a request's longest prefix they saw recently at a fraction of the price, so
+//! the prompt runs from what never changes to what changes every turn: the tools (first in
+//! every request), the base prompt and the skills, then the memory and the summary (which
+//! change at a consolidation), then the history. A `memory_write` must not rewrite that prefix
+//! on the next turn, or every turn after a memory change pays full price for the whole prompt:
+//! so the memory the system prompt shows is a **snapshot** taken when the session first needed
+//! it and renewed at its consolidations ([`MemoryManager::snapshot`]), and while MEMORY.md
+//! differs from it, the current text travels at the end of the prompt, with the new message
+//! only (never stored), until the next consolidation takes it in.
 //!
 //! Consolidation summarizes `history[cursor .. len - keep_recent]` (cut at a clean point),
 //! appends the summary to summary.md, compresses the summary when it passes the word limit, and
 //! commits summary then cursor. Callers hold the session's mutex throughout.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use crate::core::audience::Audience;
 use crate::core::consolidation;
@@ -78,6 +91,10 @@ pub enum Consolidation {
     NoLlm,
 }
 
+/// The most sessions whose memory snapshot is kept; past it the map is emptied, which costs
+/// each session one cache miss, never a wrong prompt.
+const MAX_SNAPSHOTS: usize = 1024;
+
 /// Builds prompts and consolidates session histories.
 pub struct MemoryManager {
     history: Arc<dyn HistoryStore>,
@@ -85,6 +102,9 @@ pub struct MemoryManager {
     prompt: Arc<dyn PromptSource>,
     llm: Option<Arc<dyn LlmClient>>,
     settings: MemorySettings,
+    /// Per session, MEMORY.md as its system prompt shows it (see the module docs). Equal
+    /// texts share one allocation.
+    snapshots: Mutex<HashMap<SessionId, Arc<str>>>,
 }
 
 impl MemoryManager {
@@ -102,7 +122,41 @@ impl MemoryManager {
             prompt,
             llm,
             settings,
+            snapshots: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The memory `session`'s system prompt shows, and the current MEMORY.md when it differs
+    /// (which then goes at the end of the prompt). The first call for a session takes the
+    /// current text as its snapshot; a consolidation forgets it, so the next prompt takes the
+    /// text of then.
+    pub fn snapshot(&self, session: &SessionId, current: &str) -> (Arc<str>, bool) {
+        let mut snapshots = self
+            .snapshots
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        if let Some(shown) = snapshots.get(session) {
+            return (shown.clone(), &**shown != current);
+        }
+        if snapshots.len() >= MAX_SNAPSHOTS {
+            snapshots.clear();
+        }
+        // Sessions that last saw the same text share it.
+        let shown = snapshots
+            .values()
+            .find(|shown| &***shown == current)
+            .cloned()
+            .unwrap_or_else(|| Arc::from(current));
+        snapshots.insert(session.clone(), shown.clone());
+        (shown, false)
+    }
+
+    /// Forgets `session`'s snapshot: its next prompt shows MEMORY.md as it is then.
+    fn renew_snapshot(&self, session: &SessionId) {
+        self.snapshots
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .remove(session);
     }
 
     /// The settings in force.
@@ -125,17 +179,11 @@ impl MemoryManager {
         self.history.load_tail(session).await
     }
 
-    /// The system prompt for a turn of `audience` whose unconsolidated history is `tail`.
-    pub async fn system_prompt(
-        &self,
-        tail: &Tail,
-        audience: Audience,
-    ) -> Result<String, StoreError> {
+    /// The system prompt for a turn of `audience` whose unconsolidated history is `tail`,
+    /// showing `memory` (see [`MemoryManager::snapshot`]); ordered from what never changes to
+    /// what changes most (see the module docs).
+    pub async fn system_prompt(&self, tail: &Tail, audience: Audience, memory: &str) -> String {
         let sections = self.prompt.sections(audience).await;
-        let global = match audience {
-            Audience::Owner => self.memory.load().await?,
-            Audience::Shared => String::new(),
-        };
         let mut system = if sections.base.trim().is_empty() {
             FALLBACK_BASE_PROMPT.to_owned()
         } else {
@@ -143,14 +191,6 @@ impl MemoryManager {
         };
         system.push_str("\n\n");
         system.push_str(untrusted::SYSTEM_RULE);
-        if !global.trim().is_empty() {
-            system.push_str("\n\n## Your Memory\n\n");
-            system.push_str(global.trim_end());
-        }
-        if !tail.summary.trim().is_empty() {
-            system.push_str("\n\n## Conversation Summary\n\n");
-            system.push_str(tail.summary.trim_end());
-        }
         if !sections.skills.trim().is_empty() {
             system.push_str("\n\n");
             system.push_str(&sections.skills);
@@ -163,11 +203,19 @@ impl MemoryManager {
             system.push_str("\n\n");
             system.push_str(body.trim_end());
         }
+        if audience.is_owner() && !memory.trim().is_empty() {
+            system.push_str("\n\n## Your Memory\n\n");
+            system.push_str(memory.trim_end());
+        }
+        if !tail.summary.trim().is_empty() {
+            system.push_str("\n\n## Conversation Summary\n\n");
+            system.push_str(tail.summary.trim_end());
+        }
         if audience.is_owner() && self.warning_due(tail) {
             system.push_str("\n\n");
             system.push_str(CONSOLIDATION_WARNING);
         }
-        Ok(system)
+        system
     }
 
     /// The full prompt of a turn of `audience`: system message, then the clean window of
@@ -177,13 +225,29 @@ impl MemoryManager {
     /// the oldest window messages are left out of this call (at clean points), never deleted.
     pub async fn prompt(
         &self,
+        session: &SessionId,
         tail: &Tail,
         budget: Option<ContextBudget>,
         now: chrono::DateTime<chrono::FixedOffset>,
         audience: Audience,
     ) -> Result<Vec<Arc<Message>>, StoreError> {
-        let system = Message::new(Role::System, self.system_prompt(tail, audience).await?, now);
+        let (memory, changed) = match audience {
+            Audience::Owner => {
+                let current = self.memory.load().await?;
+                let (shown, changed) = self.snapshot(session, &current);
+                (shown, changed.then_some(current))
+            }
+            Audience::Shared => (Arc::from(""), None),
+        };
+        let system = Message::new(
+            Role::System,
+            self.system_prompt(tail, audience, &memory).await,
+            now,
+        );
         let mut window = window::sanitize(tail.messages.iter().map(|s| &s.message));
+        if let Some(current) = changed {
+            note_memory_change(&mut window, &current);
+        }
         if let Some(budget) = budget {
             let limit = budget.prompt_tokens() as usize;
             let fixed = system.approx_chars() / 4;
@@ -308,6 +372,8 @@ impl MemoryManager {
         tail.messages.drain(..cut);
         tail.cursor = cursor;
         tail.summary = summary;
+        // The prefix changes here anyway (summary and history): the memory shown catches up.
+        self.renew_snapshot(session);
         tail.consolidated_at = Some(chrono::Utc::now());
         Ok(Consolidation::Done {
             messages: cut,
@@ -315,4 +381,23 @@ impl MemoryManager {
             compressed,
         })
     }
+}
+
+/// Tells the model, with the newest message of `window` only, what MEMORY.md says now when the
+/// system prompt shows an older snapshot: the note is part of this request alone, never stored,
+/// so the prefix the provider cached stays as it was.
+fn note_memory_change(window: &mut [Arc<Message>], current: &str) {
+    let Some(last) = window.iter_mut().rev().find(|m| m.role == Role::User) else {
+        return;
+    };
+    let mut noted = (**last).clone();
+    let text = if current.trim().is_empty() {
+        "(empty)"
+    } else {
+        current.trim_end()
+    };
+    noted.content.push_str(&format!(
+        "\n\n[System: MEMORY.md changed since \"Your Memory\" above was taken; it now reads:]\n{text}"
+    ));
+    *last = Arc::new(noted);
 }

@@ -2,7 +2,8 @@
 //!
 //! The field names and shapes match the original squidbot's records so its files load unchanged:
 //! `{"role", "content", "timestamp", "tool_calls"?, "tool_call_id"?, "reasoning_content"?,
-//! "channel"?, "sender_id"?}`. Timestamps are written as RFC 3339 with an offset; the original's
+//! "channel"?, "sender_id"?}`, plus squidbot's own optional fields (`reasoning_state`,
+//! `source_id`, `images`), which the original ignores. Timestamps are written as RFC 3339 with an offset; the original's
 //! naive local timestamps are read as UTC rather than rejected, because refusing a whole history
 //! over a timestamp format would lose the user's data.
 
@@ -47,6 +48,16 @@ pub struct ToolCall {
     pub provider_state: Option<Value>,
 }
 
+/// Reasoning kept for the provider that made it: opaque to squidbot, stored in the history with
+/// the assistant message it belongs to and sent back only to the same API.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReasoningState {
+    /// The wire API that produced it (`responses`, `anthropic`).
+    pub api: String,
+    /// The provider's items, verbatim.
+    pub items: Vec<Value>,
+}
+
 /// A message of a conversation, as stored and as sent to the LLM.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
@@ -67,6 +78,12 @@ pub struct Message {
     /// Reasoning text some providers return and require back on tool-call turns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_content: Option<String>,
+    /// Reasoning a provider's own API returned in a form it wants back verbatim in the next
+    /// round (the Responses API's reasoning items with their encrypted content, Anthropic's
+    /// thinking blocks with their signatures), tagged with the API that made it (see
+    /// [`ReasoningState`]); an adapter of another API leaves it out of its requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_state: Option<ReasoningState>,
     /// The channel the message came through (`cli`, `matrix`, `email`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channel: Option<String>,
@@ -95,6 +112,7 @@ impl Message {
             tool_calls: None,
             tool_call_id: None,
             reasoning_content: None,
+            reasoning_state: None,
             channel: None,
             sender_id: None,
             source_id: None,

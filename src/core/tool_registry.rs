@@ -3,10 +3,12 @@
 //! The registry is built once and never mutated afterwards, so turns running in parallel can
 //! share it without locks. Per-turn tools (`memory_write`, `cron_add`, bound to the turn's
 //! session) are layered on top in a [`ToolSet`] that lives for one turn only: when the turn
-//! ends they are gone, and the registry never saw them. In a turn someone besides the owner
-//! takes part in, owner-only tools (`memory_write`) are neither offered nor run; in a turn
-//! someone besides the owner asked for, neither are the tools whose effects last
-//! ([`Tool::needs_owner`]: cron, spawn, MCP).
+//! ends they are gone, and the registry never saw them. Which tools a turn is offered, and
+//! which it may run, is decided from each tool's declared effects ([`Tool::effects`],
+//! [`Effects::refusal`]): in a turn someone besides the owner takes part in, the tools that
+//! reach the owner's private memory (`memory_write`) are neither offered nor run; in a turn
+//! someone besides the owner asked for, neither are those that act with the owner's
+//! authority (cron, spawn, MCP).
 //!
 //! Every call of a turn passes through [`ToolSet::call`], so that is where known secrets are
 //! redacted from what tools return, errors and panics included: the registry carries the
@@ -21,6 +23,8 @@ use serde_json::Value;
 
 use crate::core::audience::Audience;
 use crate::core::authority::Authority;
+#[cfg(doc)]
+use crate::core::authority::Effects;
 use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, ToolSpec};
 use crate::core::redact::Redactor;
 
@@ -128,8 +132,7 @@ impl<'a> ToolSet<'a> {
             .iter()
             .filter(|t| !shadowed(t.spec().name()))
             .chain(extra.iter())
-            .filter(|t| audience.is_owner() || !t.owner_only())
-            .filter(|t| authority.is_owner() || !t.needs_owner())
+            .filter(|t| t.effects().refusal(authority, audience).is_none())
             .cloned()
             .collect();
         Self {
@@ -171,17 +174,10 @@ impl<'a> ToolSet<'a> {
         let Some(tool) = tool else {
             return ToolOutput::error(format!("Error: unknown tool {name:?}"));
         };
-        if tool.owner_only() && !self.audience.is_owner() {
-            tracing::warn!(tool = name, session = %context.session, "Owner-only tool called in a shared conversation; refused.");
-            return ToolOutput::error(format!(
-                "Error: {name} is not available here: other people take part in this conversation."
-            ));
-        }
-        if tool.needs_owner() && !self.authority.is_owner() {
-            tracing::warn!(tool = name, session = %context.session, "Owner's tool called by someone else; refused.");
-            return ToolOutput::error(format!(
-                "Error: {name} is the owner's: only the owner can ask for it."
-            ));
+        // The same decision as the offer: a model may name a tool it was not offered.
+        if let Some(refused) = tool.effects().refusal(self.authority, self.audience) {
+            tracing::warn!(tool = name, session = %context.session, reason = %refused, "Tool call refused by its declared effects.");
+            return ToolOutput::error(format!("Error: {name} is not available here: {refused}."));
         }
         match AssertUnwindSafe(tool.call(arguments, context))
             .catch_unwind()
@@ -218,8 +214,13 @@ mod tests {
             &self.0
         }
 
-        fn owner_only(&self) -> bool {
-            self.1
+        fn effects(&self) -> crate::core::authority::Effects {
+            use crate::core::authority::{Effect, Effects};
+            if self.1 {
+                Effects::of(&[Effect::PrivateMemory])
+            } else {
+                Effects::of(&[Effect::ReadsFiles])
+            }
         }
 
         async fn call(&self, _arguments: Value, _context: &ToolContext) -> ToolOutput {

@@ -16,6 +16,7 @@ use serde_json::{Map, Value};
 use super::admin::{self, target_metadata};
 use super::store::{CronJobs, NewJob};
 use super::{CronError, format_jobs};
+use crate::core::authority::{Effect, Effects};
 use crate::core::ports::clock::Clock;
 use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, TypedSpec, TypedTool};
 use crate::core::session::SessionId;
@@ -68,8 +69,8 @@ impl TypedTool for CronListTool {
         &self.spec
     }
 
-    fn needs_owner(&self) -> bool {
-        true
+    fn effects(&self) -> Effects {
+        Effects::of(&[Effect::Schedules])
     }
 
     async fn run(&self, _arguments: NoArguments, _context: &ToolContext) -> ToolOutput {
@@ -110,8 +111,8 @@ impl TypedTool for CronRemoveTool {
         &self.spec
     }
 
-    fn needs_owner(&self) -> bool {
-        true
+    fn effects(&self) -> Effects {
+        Effects::of(&[Effect::Schedules])
     }
 
     async fn run(&self, arguments: RemoveArguments, _context: &ToolContext) -> ToolOutput {
@@ -154,8 +155,8 @@ impl TypedTool for CronSetEnabledTool {
         &self.spec
     }
 
-    fn needs_owner(&self) -> bool {
-        true
+    fn effects(&self) -> Effects {
+        Effects::of(&[Effect::Schedules])
     }
 
     async fn run(&self, arguments: SetEnabledArguments, _context: &ToolContext) -> ToolOutput {
@@ -275,8 +276,8 @@ impl TypedTool for CronAddTool {
         &ADD_SPEC
     }
 
-    fn needs_owner(&self) -> bool {
-        true
+    fn effects(&self) -> Effects {
+        Effects::of(&[Effect::Schedules])
     }
 
     async fn run(&self, arguments: AddArguments, _context: &ToolContext) -> ToolOutput {

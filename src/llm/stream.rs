@@ -160,6 +160,8 @@ impl Accumulator {
             text: self.text,
             tool_calls,
             reasoning_content: Some(self.reasoning).filter(|r| !r.is_empty()),
+            // Chat Completions carries reasoning back as text only (`reasoning_content`).
+            reasoning_state: None,
             model: model.to_owned(),
             usage: self.usage,
         })

@@ -71,6 +71,10 @@ mod tests {
             command: "rm -rf x".into(),
             reason: "`rm` is not on the allow list".into(),
             expires_at: chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap(),
+            requester: Some(crate::core::ports::approvals::Requester {
+                id: "@friend:example.org".into(),
+                owner: false,
+            }),
         };
         file.save(std::slice::from_ref(&request)).unwrap();
         assert_eq!(file.load().unwrap(), vec![request]);

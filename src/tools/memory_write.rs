@@ -14,6 +14,7 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use crate::core::authority::{Effect, Effects};
 use crate::core::ports::store::MemoryStore;
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
 use crate::core::session::SessionId;
@@ -58,8 +59,8 @@ impl TypedTool for MemoryWriteTool {
         &SPEC
     }
 
-    fn owner_only(&self) -> bool {
-        true
+    fn effects(&self) -> Effects {
+        Effects::of(&[Effect::PrivateMemory])
     }
 
     async fn run(&self, arguments: Arguments, context: &ToolContext) -> ToolOutput {

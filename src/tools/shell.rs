@@ -25,6 +25,8 @@
 //! and the shell never read one line two ways. `libc` (already in the tree through tokio)
 //! provides `killpg`; it is smaller than `nix` and avoids spawning `kill` processes.
 
+mod grant;
+
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
@@ -40,6 +42,7 @@ use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
 use crate::core::approval::{ApprovalMode, Refusal};
+use crate::core::authority::{Effect, Effects};
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
 use crate::core::untrusted;
 use crate::tools::sandbox::{Jail, Sandbox};
@@ -63,8 +66,9 @@ pub struct ShellTool {
     allow: AllowList,
     /// Whether anything asks at all.
     approval: ApprovalMode,
-    /// Command lines turns with no one to ask may run in the workspace jail.
-    unattended_writes: Vec<String>,
+    /// Command lines turns with no one to ask may run in the workspace jail, each pinned to
+    /// the workspace files it names.
+    unattended_writes: Vec<grant::Grant>,
     sandbox: Arc<Sandbox>,
 }
 
@@ -119,9 +123,13 @@ impl ShellTool {
     }
 
     /// Lets turns with no one to ask (heartbeat, cron, sub-agents) run exactly these command
-    /// lines in the workspace jail (`tools.shell.unattended_writes`).
+    /// lines in the workspace jail (`tools.shell.unattended_writes`), while the workspace files
+    /// they name hold what they held now (see [`grant`]).
     pub fn with_unattended_writes(mut self, commands: Vec<String>) -> Self {
-        self.unattended_writes = commands;
+        self.unattended_writes = commands
+            .iter()
+            .map(|line| grant::Grant::pinned(line, &self.cwd))
+            .collect();
         self
     }
 
@@ -153,14 +161,28 @@ impl ShellTool {
             .approvals
             .as_ref()
             .is_none_or(|gate| gate.is_unattended());
-        if unattended
-            && self
-                .unattended_writes
-                .iter()
-                .any(|granted| granted.trim() == command.trim())
-        {
-            tracing::info!(session = %context.session, "Shell command granted by unattended_writes.");
-            return Ok(Jail::Workspace);
+        let granted = self.unattended_writes.iter().find(|g| g.covers(command));
+        if let (true, Some(granted)) = (unattended, granted) {
+            let grant = granted.clone();
+            let changed = tokio::task::spawn_blocking(move || grant.changed().map(Path::to_owned))
+                .await
+                .unwrap_or(None);
+            match changed {
+                None => {
+                    tracing::info!(session = %context.session, "Shell command granted by unattended_writes.");
+                    return Ok(Jail::Workspace);
+                }
+                Some(path) => {
+                    tracing::warn!(session = %context.session, path = %path.display(), "A command of unattended_writes was refused: a file it runs changed since the gateway started.");
+                    return Err(ToolOutput::error(format!(
+                        "Error: this command is granted in tools.shell.unattended_writes, but {} \
+                         changed since the gateway started, so it is not the granted one. The \
+                         owner must check the change and restart the gateway (or approve the \
+                         command).",
+                        path.display()
+                    )));
+                }
+            }
         }
         let refusal = match &context.approvals {
             Some(gate) => match gate.permit("shell", command, &reason).await {
@@ -186,6 +208,10 @@ impl TypedTool for ShellTool {
 
     fn definition(&self) -> &TypedSpec<Arguments> {
         &self.spec
+    }
+
+    fn effects(&self) -> Effects {
+        Effects::of(&[Effect::RunsCommands, Effect::Network])
     }
 
     async fn run(&self, arguments: Arguments, context: &ToolContext) -> ToolOutput {

@@ -517,6 +517,10 @@ impl TypedTool for Wide {
         &self.0
     }
 
+    fn effects(&self) -> crate::core::authority::Effects {
+        crate::core::authority::Effects::NONE
+    }
+
     async fn run(&self, _arguments: Narrow, _context: &ToolContext) -> ToolOutput {
         ToolOutput::ok("")
     }

@@ -54,6 +54,9 @@ impl Tool for Stuck {
     fn spec(&self) -> &ToolSpec {
         &self.spec
     }
+    fn effects(&self) -> squidbot::core::authority::Effects {
+        squidbot::core::authority::Effects::NONE
+    }
     async fn call(&self, _arguments: Value, _context: &ToolContext) -> ToolOutput {
         self.started.notify_one();
         std::future::pending().await
@@ -64,6 +67,9 @@ impl Tool for Stuck {
 impl Tool for Probe {
     fn spec(&self) -> &ToolSpec {
         &self.spec
+    }
+    fn effects(&self) -> squidbot::core::authority::Effects {
+        squidbot::core::authority::Effects::NONE
     }
     async fn call(&self, _arguments: Value, context: &ToolContext) -> ToolOutput {
         self.calls.fetch_add(1, Ordering::SeqCst);

@@ -139,6 +139,7 @@ impl BotGateway {
         let response = self
             .http
             .get(format!("{}{path}", self.base))
+            .bearer_auth(crate::daemon::TOKEN)
             .send()
             .await
             .unwrap();

@@ -238,6 +238,27 @@ async fn status_and_metrics_describe_the_running_gateway() {
         .unwrap();
     assert_eq!(ready.status(), 200);
 
+    // #35 item 5: usage and activity only with the token; and no route answers a request
+    // that names another host (a DNS-rebinding page), health included.
+    let bare = gw
+        .http
+        .get(format!("{}/metrics", gw.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bare.status(), 401);
+    assert!(!bare.text().await.unwrap().contains("squidbot_"));
+    for path in ["/healthz", "/status", "/metrics"] {
+        let rebound = gw
+            .http
+            .get(format!("{}{path}", gw.base))
+            .header("Host", "rebind.attacker.example:8765")
+            .bearer_auth(crate::daemon::TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(rebound.status(), 421, "{path}");
+    }
     let metrics = gw.get_text("/metrics").await;
     for needle in [
         "squidbot_turns_total{outcome=\"replied\"} 3",

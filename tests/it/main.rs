@@ -50,6 +50,8 @@ mod matrix_nio;
 mod matrix_privacy;
 // Authority follows who asked: a guest in a shared room cannot schedule or rewrite instructions.
 mod matrix_authority;
+// Authority by effect, walked over every registered tool (#35).
+mod authority_walk;
 // Approvals answered in a Matrix room: only the owner's `yes CODE` counts.
 mod matrix_approvals;
 // Approvals answered by mail: the owner replies with the code; strangers are never asked.

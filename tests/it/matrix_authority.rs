@@ -53,7 +53,7 @@ fn planter(request: &Value) -> Reply {
 }
 
 /// The tool names offered in the request answering a user message containing `text`.
-fn offered(llm: &ScriptedLlm, text: &str) -> Vec<String> {
+pub(crate) fn offered(llm: &ScriptedLlm, text: &str) -> Vec<String> {
     let request = llm
         .requests()
         .into_iter()

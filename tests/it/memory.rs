@@ -425,3 +425,64 @@ async fn the_token_budget_triggers_consolidation_before_the_threshold() {
         );
     }
 }
+
+/// #36 item 2: a memory change leaves the system prompt a provider cached as it was; the
+/// current MEMORY.md rides with the newest message until a consolidation takes it in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_memory_change_keeps_the_cached_prefix_until_the_next_consolidation() {
+    let h = Harness::start(settings(8, 2)).await;
+    let s = session("cached");
+    std::fs::write(h.workspace.join("MEMORY.md"), "- likes tea\n").unwrap();
+    h.say(&s, "first").await.0.unwrap();
+    let before = system_text(&h.chat_requests().pop().unwrap());
+    assert!(before.contains("## Your Memory\n\n- likes tea"), "{before}");
+
+    // Another session (or the owner by hand) changes the memory.
+    std::fs::write(h.workspace.join("MEMORY.md"), "- likes coffee now\n").unwrap();
+    h.say(&s, "second").await.0.unwrap();
+    let request = h.chat_requests().pop().unwrap();
+    assert_eq!(system_text(&request), before, "the system prompt changed");
+    let messages = request["messages"].as_array().unwrap();
+    let last = messages.last().unwrap()["content"].as_str().unwrap();
+    assert!(last.starts_with("second"), "{last}");
+    assert!(
+        last.contains("MEMORY.md changed") && last.contains("- likes coffee now"),
+        "{last}"
+    );
+    // Only the newest message carries it, and the history never does.
+    let noted = messages
+        .iter()
+        .filter(|m| {
+            m["content"]
+                .as_str()
+                .is_some_and(|c| c.contains("MEMORY.md changed"))
+        })
+        .count();
+    assert_eq!(noted, 1);
+    // (The scripted model echoes what it was sent; the person's own message is stored as sent.)
+    assert!(
+        h.history(&s)
+            .iter()
+            .filter(|m| m.role == Role::User)
+            .all(|m| !m.content.contains("MEMORY.md changed"))
+    );
+
+    // Turns until a consolidation: then the system prompt shows the memory of then.
+    for i in 0..4 {
+        h.say(&s, &format!("more {i}")).await.0.unwrap();
+    }
+    let request = h.chat_requests().pop().unwrap();
+    let after = system_text(&request);
+    assert!(
+        after.contains("## Conversation Summary"),
+        "no consolidation yet: {after}"
+    );
+    assert!(after.contains("- likes coffee now"), "{after}");
+    let last = request["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .to_string();
+    assert!(!last.contains("MEMORY.md changed"), "{last}");
+}

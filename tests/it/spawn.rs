@@ -46,6 +46,9 @@ impl Tool for NamedTool {
     fn spec(&self) -> &ToolSpec {
         &self.0
     }
+    fn effects(&self) -> squidbot::core::authority::Effects {
+        squidbot::core::authority::Effects::NONE
+    }
 
     async fn call(&self, _arguments: Value, _context: &ToolContext) -> ToolOutput {
         ToolOutput::ok(format!("{} ran", self.0.name()))

@@ -231,13 +231,7 @@ async fn searxng() -> String {
 async fn search_and_mcp_results_arrive_fenced_under_the_untrusted_data_rule() {
     let llm = ScriptedLlm::start().await;
     let searx = searxng().await;
-    let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_squidbot"));
-    let echo = exe.parent().unwrap().join("examples").join("mcp_echo");
-    assert!(
-        echo.exists(),
-        "{} is missing: `cargo test` builds it",
-        echo.display()
-    );
+    let echo = crate::support::bin::mcp_echo();
     let tools = format!(
         "tools:\n  web_search:\n    enabled: true\n    provider: searxng\n    url: \"{searx}\"\n  mcp_servers:\n    echo:\n      command: \"{}\"\n",
         echo.display()

@@ -435,20 +435,31 @@ impl EmailChannel {
             tracing::info!(uid, sender = %sender, "Mail not answered: the sender is not in allow_from.");
             return Handled::Ignored("not_allowed".into());
         }
-        let Ok(session) = SessionId::new(NAME, &sender) else {
-            tracing::warn!(uid, sender = %sender, "Mail not answered: the sender's address is not a valid session key.");
-            return Handled::Ignored("bad_sender".into());
-        };
         // The owner's address in From proves nothing: only the receiving server's verdict
-        // does (see `auth`). A mail that claims the owner without it is someone else's.
+        // does (see `auth`), and only for a mail that names one sender. A mail that claims the
+        // owner without it is someone else's.
         let claims_owner = self.owner.is(&sender);
         let verified = claims_owner
+            && mail.facts.identity == auth::Identity::Single
             && auth::owner_authenticated(
-                mail.facts.auth_results.as_deref(),
+                &mail.facts.auth_results,
                 &self.config.authserv_id,
                 &sender,
             );
         let unverified = claims_owner && !verified;
+        // A mail that only claims the owner's address gets a conversation of its own: the
+        // owner's mail session holds the owner's earlier mails and attachments, which its
+        // prompt and tools would show to whoever wrote it. No address contains " <", so the
+        // key names no one's real conversation.
+        let key = if unverified {
+            format!("unverified <{sender}>")
+        } else {
+            sender.clone()
+        };
+        let Ok(session) = SessionId::new(NAME, &key) else {
+            tracing::warn!(uid, sender = %sender, "Mail not answered: the sender's address is not a valid session key.");
+            return Handled::Ignored("bad_sender".into());
+        };
         // The owner is never rate-limited away; anyone else over the limit waits, unread.
         let limited = if verified {
             Ok(())

@@ -40,9 +40,11 @@ pub struct MailFacts {
     pub subject: String,
     /// Whether `Return-Path` is the null path `<>` (a bounce).
     pub null_return_path: bool,
-    /// The topmost `Authentication-Results` header: the receiving server's verdict (see
-    /// [`super::auth`]).
-    pub auth_results: Option<String>,
+    /// Every `Authentication-Results` value, topmost first: the receiving server's verdict is
+    /// the topmost of those carrying its authserv-id (see [`super::auth`]).
+    pub auth_results: Vec<String>,
+    /// Whether From and Sender name one sender (see [`super::auth::Identity`]).
+    pub identity: super::auth::Identity,
 }
 
 /// Why a mail gets no answer.

@@ -9,8 +9,9 @@
 
 use std::path::PathBuf;
 
-use mail_parser::{HeaderValue, Message, MessageParser, MimeHeaders, PartType};
+use mail_parser::{HeaderName, HeaderValue, Message, MessageParser, MimeHeaders, PartType};
 
+use super::auth::Identity;
 use super::guard::MailFacts;
 use super::{quote, uuencode};
 
@@ -251,8 +252,39 @@ fn facts(message: &Message<'_>) -> MailFacts {
         report_type,
         subject: message.subject().unwrap_or_default().trim().to_owned(),
         null_return_path: return_path.replace(' ', "") == "<>",
-        // The first occurrence is the topmost header: the one the receiving server added.
-        auth_results: header("Authentication-Results"),
+        auth_results: message
+            .headers_raw()
+            .filter(|(name, _)| name.eq_ignore_ascii_case("Authentication-Results"))
+            .map(|(_, value)| value.trim().to_owned())
+            .collect(),
+        identity: identity(message),
+    }
+}
+
+/// Whether From and Sender name one sender (see [`Identity`]). mail-parser's `from()` reads
+/// the last From header, so the count is taken over every header.
+fn identity(message: &Message<'_>) -> Identity {
+    let from_headers = message
+        .headers()
+        .iter()
+        .filter(|header| header.name == HeaderName::From)
+        .count();
+    let from_addresses = message.from().map_or(0, |from| from.iter().count());
+    if from_headers > 1 || from_addresses > 1 {
+        return Identity::SeveralFrom;
+    }
+    let bare = |addr: &mail_parser::Addr<'_>| addr.address().map(|a| a.trim().to_ascii_lowercase());
+    let senders = message
+        .headers()
+        .iter()
+        .filter(|header| header.name == HeaderName::Sender)
+        .count();
+    let from = message.from().and_then(|from| from.first()).and_then(bare);
+    let sender = message.sender().and_then(|s| s.first()).and_then(bare);
+    match (senders, sender) {
+        (0, _) => Identity::Single,
+        (1, Some(sender)) if Some(&sender) == from.as_ref() => Identity::Single,
+        _ => Identity::OtherSender,
     }
 }
 

@@ -117,3 +117,45 @@ fn mail_without_text_says_so() {
         "[This mail has no text.]"
     );
 }
+
+/// Issue 35: every `Authentication-Results` is kept, topmost first (mail-parser's `header_raw`
+/// gives the bottom-most), and a second From or a foreign Sender is seen.
+#[test]
+fn every_verdict_is_kept_in_order_and_a_second_from_is_seen() {
+    use super::auth::Identity;
+    let parsed = mail(
+        "Authentication-Results: mx.example.org; dkim=none\n\
+         Received: from x by mx.example.org\n\
+         Authentication-Results: mx.example.org;\n dkim=pass header.d=example.org\n\
+         From: alex@example.org\nSubject: s\n\nhi\n",
+    );
+    assert_eq!(
+        parsed.facts.auth_results,
+        vec![
+            "mx.example.org; dkim=none".to_owned(),
+            "mx.example.org;\r\n dkim=pass header.d=example.org".to_owned()
+        ]
+    );
+    assert_eq!(parsed.facts.identity, Identity::Single);
+    for (headers, identity) in [
+        (
+            "From: eve@evil.net\nFrom: alex@example.org\n",
+            Identity::SeveralFrom,
+        ),
+        (
+            "From: alex@example.org, eve@evil.net\n",
+            Identity::SeveralFrom,
+        ),
+        (
+            "From: alex@example.org\nSender: eve@evil.net\n",
+            Identity::OtherSender,
+        ),
+        (
+            "From: alex@example.org\nSender: Alex <ALEX@example.org>\n",
+            Identity::Single,
+        ),
+    ] {
+        let parsed = mail(&format!("{headers}Subject: s\n\nhi\n"));
+        assert_eq!(parsed.facts.identity, identity, "{headers}");
+    }
+}

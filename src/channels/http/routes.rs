@@ -1,11 +1,17 @@
 //! The axum router of the HTTP API and its handlers.
 //!
-//! Operator routes (`/healthz`, `/readyz`, `/status`, `/metrics`) are open, as the listener is
-//! on loopback by default, but `/status` shows only health (version, uptime, channel states,
-//! the sandbox) unless the request carries the token: sessions, cron jobs, pending approvals
-//! and usage say what the owner does, and any local user or a page's script could ask.
-//! Message routes under `/v1` exist only when a token is configured and answer 401 to a
-//! missing or wrong `Authorization: Bearer` header before touching anything.
+//! Health routes (`/healthz`, `/readyz`) are open, as the listener is on loopback by default,
+//! and `/status` shows only health (version, uptime, channel states, the sandbox) unless the
+//! request carries the token: sessions, cron jobs, pending approvals and usage say what the
+//! owner does, and any local user or a page's script could ask. `/metrics` (usage, activity
+//! per channel) and the message routes under `/v1` need the token: they exist only when one
+//! is configured and answer 401 to a missing or wrong `Authorization: Bearer` header before
+//! touching anything.
+//!
+//! Every route also checks `Host` ([`require_host`]): a web page the owner visits can point
+//! its own domain name at 127.0.0.1 (DNS rebinding) and then read the API as a same-origin
+//! page, but its requests carry that domain name. Only an IP literal or `localhost` is
+//! answered; anything else gets 421.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -61,9 +67,9 @@ pub fn router(app: AppState) -> axum::Router {
     let operator = axum::Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
-        .route("/status", get(status))
-        .route("/metrics", get(metrics));
+        .route("/status", get(status));
     let api = axum::Router::new()
+        .route("/metrics", get(metrics))
         .route("/v1/sessions/{id}/messages", post(message))
         .route("/v1/sessions/{id}/events", get(events))
         .route("/v1/sessions/{id}/approvals/{approval}", post(approval))
@@ -74,7 +80,51 @@ pub fn router(app: AppState) -> axum::Router {
     } else {
         operator
     };
-    routes.with_state(app)
+    routes
+        .layer(middleware::from_fn(require_host))
+        .with_state(app)
+}
+
+/// Refuses a request whose `Host` is a domain name other than `localhost` (see the module
+/// docs: DNS rebinding). HTTP/1.1 requires the header; a request without one is refused too.
+async fn require_host(request: Request, next: Next) -> Response {
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|value| value.to_str().ok())
+        .or_else(|| request.uri().authority().map(|a| a.as_str()));
+    if host.is_some_and(local_host) {
+        return next.run(request).await;
+    }
+    tracing::warn!(host = ?host, "HTTP request refused: its Host is not an address or localhost.");
+    (
+        StatusCode::MISDIRECTED_REQUEST,
+        Json(json!({ "error": "the Host header must be an IP address or localhost" })),
+    )
+        .into_response()
+}
+
+/// Whether `host` (`name[:port]`, `[v6][:port]`) names an IP address or `localhost`.
+fn local_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(rest) => {
+            return rest.split_once(']').is_some_and(|(v6, port)| {
+                v6.parse::<std::net::Ipv6Addr>().is_ok() && (port.is_empty() || valid_port(port))
+            });
+        }
+        None => match host.rsplit_once(':') {
+            Some((name, port)) if valid_port(&format!(":{port}")) => name,
+            Some(_) => return false,
+            None => host,
+        },
+    };
+    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::Ipv4Addr>().is_ok()
+}
+
+/// Whether `port` is `:` and a port number.
+fn valid_port(port: &str) -> bool {
+    port.strip_prefix(':')
+        .is_some_and(|digits| digits.parse::<u16>().is_ok())
 }
 
 async fn readyz(State(app): State<AppState>) -> Response {
@@ -361,4 +411,36 @@ async fn events(State(app): State<AppState>, Path(id): Path<String>) -> Response
     Sse::new(stream)
         .keep_alive(KeepAlive::default())
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::local_host;
+
+    #[test]
+    fn only_addresses_and_localhost_are_hosts_of_this_api() {
+        for host in [
+            "127.0.0.1:8765",
+            "127.0.0.1",
+            "localhost:8765",
+            "LOCALHOST",
+            "[::1]:8765",
+            "[::1]",
+            "10.0.0.5:80",
+        ] {
+            assert!(local_host(host), "{host}");
+        }
+        for host in [
+            "attacker.example:8765",
+            "attacker.example",
+            "localhost.attacker.example:8765",
+            "127.0.0.1.nip.io:8765",
+            "[::1]x",
+            "[not-v6]:1",
+            "127.0.0.1:99999",
+            "",
+        ] {
+            assert!(!local_host(host), "{host}");
+        }
+    }
 }

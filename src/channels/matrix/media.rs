@@ -22,11 +22,12 @@ use serde_json::{Map, Value};
 
 use super::room_keys::Connected;
 use crate::channels::attachments::AttachmentStore;
+use crate::core::authority::{Effect, Effects};
 use crate::core::origin::Origin;
 use crate::core::ports::channel::{TurnTools, routing};
 use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, TypedSpec, TypedTool};
 use crate::core::session::SessionId;
-use crate::workspace::WorkspaceGuard;
+use crate::workspace::{Access, WorkspaceGuard};
 
 /// The running channel's client and room-key guard, shared with the tool; `None` while
 /// logged out. A std lock: held only to clone them out.
@@ -245,6 +246,10 @@ impl TypedTool for SendFileTool {
         &self.spec
     }
 
+    fn effects(&self) -> Effects {
+        Effects::of(&[Effect::SendsFiles])
+    }
+
     async fn run(&self, arguments: SendFileArguments, context: &ToolContext) -> ToolOutput {
         let Some(room_id) = context
             .metadata
@@ -263,26 +268,41 @@ impl TypedTool for SendFileTool {
         let Some(room) = room else {
             return ToolOutput::error(format!("the bot is not in room {room_id}"));
         };
-        let path = match WorkspaceGuard::new(&self.workspace, true, &[])
-            .and_then(|guard| guard.resolve_for_read(&arguments.path))
-        {
+        let guard = match WorkspaceGuard::new(&self.workspace, true, &[]) {
+            Ok(guard) => guard,
+            Err(error) => return ToolOutput::error(format!("{}: {error}", arguments.path)),
+        };
+        // The file rule every tool's file effects go through: what is sent is read, so the
+        // owner's private files and other conversations' attachments go only where no one but
+        // the owner reads.
+        let path = match guard.authorize(&arguments.path, Access::Send, context) {
             Ok(path) => path,
-            Err(error) => return ToolOutput::error(format!("{}: {error}", arguments.path)),
+            Err(refusal) => return refusal,
         };
-        match tokio::fs::metadata(&path).await {
-            Ok(meta) if meta.len() > MAX_FILE => {
-                return ToolOutput::error(format!("{} is larger than 50 MiB", arguments.path));
+        // Opened beneath the workspace: a component swapped for a link since the check fails
+        // the open instead of leading out.
+        let shown = arguments.path.clone();
+        let read = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, String> {
+            use std::io::Read;
+            let mut file = guard.open_read(&path).map_err(|e| e.to_string())?;
+            let meta = file.metadata().map_err(|e| e.to_string())?;
+            if !meta.is_file() {
+                return Err("it is not a file".to_owned());
             }
-            Ok(meta) if !meta.is_file() => {
-                return ToolOutput::error(format!("{} is not a file", arguments.path));
+            if meta.len() > MAX_FILE {
+                return Err("it is larger than 50 MiB".to_owned());
             }
-            Ok(_) => {}
-            Err(error) => return ToolOutput::error(format!("{}: {error}", arguments.path)),
-        }
-        let bytes = match tokio::fs::read(&path).await {
-            Ok(bytes) => bytes,
-            Err(error) => return ToolOutput::error(format!("{}: {error}", arguments.path)),
+            let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+            file.read_to_end(&mut bytes).map_err(|e| e.to_string())?;
+            Ok(bytes)
+        })
+        .await;
+        let bytes = match read {
+            Ok(Ok(bytes)) => bytes,
+            Ok(Err(why)) => return ToolOutput::error(format!("{shown}: {why}")),
+            Err(error) => return ToolOutput::error(format!("{shown}: {error}")),
         };
+        let path = std::path::PathBuf::from(&shown);
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())

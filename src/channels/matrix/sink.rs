@@ -27,7 +27,7 @@ use super::room_keys::RoomKeys;
 use crate::channels::format::{markdown_to_html, split_message};
 use crate::channels::owner::OwnerIds;
 use crate::core::audience::Readers;
-use crate::core::ports::approvals::ApprovalRequest;
+use crate::core::ports::approvals::{ApprovalRequest, MAX_QUESTION_BYTES};
 use crate::core::ports::channel::{DeliveryError, ReplySink};
 
 /// The largest piece of Markdown sent as one event; the HTML copy roughly doubles it, and
@@ -103,6 +103,22 @@ impl MatrixReplySink {
         }
         content
     }
+
+    /// Sends `markdown` as one event, once the room's keys are settled.
+    async fn send_event(&self, markdown: &str) -> Result<(), DeliveryError> {
+        self.keys.settle().await;
+        self.room
+            .send(self.content(markdown))
+            .await
+            .map(|_| ())
+            .map_err(|source| {
+                let error = SendFailed {
+                    room: self.room.room_id().to_owned(),
+                    source,
+                };
+                DeliveryError::new("matrix", error)
+            })
+    }
 }
 
 impl Drop for MatrixReplySink {
@@ -133,24 +149,21 @@ impl ReplySink for MatrixReplySink {
         }
     }
 
-    /// The question goes to the room (or thread) like a reply; the owner answers there.
+    /// The question goes to the room (or thread) like a reply, as one event, never split: a
+    /// piece rendered on its own could hide what the next holds (the gate refuses a question
+    /// longer than [`MAX_QUESTION_BYTES`] before it gets here). The owner answers there.
     async fn ask(&self, request: &ApprovalRequest) -> Result<bool, DeliveryError> {
-        self.deliver(&request.question()).await.map(|()| true)
+        let question = request.question();
+        if question.len() > MAX_QUESTION_BYTES.max(MAX_PIECE) {
+            tracing::warn!(room = %self.room.room_id(), bytes = question.len(), "Approval question too long for one event; not asked.");
+            return Ok(false);
+        }
+        self.send_event(&question).await.map(|()| true)
     }
 
     async fn deliver(&self, text: &str) -> Result<(), DeliveryError> {
         for piece in split_message(text, MAX_PIECE) {
-            self.keys.settle().await;
-            self.room
-                .send(self.content(&piece))
-                .await
-                .map_err(|source| {
-                    let error = SendFailed {
-                        room: self.room.room_id().to_owned(),
-                        source,
-                    };
-                    DeliveryError::new("matrix", error)
-                })?;
+            self.send_event(&piece).await?;
         }
         Ok(())
     }

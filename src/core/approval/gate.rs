@@ -13,7 +13,9 @@ use async_trait::async_trait;
 
 use super::{ApprovalMode, ApprovalSettings, Approvals, Decision};
 use crate::core::origin::Origin;
-use crate::core::ports::approvals::{ApprovalGate, Refusal};
+use crate::core::ports::approvals::{
+    ApprovalGate, ApprovalRequest, MAX_QUESTION_BYTES, Refusal, Requester,
+};
 use crate::core::ports::channel::ReplySink;
 use crate::core::redact::Redactor;
 use crate::core::session::SessionId;
@@ -96,8 +98,27 @@ impl TurnApprovals {
         if approvals.is_stopping() {
             return Err(Refusal::Stopping);
         }
-        let (request, decision) =
-            approvals.request(&self.session, tool, command, reason, self.timeout);
+        let requester = match &self.origin {
+            Origin::Person { sender, owner } => Some(Requester {
+                id: sender.clone(),
+                owner: *owner,
+            }),
+            _ => None,
+        };
+        let question = ApprovalRequest::sketch(tool, command, reason, requester.clone());
+        let bytes = self.redactor.redact(&question.question()).len();
+        if bytes > MAX_QUESTION_BYTES {
+            tracing::info!(session = %self.session, bytes, "Approval not asked: the question would not fit one message.");
+            return Err(Refusal::TooLong { bytes });
+        }
+        let (request, decision) = approvals.request(
+            &self.session,
+            tool,
+            command,
+            reason,
+            self.timeout,
+            requester,
+        );
         // Expires the request on every way out, a cancelled turn included, so no request is
         // left open that nobody waits for.
         let _open = ExpireOnDrop(approvals, &request.id);

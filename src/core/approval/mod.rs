@@ -26,7 +26,7 @@ use tokio::sync::oneshot;
 
 use crate::core::origin::Origin;
 pub use crate::core::ports::approvals::Refusal;
-use crate::core::ports::approvals::{ApprovalRequest, ApprovalStore};
+use crate::core::ports::approvals::{ApprovalRequest, ApprovalStore, Requester};
 use crate::core::ports::clock::Clock;
 use crate::core::session::SessionId;
 
@@ -169,6 +169,7 @@ impl Approvals {
         command: &str,
         reason: &str,
         timeout: Duration,
+        requester: Option<Requester>,
     ) -> (ApprovalRequest, oneshot::Receiver<Decision>) {
         let expires_at = self.clock.now().to_utc()
             + chrono::Duration::from_std(timeout).unwrap_or(chrono::Duration::MAX);
@@ -182,6 +183,7 @@ impl Approvals {
             command: command.to_owned(),
             reason: reason.to_owned(),
             expires_at,
+            requester,
         };
         book.open.insert(
             request.id.clone(),

@@ -177,6 +177,7 @@ fn a_question_shows_the_whole_command_whatever_it_holds() {
         command: command.to_owned(),
         reason: "why".to_owned(),
         expires_at: chrono::Utc::now(),
+        requester: None,
     };
     // A line of four backticks would close a three-backtick fence; the link definition and
     // the substitution after it would then be Markdown, not the command.
@@ -403,4 +404,57 @@ fn answers_are_read_from_the_first_unquoted_line() {
     assert_eq!(parse_answer("yes, sounds good"), None);
     assert_eq!(parse_answer("yes K0F3QZ"), None, "0 is not in the alphabet");
     assert_eq!(parse_answer("> yes K7F3QZ"), None);
+}
+
+/// #35 item 4: the question names who asked, plainly when it is not the owner, escaped so a
+/// crafted id cannot close the code span around it.
+#[test]
+fn a_question_names_the_requester_and_says_when_it_is_not_the_owner() {
+    use crate::core::ports::approvals::Requester;
+    let mut request = ApprovalRequest::sketch("shell", "touch x", "why", None);
+    assert!(!request.question().contains("Asked by"));
+    request.requester = Some(Requester {
+        id: "@alex:example.org".into(),
+        owner: true,
+    });
+    assert!(
+        request
+            .question()
+            .contains("Asked by you (`@alex:example.org`)")
+    );
+    request.requester = Some(Requester {
+        id: "@eve`:e.org\n\u{202e}".into(),
+        owner: false,
+    });
+    let question = request.question();
+    assert!(
+        question.contains("Asked by ``@eve`:e.org\\n\\u{202e}``, who is NOT the owner"),
+        "{question}"
+    );
+}
+
+/// #35 item 4: a question too long for one message is neither split nor asked; a request
+/// from a guest in a room names them.
+#[tokio::test]
+async fn a_command_too_long_to_show_whole_is_refused_without_asking() {
+    use crate::core::ports::approvals::MAX_QUESTION_BYTES;
+    let approvals = registry(Arc::default());
+    let (long_gate, mut requests) = gate(&approvals, person(), Duration::from_secs(60), true);
+    let long = format!("echo {}", "a".repeat(MAX_QUESTION_BYTES));
+    let refusal = long_gate.permit("shell", &long, "why").await.unwrap_err();
+    assert!(matches!(refusal, Refusal::TooLong { bytes } if bytes > MAX_QUESTION_BYTES));
+    assert!(refusal.message(&long).len() < 1000);
+    assert!(requests.try_recv().is_err(), "nothing was asked");
+    assert!(approvals.open().is_empty());
+
+    let (gate, mut requests) = gate(&approvals, person(), Duration::from_millis(50), true);
+    let _ = gate.permit("shell", "touch x", "why").await;
+    let asked = requests.recv().await.unwrap();
+    assert!(
+        asked
+            .question()
+            .contains("`@guest:example.org`, who is NOT the owner"),
+        "{}",
+        asked.question()
+    );
 }

@@ -28,9 +28,45 @@ pub struct ApprovalRequest {
     pub reason: String,
     /// When it counts as denied.
     pub expires_at: DateTime<Utc>,
+    /// Who asked for the turn that wants it: in a room the owner shares, the owner must know
+    /// whether it is their own request or someone else's. `None` in a list an older version
+    /// wrote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requester: Option<Requester>,
 }
 
+/// Who asked for a turn whose tool waits for approval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Requester {
+    /// Their id on the channel (a Matrix user id, a mail address).
+    pub id: String,
+    /// Whether the channel vouched that they are the owner.
+    pub owner: bool,
+}
+
+/// The longest question a channel is asked to show, in bytes: it must arrive as one message
+/// (a Matrix event splits at 16 KB, and a question cut in pieces renders each piece on its
+/// own, so a fence opened in the first is never closed and the second hides what it holds).
+/// A command too long for that is refused, not shown in part.
+pub const MAX_QUESTION_BYTES: usize = 12 * 1024;
+
 impl ApprovalRequest {
+    /// A request of `tool` for `command` as it would be asked, without an id, a code or a
+    /// session: for measuring its question before anything is opened. The code and the
+    /// expiry take the room the real ones take.
+    pub fn sketch(tool: &str, command: &str, reason: &str, requester: Option<Requester>) -> Self {
+        Self {
+            id: String::new(),
+            code: "XXXXXX".to_owned(),
+            session: SessionId::cli_local(),
+            tool: tool.to_owned(),
+            command: command.to_owned(),
+            reason: reason.to_owned(),
+            expires_at: DateTime::<Utc>::MIN_UTC,
+            requester,
+        }
+    }
+
     /// The text that asks the owner, for channels that ask in words (Matrix, email).
     ///
     /// The command is shown so that every client renders all of it: control, invisible and
@@ -43,29 +79,48 @@ impl ApprovalRequest {
         let fence = "`".repeat(longest_backtick_run(&command).max(2) + 1);
         format!(
             "Approval needed: the `{tool}` tool wants to run\n\n{fence}\n{command}\n{fence}\n\n\
-             ({reason}.) Answer `yes {code}` to run it once or `no {code}` to refuse. Without \
-             an answer it is refused at {expires} UTC.",
+             {asked}({reason}.) Answer `yes {code}` to run it once or `no {code}` to refuse. \
+             Without an answer it is refused at {expires} UTC.",
             tool = self.tool,
+            asked = self.asked_by(),
             reason = visible(&self.reason).replace('`', "'"),
             code = self.code,
             expires = self.expires_at.format("%Y-%m-%d %H:%M"),
         )
     }
 
+    /// Who asked, as the question says it: plainly when it is not the owner.
+    fn asked_by(&self) -> String {
+        match &self.requester {
+            Some(Requester { id, owner: true }) => {
+                format!("Asked by you ({}). ", inline_code(&visible(id)))
+            }
+            Some(Requester { id, owner: false }) => format!(
+                "Asked by {}, who is NOT the owner: approve only if you want them to run it. ",
+                inline_code(&visible(id).replace('\n', "\\n"))
+            ),
+            None => String::new(),
+        }
+    }
+
     /// The command on one line with every character that could hide another shown as an
     /// escape, for short mentions ("Approved: …") in channels that render Markdown.
     pub fn command_inline(&self) -> String {
-        let shown = visible(&self.command).replace('\n', "\\n");
-        let fence = "`".repeat(longest_backtick_run(&shown) + 1);
-        // CommonMark drops one space on each side, which lets a command start or end with a
-        // backtick without merging into the fence.
-        let pad = if shown.starts_with('`') || shown.ends_with('`') {
-            " "
-        } else {
-            ""
-        };
-        format!("{fence}{pad}{shown}{pad}{fence}")
+        inline_code(&visible(&self.command).replace('\n', "\\n"))
     }
+}
+
+/// `shown` (one line, already [`visible`]) as Markdown inline code that nothing in it can close.
+fn inline_code(shown: &str) -> String {
+    let fence = "`".repeat(longest_backtick_run(shown) + 1);
+    // CommonMark drops one space on each side, which lets a text start or end with a backtick
+    // without merging into the fence.
+    let pad = if shown.starts_with('`') || shown.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{shown}{pad}{fence}")
 }
 
 /// `text` with every character a reader could not see, or that moves what they see,
@@ -150,6 +205,11 @@ pub enum Refusal {
     Unattended(String),
     /// The daemon is stopping.
     Stopping,
+    /// The question would not fit one message ([`MAX_QUESTION_BYTES`]), so it was not asked.
+    TooLong {
+        /// The question's length in bytes.
+        bytes: usize,
+    },
 }
 
 impl Refusal {
@@ -166,6 +226,15 @@ impl Refusal {
             Self::Unattended(why) => format!("it needs the owner's approval, and {why}:"),
             Self::Stopping => {
                 "squidbot is stopping, so the approval was refused and this did not run:".to_owned()
+            }
+            Self::TooLong { bytes } => {
+                let command: String = command.chars().take(200).collect();
+                return format!(
+                    "Error: the approval question for this command would be {bytes} bytes, over \
+                     the {MAX_QUESTION_BYTES} the owner can be shown whole in one message, so it \
+                     was not asked and did not run: `{command}…`. Write a shorter command, or \
+                     write the script to a file first and ask to run that file."
+                );
             }
         };
         format!(

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::core::message::{Message, ToolCall};
+use crate::core::message::{Message, ReasoningState, ToolCall};
 use crate::core::ports::tool::ToolSpec;
 use crate::core::ports::usage::{CallTag, TokenUsage};
 
@@ -53,6 +53,9 @@ pub struct ChatResponse {
     pub tool_calls: Vec<ToolCall>,
     /// Reasoning text, when the provider returned any.
     pub reasoning_content: Option<String>,
+    /// Reasoning the provider wants back verbatim in the next round (see
+    /// [`ReasoningState`]).
+    pub reasoning_state: Option<ReasoningState>,
     /// The configured model name that answered.
     pub model: String,
     /// The tokens the provider reported for the call, if it reported any.

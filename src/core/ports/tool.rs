@@ -24,7 +24,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::core::audience::Audience;
-use crate::core::authority::Authority;
+use crate::core::authority::{Authority, Effects};
 use crate::core::ports::approvals::ApprovalGate;
 use crate::core::session::SessionId;
 
@@ -258,7 +258,7 @@ pub struct ToolContext {
     /// Who takes part in the turn: a shared turn's tools reach only its own session.
     pub audience: Audience,
     /// Whether the owner asked: only then may tools change what lasts (instruction files,
-    /// skills); see [`Tool::needs_owner`].
+    /// skills, anything the owner's turns read); see [`Tool::effects`].
     pub authority: Authority,
 }
 
@@ -268,18 +268,10 @@ pub trait Tool: Send + Sync {
     /// The definition offered to the model.
     fn spec(&self) -> &ToolSpec;
 
-    /// Whether the tool reaches the owner's private memory (`memory_write`): it is then
-    /// offered and run only in turns no one but the owner takes part in.
-    fn owner_only(&self) -> bool {
-        false
-    }
-
-    /// Whether the tool's effects outlast the conversation (it schedules jobs, runs other
-    /// agents, reaches an outside service with the owner's credentials): it is then offered
-    /// and run only when the owner asked ([`Authority`]).
-    fn needs_owner(&self) -> bool {
-        false
-    }
+    /// What the tool does past the turn. Required, with no default: whether a turn may
+    /// offer and run the tool is decided from this declaration alone
+    /// ([`Effects::refusal`]), so a tool that does not declare cannot be registered.
+    fn effects(&self) -> Effects;
 
     /// Runs the tool. Must not panic on bad input: validate `arguments` and return
     /// [`ToolOutput::error`] with a message that says what was wrong ([`TypedTool`]s get this
@@ -302,15 +294,8 @@ pub trait TypedTool: Send + Sync {
     /// The definition offered to the model, built once with [`TypedSpec::new`].
     fn definition(&self) -> &TypedSpec<Self::Arguments>;
 
-    /// See [`Tool::owner_only`].
-    fn owner_only(&self) -> bool {
-        false
-    }
-
-    /// See [`Tool::needs_owner`].
-    fn needs_owner(&self) -> bool {
-        false
-    }
+    /// See [`Tool::effects`].
+    fn effects(&self) -> Effects;
 
     /// Runs the tool on parsed arguments. Must not panic: what the type cannot check (empty
     /// strings, ranges, paths) is checked here and refused with [`ToolOutput::error`].
@@ -323,12 +308,8 @@ impl<T: TypedTool> Tool for T {
         self.definition().spec()
     }
 
-    fn owner_only(&self) -> bool {
-        TypedTool::owner_only(self)
-    }
-
-    fn needs_owner(&self) -> bool {
-        TypedTool::needs_owner(self)
+    fn effects(&self) -> Effects {
+        TypedTool::effects(self)
     }
 
     async fn call(&self, arguments: Value, context: &ToolContext) -> ToolOutput {

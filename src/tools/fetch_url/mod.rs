@@ -25,6 +25,7 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::core::authority::{Effect, Effects};
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
 
 pub use fetch::{FetchLimits, Fetched, Fetcher, Resolve, SystemResolver};
@@ -217,6 +218,10 @@ impl TypedTool for FetchUrlTool {
 
     fn definition(&self) -> &TypedSpec<Arguments> {
         &self.spec
+    }
+
+    fn effects(&self) -> Effects {
+        Effects::of(&[Effect::Network])
     }
 
     async fn run(&self, arguments: Arguments, context: &ToolContext) -> ToolOutput {

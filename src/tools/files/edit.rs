@@ -12,9 +12,10 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{EDIT_CAP, blocking, instruction_refusal, io_failure, lock_workspace, private_refusal};
+use super::{EDIT_CAP, blocking, io_failure, lock_workspace};
+use crate::core::authority::{Effect, Effects};
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
-use crate::workspace::WorkspaceGuard;
+use crate::workspace::{Access, WorkspaceGuard};
 
 /// Replaces one exact occurrence of a text in a file.
 pub struct EditFileTool {
@@ -54,21 +55,23 @@ impl TypedTool for EditFileTool {
         &self.spec
     }
 
+    fn effects(&self) -> Effects {
+        Effects::of(&[Effect::ReadsFiles, Effect::WritesFiles])
+    }
+
     async fn run(&self, arguments: Arguments, context: &ToolContext) -> ToolOutput {
         if arguments.old_text.is_empty() {
             return ToolOutput::error(
                 "Error: old_text is empty; give the exact text to replace (use write_file to create a file).",
             );
         }
-        let path = match self.guard.resolve_for_write(&arguments.path) {
-            Ok(path) => path,
-            Err(error) => return ToolOutput::error(format!("Error: {error}")),
-        };
-        if let Some(refusal) = private_refusal(&self.guard, &path, context)
-            .or_else(|| instruction_refusal(&self.guard, &path, context))
+        let path = match self
+            .guard
+            .authorize(&arguments.path, Access::Write, context)
         {
-            return refusal;
-        }
+            Ok(path) => path,
+            Err(refusal) => return refusal,
+        };
         let guard = self.guard.clone();
         blocking("edit_file", move || {
             let _lock = match lock_workspace(&guard) {

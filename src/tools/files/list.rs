@@ -9,9 +9,10 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{LIST_CAP, blocking, io_failure};
+use crate::core::authority::{Effect, Effects};
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
 use crate::storage::beneath::EntryKind;
-use crate::workspace::WorkspaceGuard;
+use crate::workspace::{Access, WorkspaceGuard};
 
 /// Lists a directory.
 pub struct ListFilesTool {
@@ -47,27 +48,21 @@ impl TypedTool for ListFilesTool {
         &self.spec
     }
 
+    fn effects(&self) -> Effects {
+        Effects::of(&[Effect::ReadsFiles])
+    }
+
     async fn run(&self, arguments: Arguments, context: &ToolContext) -> ToolOutput {
         let shown = arguments
             .path
             .filter(|path| !path.is_empty())
             .unwrap_or_else(|| ".".to_owned());
-        let path = match self.guard.resolve_for_read(&shown) {
-            Ok(path) => path,
-            Err(error) => return ToolOutput::error(format!("Error: {error}")),
-        };
         // `attachments/` itself names every conversation's directory: listing it is as
-        // private as reading them.
-        if !context.audience.is_owner()
-            && self
-                .guard
-                .is_other_conversations_attachment(&path, &context.session)
-        {
-            return ToolOutput::error(
-                "Error: in a conversation others take part in, only its own attachments are \
-                 listed; see the paths named in the messages.",
-            );
-        }
+        // private as reading them, and the file rule refuses it alike.
+        let path = match self.guard.authorize(&shown, Access::Read, context) {
+            Ok(path) => path,
+            Err(refusal) => return refusal,
+        };
         let guard = self.guard.clone();
         blocking("list_files", move || list(&guard, &path, &shown, LIST_CAP)).await
     }

@@ -1,8 +1,10 @@
 //! The file tools: `read_file`, `write_file`, `edit_file` and `list_files`.
 //!
-//! Every path goes through the [`WorkspaceGuard`] (symlinks followed, checked by components), so
-//! with `restrict_to_workspace` the model can read the workspace and the skill directories and
-//! write only the workspace. Reads are capped ([`READ_CAP`], with a note on how to read on),
+//! Every path goes through the [`WorkspaceGuard`]'s one file rule ([`WorkspaceGuard::authorize`]:
+//! symlinks followed, checked by components, and decided by who asked and who reads), so with
+//! `restrict_to_workspace` the model can read the workspace and the skill directories and write
+//! only the workspace, and someone other than the owner writes only in their own
+//! conversation's directory. Reads are capped ([`READ_CAP`], with a note on how to read on),
 //! binary files are refused, and listings are capped ([`LIST_CAP`]). Writes are atomic (temporary
 //! file and rename, see `storage::atomic`) and keep an existing file's permissions; writes and
 //! edits hold the workspace's lock ([`WorkspaceGuard::lock`], also held by MEMORY.md's writers),
@@ -17,10 +19,9 @@ mod read;
 mod tests;
 mod write;
 
-use std::path::Path;
 use std::sync::Arc;
 
-use crate::core::ports::tool::{Tool, ToolContext, ToolOutput};
+use crate::core::ports::tool::{Tool, ToolOutput};
 use crate::storage::file_lock::FileLock;
 use crate::workspace::WorkspaceGuard;
 
@@ -58,49 +59,6 @@ async fn blocking(
             ToolOutput::error(format!("Error: {tool} failed internally: {error}"))
         }
     }
-}
-
-/// The refusal of a file tool asked for the owner's private files (MEMORY.md, USER.md) in a
-/// turn others take part in: they are kept out of that turn's prompt, and reading them with a
-/// tool would undo that.
-fn private_refusal(
-    guard: &WorkspaceGuard,
-    path: &Path,
-    context: &ToolContext,
-) -> Option<ToolOutput> {
-    if context.audience.is_owner() {
-        return None;
-    }
-    if guard.is_owners_private(path) {
-        return Some(ToolOutput::error(
-            "Error: that file is the owner's private memory; it is not read or changed in a \
-             conversation others take part in.",
-        ));
-    }
-    // Files people sent in other conversations (the owner's DM, someone's mail) are theirs;
-    // a conversation others take part in sees only its own.
-    (guard.is_attachment(path) && guard.is_other_conversations_attachment(path, &context.session))
-        .then(|| {
-            ToolOutput::error(
-                "Error: that file was sent in another conversation; in a conversation others \
-                 take part in, only its own attachments are read.",
-            )
-        })
-}
-
-/// The refusal of a write asked by someone other than the owner to an instruction file or a
-/// skill: every later turn of the owner would obey what they wrote.
-fn instruction_refusal(
-    guard: &WorkspaceGuard,
-    path: &Path,
-    context: &ToolContext,
-) -> Option<ToolOutput> {
-    (!context.authority.is_owner() && guard.is_instruction(path)).then(|| {
-        ToolOutput::error(
-            "Error: that file holds the owner's instructions (or a skill); only the owner can \
-             ask to change it.",
-        )
-    })
 }
 
 /// An I/O error on `shown` (the path as the model gave it) as a clear error result.

@@ -14,10 +14,11 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{READ_CAP, blocking, io_failure, private_refusal};
+use super::{READ_CAP, blocking, io_failure};
+use crate::core::authority::{Effect, Effects};
 use crate::core::message::image_type;
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
-use crate::workspace::WorkspaceGuard;
+use crate::workspace::{Access, WorkspaceGuard};
 
 /// Reads a text file.
 pub struct ReadFileTool {
@@ -59,17 +60,18 @@ impl TypedTool for ReadFileTool {
         &self.spec
     }
 
+    fn effects(&self) -> Effects {
+        Effects::of(&[Effect::ReadsFiles])
+    }
+
     async fn run(&self, arguments: Arguments, context: &ToolContext) -> ToolOutput {
         if arguments.offset == Some(0) || arguments.limit == Some(0) {
             return ToolOutput::error("Error: offset and limit start at 1.");
         }
-        let path = match self.guard.resolve_for_read(&arguments.path) {
+        let path = match self.guard.authorize(&arguments.path, Access::Read, context) {
             Ok(path) => path,
-            Err(error) => return ToolOutput::error(format!("Error: {error}")),
+            Err(refusal) => return refusal,
         };
-        if let Some(refusal) = private_refusal(&self.guard, &path, context) {
-            return refusal;
-        }
         let offset = arguments.offset.unwrap_or(1);
         let limit = arguments.limit.unwrap_or(usize::MAX);
         // A file someone sent is theirs to write: it reaches the model fenced, like a page.

@@ -9,9 +9,10 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{blocking, instruction_refusal, io_failure, lock_workspace, private_refusal};
+use super::{blocking, io_failure, lock_workspace};
+use crate::core::authority::{Effect, Effects};
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
-use crate::workspace::WorkspaceGuard;
+use crate::workspace::{Access, WorkspaceGuard};
 
 /// Creates or overwrites a file.
 pub struct WriteFileTool {
@@ -49,16 +50,18 @@ impl TypedTool for WriteFileTool {
         &self.spec
     }
 
+    fn effects(&self) -> Effects {
+        Effects::of(&[Effect::WritesFiles])
+    }
+
     async fn run(&self, arguments: Arguments, context: &ToolContext) -> ToolOutput {
-        let path = match self.guard.resolve_for_write(&arguments.path) {
-            Ok(path) => path,
-            Err(error) => return ToolOutput::error(format!("Error: {error}")),
-        };
-        if let Some(refusal) = private_refusal(&self.guard, &path, context)
-            .or_else(|| instruction_refusal(&self.guard, &path, context))
+        let path = match self
+            .guard
+            .authorize(&arguments.path, Access::Write, context)
         {
-            return refusal;
-        }
+            Ok(path) => path,
+            Err(refusal) => return refusal,
+        };
         let guard = self.guard.clone();
         blocking("write_file", move || {
             let shown = &arguments.path;

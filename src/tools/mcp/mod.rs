@@ -14,6 +14,7 @@ mod test_server;
 #[cfg(test)]
 mod tests;
 
+use crate::core::authority::{Effect, Effects};
 use crate::core::backoff::Backoff;
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
@@ -51,8 +52,12 @@ impl Tool for McpTool {
         &self.spec
     }
 
-    fn needs_owner(&self) -> bool {
-        true
+    fn effects(&self) -> Effects {
+        Effects::of(&[
+            Effect::OwnerCredentials,
+            Effect::Network,
+            Effect::RunsCommands,
+        ])
     }
 
     async fn call(&self, arguments: Value, _context: &ToolContext) -> ToolOutput {

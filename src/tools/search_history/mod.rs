@@ -19,6 +19,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use crate::core::authority::{Effect, Effects};
 use crate::core::ports::clock::Clock;
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
 use crate::core::session::SessionId;
@@ -165,6 +166,10 @@ impl TypedTool for SearchHistoryTool {
 
     fn definition(&self) -> &TypedSpec<Arguments> {
         &self.spec
+    }
+
+    fn effects(&self) -> Effects {
+        Effects::of(&[Effect::ReadsHistory])
     }
 
     async fn run(&self, arguments: Arguments, context: &ToolContext) -> ToolOutput {

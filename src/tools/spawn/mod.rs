@@ -23,6 +23,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::core::authority::{Effect, Effects};
 use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, TypedSpec, TypedTool};
 
 pub use hub::{SpawnHub, SpawnLimits, SpawnRequest, SpawnStatus, SubAgentParts};
@@ -132,8 +133,8 @@ impl TypedTool for SpawnTool {
         &self.spec
     }
 
-    fn needs_owner(&self) -> bool {
-        true
+    fn effects(&self) -> Effects {
+        Effects::of(&[Effect::RunsAgents])
     }
 
     async fn run(&self, arguments: SpawnArguments, context: &ToolContext) -> ToolOutput {
@@ -190,8 +191,8 @@ impl TypedTool for SpawnAwaitTool {
         &self.spec
     }
 
-    fn needs_owner(&self) -> bool {
-        true
+    fn effects(&self) -> Effects {
+        Effects::of(&[Effect::RunsAgents])
     }
 
     async fn run(&self, arguments: AwaitArguments, context: &ToolContext) -> ToolOutput {

@@ -18,6 +18,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::config::{WebSearchConfig, WebSearchProvider};
+use crate::core::authority::{Effect, Effects};
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
 
 pub use provider::{BRAVE_URL, DUCKDUCKGO_URL, SearchHit, SearchProvider};
@@ -154,6 +155,10 @@ impl TypedTool for WebSearchTool {
 
     fn definition(&self) -> &TypedSpec<Arguments> {
         &self.spec
+    }
+
+    fn effects(&self) -> Effects {
+        Effects::of(&[Effect::Network])
     }
 
     async fn run(&self, arguments: Arguments, _context: &ToolContext) -> ToolOutput {

@@ -104,3 +104,15 @@ pub fn private_parts(requests: &[Value], asked: impl Fn(&str) -> bool) -> (bool,
         tools.iter().any(|t| t == "memory_write"),
     )
 }
+
+/// The MCP server example (`examples/mcp_echo.rs`) that `cargo test` builds beside the binary.
+pub fn mcp_echo() -> std::path::PathBuf {
+    let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_squidbot"));
+    let echo = exe.parent().unwrap().join("examples").join("mcp_echo");
+    assert!(
+        echo.exists(),
+        "{} is missing: `cargo test` builds it",
+        echo.display()
+    );
+    echo
+}
