@@ -30,6 +30,7 @@ use std::path::{Component, Path, PathBuf};
 use crate::core::session::SessionId;
 use crate::storage::beneath;
 use crate::storage::bootstrap::MAIN_AGENT_FILES;
+use crate::storage::file_lock::WorkspaceLock;
 
 /// The workspace files that describe the owner (see [`WorkspaceGuard::is_owners_private`]).
 const PRIVATE_FILES: [&str; 3] = ["MEMORY.md", "MEMORY.md.prev", "USER.md"];
@@ -136,6 +137,8 @@ pub struct WorkspaceGuard {
     root: PathBuf,
     restrict: bool,
     readable_extra: Vec<PathBuf>,
+    /// The lock the file tools' writes hold.
+    lock: WorkspaceLock,
 }
 
 impl WorkspaceGuard {
@@ -158,10 +161,23 @@ impl WorkspaceGuard {
             })
             .collect();
         Ok(Self {
+            lock: WorkspaceLock::beside(&root),
             root,
             restrict,
             readable_extra,
         })
+    }
+
+    /// The guard with the file tools' writes under `lock` (the daemon passes its home's
+    /// [`WorkspaceLock::new`]; the default, [`WorkspaceLock::beside`], is for tests).
+    pub fn with_lock(mut self, lock: WorkspaceLock) -> Self {
+        self.lock = lock;
+        self
+    }
+
+    /// The lock every writer of the workspace's files holds.
+    pub fn lock(&self) -> &WorkspaceLock {
+        &self.lock
     }
 
     /// The canonical workspace directory.

@@ -45,6 +45,7 @@ use squidbot::llm::{
 };
 use squidbot::skills::catalog::search_dirs;
 use squidbot::skills::{SkillCatalog, SkilledPrompt, bundled};
+use squidbot::storage::file_lock::WorkspaceLock;
 use squidbot::storage::{HistoryIndex, JsonlStore, MemoryFile, UsageLedgerFile, WorkspacePrompt};
 use squidbot::tools::mcp::{CONNECT_TIMEOUT, McpHub};
 use squidbot::tools::sandbox::{Sandbox, SandboxSettings, rules};
@@ -169,7 +170,10 @@ impl Assembly {
         let workspace = &config.agents.workspace;
         std::fs::create_dir_all(workspace)
             .with_context(|| format!("creating the workspace {}", workspace.display()))?;
-        let memory: Arc<dyn MemoryStore> = Arc::new(MemoryFile::new(workspace));
+        // In the home, where no shell command can take it (see `WorkspaceLock`).
+        let workspace_lock = WorkspaceLock::new(&loaded.home, workspace);
+        let memory: Arc<dyn MemoryStore> =
+            Arc::new(MemoryFile::new(workspace).with_lock(workspace_lock.clone()));
         let skills = skill_catalog(config, &loaded.home);
         let settings = MemorySettings {
             consolidation_threshold: config.agents.consolidation_threshold,
@@ -206,6 +210,7 @@ impl Assembly {
             config,
             &bundled::bundled_dir(&loaded.home),
             &sandbox,
+            &workspace_lock,
         )?;
         for tool in registry_tools(&cron, &clock) {
             registry.register(tool)?;
@@ -460,6 +465,7 @@ fn register_workspace_tools(
     config: &Config,
     bundled: &Path,
     sandbox: &Arc<Sandbox>,
+    lock: &WorkspaceLock,
 ) -> Result<()> {
     let workspace = &config.agents.workspace;
     if config.tools.shell.enabled {
@@ -478,7 +484,8 @@ fn register_workspace_tools(
         let mut readable = config.skills.extra_dirs.clone();
         readable.push(bundled.to_owned());
         let guard = WorkspaceGuard::new(workspace, config.agents.restrict_to_workspace, &readable)
-            .with_context(|| format!("resolving the workspace {}", workspace.display()))?;
+            .with_context(|| format!("resolving the workspace {}", workspace.display()))?
+            .with_lock(lock.clone());
         for tool in file_tools(Arc::new(guard)) {
             registry.register(tool)?;
         }

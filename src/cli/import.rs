@@ -38,7 +38,7 @@ pub async fn run(config_path: Option<&Path>, args: ImportArgs) -> Result<ExitCod
     };
     let history = import::import_history(&source, &home).await?;
     let jobs = import::import_jobs(&source, &home).await?;
-    let memory = import::import_memory(&source, &workspace)?;
+    let memory = import::import_memory(&source, &home, &workspace)?;
 
     say!("imported from {}", source.display())?;
     if history.absent {

@@ -65,7 +65,9 @@ pub struct ShellToolConfig {
     /// approve reads the system, the workspace and the skill directories, writes only its own
     /// temporary directory and opens no socket; an approved one may also write the workspace
     /// and (with `network`) use the network. Never the rest of `$SQUIDBOT_HOME`, the config or
-    /// the owner's home. Where the jail cannot be built the shell tool is off and says why.
+    /// the owner's home. Every process a command starts ends with it. The jail needs Linux 6.12
+    /// (Landlock ABI 6); where it cannot be built (no Landlock, an older one) the shell tool is
+    /// off and says which guarantee is missing.
     /// `off`: no jail, commands run with every right of this user. Default: `auto`.
     pub sandbox: ShellSandbox,
     /// Whether approved commands may open sockets (TCP, UDP, UNIX). Commands the owner did not

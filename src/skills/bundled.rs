@@ -37,8 +37,11 @@ pub fn bundled_dir(home: &Path) -> PathBuf {
 /// the directory.
 pub fn materialize(home: &Path) -> Result<PathBuf, SkillsError> {
     let dir = bundled_dir(home);
+    // Beside the directory, in the home: every shell command may read (so open, so `flock`)
+    // the bundled skills, and a lock there would let one hold up the next start.
+    let lock = FileLock::beside(&dir);
     let _lock =
-        FileLock::directory(&dir).map_err(|source| SkillsError::io("locking", &dir, source))?;
+        FileLock::exclusive(&lock).map_err(|source| SkillsError::io("locking", &lock, source))?;
     for (name, text) in BUNDLED {
         let path = dir.join(name).join(SKILL_FILE);
         if std::fs::read(&path).is_ok_and(|current| current == text.as_bytes()) {

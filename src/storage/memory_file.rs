@@ -2,7 +2,7 @@
 //!
 //! Writes are atomic; before each replace the current document is saved as `MEMORY.md.prev`,
 //! so one bad write can always be undone by hand. Copy and replace are one step under an
-//! exclusive [`FileLock`] on the workspace directory (the gateway and `squidbot agent` may write
+//! exclusive [`WorkspaceLock`] (the gateway and `squidbot agent` may write
 //! at the same moment; without it both copy the same old document to `.prev` and the version
 //! one of them replaced is lost). The file tools and the import take the same lock. It is taken
 //! inside an async mutex so that the turns of one process queue there instead of each holding a
@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use tokio::sync::Mutex;
 
-use super::file_lock::FileLock;
+use super::file_lock::{FileLock, WorkspaceLock};
 use super::workspace_files::WorkspaceFiles;
 use super::{atomic, beneath, blocking, io_error};
 use crate::core::ports::store::{MemoryStore, StoreError};
@@ -25,8 +25,10 @@ pub struct MemoryFile {
     path: PathBuf,
     /// A tokio mutex: it is held across the blocking write, which is awaited.
     writing: Mutex<()>,
-    /// The workspace, whose directory lock every writer of its files holds.
+    /// The workspace.
     workspace: PathBuf,
+    /// The lock every writer of the workspace's files holds.
+    lock: WorkspaceLock,
     /// MEMORY.md read for prompts, re-read only when it changed.
     reads: std::sync::Arc<WorkspaceFiles>,
 }
@@ -38,8 +40,16 @@ impl MemoryFile {
             path: workspace.join("MEMORY.md"),
             writing: Mutex::new(()),
             workspace: workspace.to_owned(),
+            lock: WorkspaceLock::beside(workspace),
             reads: std::sync::Arc::new(WorkspaceFiles::new(workspace)),
         }
+    }
+
+    /// The document with its writes under `lock` (the daemon passes its home's
+    /// [`WorkspaceLock::new`]; the default, [`WorkspaceLock::beside`], is for tests).
+    pub fn with_lock(mut self, lock: WorkspaceLock) -> Self {
+        self.lock = lock;
+        self
     }
 
     /// Where the document lives.
@@ -54,7 +64,7 @@ impl MemoryFile {
 
     /// Waits for the lock every writer of MEMORY.md holds (the import takes it too). Blocking.
     pub fn lock_blocking(&self) -> Result<FileLock, StoreError> {
-        lock(&self.workspace)
+        lock(&self.lock)
     }
 }
 
@@ -80,9 +90,10 @@ impl MemoryStore for MemoryFile {
         let path = self.path.clone();
         let previous = self.previous_path();
         let workspace = self.workspace.clone();
+        let workspace_lock = self.lock.clone();
         let content = content.to_owned();
         blocking("write", &self.path, move || {
-            let _lock = lock(&workspace)?;
+            let _lock = lock(&workspace_lock)?;
             // Beneath the workspace: a MEMORY.md linked out of it is neither copied into
             // MEMORY.md.prev nor followed; the write below replaces the link itself.
             let old = match beneath::read_to_string(&workspace, Path::new("MEMORY.md")) {
@@ -102,6 +113,6 @@ impl MemoryStore for MemoryFile {
     }
 }
 
-fn lock(workspace: &Path) -> Result<FileLock, StoreError> {
-    FileLock::directory(workspace).map_err(|e| io_error("lock", workspace, e))
+fn lock(lock: &WorkspaceLock) -> Result<FileLock, StoreError> {
+    lock.acquire().map_err(|e| io_error("lock", lock.path(), e))
 }

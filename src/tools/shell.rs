@@ -2,13 +2,15 @@
 //! the whole process tree and output capped to what a model can use.
 //!
 //! The command gets its own process group (`process_group(0)`), stdin from `/dev/null`, and one
-//! pipe for both stdout and stderr, so their order is kept. When the timeout expires the whole
-//! group is killed with `SIGKILL` (the original only stopped waiting and left the process
-//! running); the group is also killed when the command finishes, so background children
-//! (`cmd &`) never outlive the call. A process that leaves the group (`setsid`) escapes that;
-//! reading its output stops after [`DRAIN_GRACE`]. Output keeps its head and tail
-//! ([`OUTPUT_CAP`] in all) and announces the cut. The exit code is always reported; non-zero,
-//! a signal or a timeout make an error result.
+//! pipe for both stdout and stderr, so their order is kept. A jailed command runs under its
+//! watcher ([`crate::tools::sandbox::watch`]), which kills and reaps everything the command
+//! started when it ends, `setsid` escapees included; at the timeout (or when the call is
+//! dropped) the daemon tells the watcher to do so at once. Unconfined (`sandbox: off`), the
+//! whole group is killed with `SIGKILL` at the timeout and when the command finishes, so
+//! background children (`cmd &`) never outlive the call, but a process that leaves the group
+//! (`setsid`) escapes that; reading its output stops after [`DRAIN_GRACE`]. Output keeps its
+//! head and tail ([`OUTPUT_CAP`] in all) and announces the cut. The exit code is always
+//! reported; non-zero, a signal or a timeout make an error result.
 //!
 //! Which jail ([`Jail`]) a command runs in is decided here, and the jail is the boundary: a
 //! command the owner did not approve runs read-only with no network, whatever the allow list
@@ -302,15 +304,47 @@ pub(crate) struct Run {
     pub drained: bool,
 }
 
-/// Kills a process group when dropped, on every path out of [`run`] (including cancellation).
-struct GroupKill(libc::pid_t);
+/// Ends a command's processes: a jailed command's watcher gets `SIGTERM` (it kills the
+/// command's whole domain, then exits); an unconfined command's process group gets `SIGKILL`.
+/// While armed, dropping it does that, on every path out of [`run`] (including cancellation).
+struct Stop {
+    /// The process we started: the watcher, or the shell leading its group.
+    pid: libc::pid_t,
+    /// Whether `pid` is a watcher.
+    watched: bool,
+    /// Whether dropping it stops the command.
+    armed: bool,
+}
 
-impl Drop for GroupKill {
-    fn drop(&mut self) {
-        if self.0 > 1 {
+impl Stop {
+    /// Stops the command the way its kind wants (see the type). Only while `pid` is not reaped
+    /// (or, for a group, has a living member), so the pid is not another process's.
+    fn signal(&self) {
+        if self.pid <= 1 {
+            return;
+        }
+        if self.watched {
+            // SAFETY: kill takes plain integers and touches no memory of ours.
+            let _ = unsafe { libc::kill(self.pid, libc::SIGTERM) };
+        } else {
+            self.kill_group();
+        }
+    }
+
+    /// Kills the whole group, a watcher too: the last resort when a watcher did not end.
+    fn kill_group(&self) {
+        if self.pid > 1 {
             // SAFETY: killpg takes plain integers and touches no memory of ours. The group id is
             // the pid of the leader we started; while any member lives the id cannot be reused.
-            let _ = unsafe { libc::killpg(self.0, libc::SIGKILL) };
+            let _ = unsafe { libc::killpg(self.pid, libc::SIGKILL) };
+        }
+    }
+}
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        if self.armed {
+            self.signal();
         }
     }
 }
@@ -334,12 +368,14 @@ pub(crate) async fn run(
         .stdin(Stdio::null())
         .stdout(writer)
         .stderr(writer_err)
-        .process_group(0)
-        .kill_on_drop(true);
+        .process_group(0);
     // Held until the end: the command's TMPDIR is removed when it is dropped.
-    let _sandboxed = sandbox
+    let sandboxed = sandbox
         .prepare(&mut cmd, jail)
         .map_err(std::io::Error::other)?;
+    // A watcher must not be killed before it has stopped the command (see `Stop`).
+    let watched = sandboxed.is_watched();
+    cmd.kill_on_drop(!watched);
     let spawned = cmd.spawn().map_err(|error| {
         if sandbox.is_enforced() {
             std::io::Error::new(
@@ -353,10 +389,14 @@ pub(crate) async fn run(
     // Dropping the command closes our copies of the pipe's write end, so EOF can come.
     drop(cmd);
     let mut child = spawned?;
-    let group = child
+    let mut stop = child
         .id()
         .and_then(|pid| libc::pid_t::try_from(pid).ok())
-        .map(GroupKill);
+        .map(|pid| Stop {
+            pid,
+            watched,
+            armed: true,
+        });
     let mut pipe = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(reader))?;
     let mut capture = HeadTail::new(cap);
     let mut buf = vec![0u8; 8192];
@@ -377,13 +417,24 @@ pub(crate) async fn run(
             }
         }
     }
-    // Kill the whole group: on timeout the command itself, in any case its background children.
-    drop(group);
+    if let Some(stop) = &mut stop {
+        // A reaped watcher ended everything before it exited, and its pid may be reused; else
+        // stop the command (timeout) or its background children (unconfined).
+        if !(watched && status.is_some()) {
+            stop.signal();
+        }
+        stop.armed = false;
+    }
     if timed_out {
         status = tokio::time::timeout(DRAIN_GRACE, child.wait())
             .await
             .ok()
             .and_then(Result::ok);
+        if status.is_none()
+            && let Some(stop) = &stop
+        {
+            stop.kill_group();
+        }
     }
     let drain_deadline = Instant::now() + DRAIN_GRACE;
     while !eof {
@@ -454,7 +505,7 @@ impl HeadTail {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::core::ports::tool::Tool;
     use crate::core::session::SessionId;
@@ -480,7 +531,7 @@ mod tests {
     }
 
     /// Whether `pid` is still a live process (a zombie waiting for its reaper counts as dead).
-    fn alive(pid: u32) -> bool {
+    pub(crate) fn alive(pid: u32) -> bool {
         match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
             Ok(stat) => stat
                 .rsplit_once(") ")
@@ -489,7 +540,7 @@ mod tests {
         }
     }
 
-    async fn assert_all_dead(pids: &[u32]) {
+    pub(crate) async fn assert_all_dead(pids: &[u32]) {
         for _ in 0..40 {
             if pids.iter().all(|&pid| !alive(pid)) {
                 return;
@@ -500,7 +551,7 @@ mod tests {
         panic!("processes survived: {survivors:?}");
     }
 
-    fn pids(text: &str) -> Vec<u32> {
+    pub(crate) fn pids(text: &str) -> Vec<u32> {
         text.lines()
             .filter_map(|line| line.strip_prefix("PID "))
             .map(|pid| pid.trim().parse().unwrap())

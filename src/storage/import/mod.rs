@@ -40,7 +40,7 @@ use crate::core::ports::channel::routing;
 use crate::core::ports::store::{HistoryStore, StoreError};
 use crate::core::session::SessionId;
 use crate::cron::store::{CronJob, CronJobs, CronStoreError};
-use crate::storage::file_lock::FileLock;
+use crate::storage::file_lock::{FileLock, WorkspaceLock};
 use crate::storage::{JsonlStore, MemoryFile, atomic};
 
 mod config;
@@ -393,13 +393,19 @@ pub fn lock(home: &Path) -> Result<FileLock, ImportError> {
 }
 
 /// Copies `source_home/workspace/MEMORY.md` to `workspace/MEMORY.md` (see the module docs),
-/// under the lock every MEMORY.md writer holds.
-pub fn import_memory(source_home: &Path, workspace: &Path) -> Result<FileOutcome, ImportError> {
+/// under the lock every MEMORY.md writer of `home` holds.
+pub fn import_memory(
+    source_home: &Path,
+    home: &Path,
+    workspace: &Path,
+) -> Result<FileOutcome, ImportError> {
     let source = source_home.join("workspace").join("MEMORY.md");
     let Some(theirs) = read_optional(&source)? else {
         return Ok(FileOutcome::Absent);
     };
-    let _lock = MemoryFile::new(workspace).lock_blocking()?;
+    let _lock = MemoryFile::new(workspace)
+        .with_lock(WorkspaceLock::new(home, workspace))
+        .lock_blocking()?;
     place(
         &workspace.join("MEMORY.md"),
         &workspace.join("MEMORY.md.imported"),

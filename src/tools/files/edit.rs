@@ -74,7 +74,7 @@ impl TypedTool for EditFileTool {
         };
         let guard = self.guard.clone();
         blocking("edit_file", move || {
-            let _lock = match lock_workspace(guard.root()) {
+            let _lock = match lock_workspace(&guard) {
                 Ok(lock) => lock,
                 Err(output) => return output,
             };

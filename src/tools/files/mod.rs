@@ -7,7 +7,7 @@
 //! conversation's directory. Reads are capped ([`READ_CAP`], with a note on how to read on),
 //! binary files are refused, and listings are capped ([`LIST_CAP`]). Writes are atomic (temporary
 //! file and rename, see `storage::atomic`) and keep an existing file's permissions; writes and
-//! edits hold the workspace's lock ([`FileLock::directory`], also held by MEMORY.md's writers),
+//! edits hold the workspace's lock ([`WorkspaceGuard::lock`], also held by MEMORY.md's writers),
 //! so an edit's read and write never interleave with a write by the gateway or another
 //! `squidbot agent` on the same workspace. All file I/O runs on the blocking pool; every failure
 //! is an error result that says what went wrong.
@@ -19,7 +19,6 @@ mod read;
 mod tests;
 mod write;
 
-use std::path::Path;
 use std::sync::Arc;
 
 use crate::core::ports::tool::{Tool, ToolOutput};
@@ -75,8 +74,10 @@ fn io_failure(action: &str, shown: &str, error: &std::io::Error) -> ToolOutput {
     ToolOutput::error(format!("Error: cannot {action} {shown}: {reason}"))
 }
 
-/// Waits for the lock of the workspace at `root`; held until dropped. Blocking.
-fn lock_workspace(root: &Path) -> Result<FileLock, ToolOutput> {
-    FileLock::directory(root)
+/// Waits for the lock of `guard`'s workspace; held until dropped. Blocking.
+fn lock_workspace(guard: &WorkspaceGuard) -> Result<FileLock, ToolOutput> {
+    guard
+        .lock()
+        .acquire()
         .map_err(|error| ToolOutput::error(format!("Error: cannot lock the workspace: {error}")))
 }

@@ -65,7 +65,7 @@ impl TypedTool for WriteFileTool {
         let guard = self.guard.clone();
         blocking("write_file", move || {
             let shown = &arguments.path;
-            let _lock = match lock_workspace(guard.root()) {
+            let _lock = match lock_workspace(&guard) {
                 Ok(lock) => lock,
                 Err(output) => return output,
             };

@@ -18,13 +18,21 @@
 //! non-dumpable and commands lose every capability; see [`ruleset::protect_daemon`]). The
 //! environment is an allowlist ([`env`]) and each command gets its own TMPDIR.
 //!
-//! Fail closed: with `tools.shell.sandbox: auto` and a kernel without Landlock, or a ruleset
-//! the kernel cannot fully enforce, commands are refused and status and doctor say why; only
-//! an explicit `sandbox: off` runs them unconfined.
+//! Every process a command starts ends with it, also one that left its process group
+//! (`setsid`): a watcher between the daemon and the command kills the command's whole Landlock
+//! domain when the command ends or times out ([`watch`]).
+//!
+//! Fail closed: with `tools.shell.sandbox: auto` and a kernel without Landlock, with a Landlock
+//! older than the jail needs ([`ruleset::ABI_FLOOR`], Linux 6.12: below it a command could
+//! signal the daemon or truncate what it reads), or a ruleset the kernel cannot fully enforce,
+//! commands are refused and status, doctor and the tool's answer name the missing guarantee;
+//! only an explicit `sandbox: off` runs them unconfined.
 //!
 //! - [`rules`]: the paths and rights, computed once at start.
-//! - [`ruleset`]: the kernel's ABI, the Landlock ruleset per command, restricting the child.
-//! - [`seccomp`]: the system call filters.
+//! - [`ruleset`]: the kernel's ABI and its floor, the Landlock ruleset per command, restricting
+//!   the child.
+//! - [`seccomp`]: the system call filters, and why they are a deny list.
+//! - [`watch`]: the watcher that ends every process of a command.
 //! - [`env`]: the command's environment.
 //!
 //! The jail is applied in the child between `fork` and `exec` (`pre_exec`), from a ruleset and
@@ -37,6 +45,7 @@ pub mod ruleset;
 pub mod seccomp;
 #[cfg(test)]
 mod tests;
+pub mod watch;
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -73,8 +82,9 @@ pub enum SandboxError {
     /// The command's temporary directory could not be created.
     #[error("could not create the command's temporary directory: {0}")]
     TempDir(#[source] std::io::Error),
-    /// The sandbox was found unusable at start (the reason says why).
-    #[error("{0}")]
+    /// The sandbox was found unusable at start (the reason says why: no Landlock, or which
+    /// guarantee an older Landlock lacks).
+    #[error("the shell tool is off, because its jail cannot be built here: {0}")]
     Refused(String),
 }
 
@@ -113,6 +123,8 @@ enum Confinement {
         abi: i32,
         rules: Vec<PathRule>,
         filters: Arc<seccomp::Filters>,
+        /// The watcher's ruleset ([`watch::ruleset`]), open for the sandbox's whole life.
+        watch: Arc<OwnedFd>,
     },
     /// `tools.shell.sandbox: off`.
     Off,
@@ -133,7 +145,15 @@ pub struct Sandbox {
 #[derive(Debug)]
 pub struct Prepared {
     _tmp: tempfile::TempDir,
-    _ruleset: Option<OwnedFd>,
+    ruleset: Option<OwnedFd>,
+}
+
+impl Prepared {
+    /// Whether the command runs under a watcher ([`watch`]): then the process spawned is the
+    /// watcher, stopped with `SIGTERM`, never killed outright, so it can end the command.
+    pub fn is_watched(&self) -> bool {
+        self.ruleset.is_some()
+    }
 }
 
 impl Sandbox {
@@ -157,11 +177,14 @@ impl Sandbox {
                     &settings.workspace,
                     &settings.readable,
                     &settings.hidden,
-                ) {
-                    Ok(rules) => Confinement::Landlock {
+                )
+                .and_then(|rules| Ok((rules, watch::ruleset()?)))
+                {
+                    Ok((rules, watch)) => Confinement::Landlock {
                         abi,
                         rules,
                         filters: Arc::new(filters),
+                        watch: Arc::new(watch),
                     },
                     Err(error) => Confinement::Refused(error.to_string()),
                 },
@@ -255,28 +278,30 @@ impl Sandbox {
                 abi,
                 rules,
                 filters,
+                watch,
             } => {
                 let writable = jail == Jail::Workspace;
                 let network = writable && self.network;
                 let fd = ruleset::build(*abi, rules, tmp.path(), network, writable)?;
                 let raw = fd.as_raw_fd();
+                let watch_raw = watch.as_raw_fd();
                 let filters = filters.clone();
+                let watch = watch.clone();
                 // SAFETY: the closure runs in the forked child before exec and only makes
-                // system calls (`restrict_self`: prctl, landlock_restrict_self, seccomp; no
-                // allocation). The descriptor stays open in the parent until `Prepared` is
-                // dropped, after spawn; the filters are read through an `Arc` the closure owns.
+                // system calls (`restrict_self`: prctl, landlock_restrict_self, fork, seccomp;
+                // no allocation). The descriptor stays open in the parent until `Prepared` is
+                // dropped, after spawn; the filters and the watcher's ruleset are held through
+                // `Arc`s the closure owns.
                 unsafe {
                     command.pre_exec(move || {
-                        ruleset::restrict_self(raw, &filters, network, !writable)
+                        let _watch = &watch;
+                        ruleset::restrict_self(raw, watch_raw, &filters, network, !writable)
                     });
                 }
                 Some(fd)
             }
             _ => None,
         };
-        Ok(Prepared {
-            _tmp: tmp,
-            _ruleset: ruleset,
-        })
+        Ok(Prepared { _tmp: tmp, ruleset })
     }
 }

@@ -26,11 +26,77 @@ use super::seccomp::Filters;
 /// this ABI; ABI 7 adds audit flags only.
 pub const TESTED_ABI: i32 = 6;
 
+/// The oldest ABI the jail runs commands on: the newest of [`GUARANTEES`]. Below it, with
+/// `tools.shell.sandbox: auto`, the shell is refused. A jail that silently loses a guarantee
+/// on an older kernel fails open in exactly the ways an attacker looks for (`kill $PPID`,
+/// `truncate -s 0` on a readable file), and the owner reading "ABI 4" in `/status` cannot know
+/// which; so the floor is one number here, and the reason names what would be missing.
+pub const ABI_FLOOR: i32 = 6;
+
+/// One guarantee of the jail that needs a Landlock ABI: below `abi` the jail is not built.
+struct Guarantee {
+    /// The ABI that brings it.
+    abi: i32,
+    /// What a command could do without it.
+    open: &'static str,
+    /// What brings it, for the owner deciding on a kernel.
+    needs: &'static str,
+}
+
+/// What each ABI up to [`ABI_FLOOR`] adds that the jail relies on, the gravest first (a reason
+/// names them in this order). TCP rights (ABI 4) are not among them: the seccomp socket filter
+/// already refuses every socket without network.
+const GUARANTEES: [Guarantee; 3] = [
+    Guarantee {
+        abi: ABI_FLOOR,
+        open: "commands could signal the daemon and other processes and reach abstract UNIX \
+               sockets outside the jail",
+        needs: "signal and socket scoping need Linux 6.12",
+    },
+    Guarantee {
+        abi: 3,
+        open: "commands could truncate any file they can read",
+        needs: "truncation control needs Linux 6.2",
+    },
+    Guarantee {
+        abi: 5,
+        open: "commands could send ioctls to the devices they may open",
+        needs: "device ioctl control needs Linux 6.10",
+    },
+];
+
 /// `LANDLOCK_CREATE_RULESET_VERSION`: asks `landlock_create_ruleset` for the ABI version.
 const CREATE_RULESET_VERSION: libc::c_uint = 1;
 
-/// The kernel's Landlock ABI version, or why there is none.
+/// The kernel's Landlock ABI version when it is at least [`ABI_FLOOR`], or why the jail cannot
+/// be built: no Landlock, or the guarantees an older ABI lacks
+/// (`Landlock ABI 4 < 6: commands could signal the daemon …`).
 pub fn kernel_abi() -> Result<i32, String> {
+    floor(landlock_abi()?)
+}
+
+/// `abi` when it brings every guarantee of [`GUARANTEES`], else the reason naming each one it
+/// lacks.
+fn floor(abi: i32) -> Result<i32, String> {
+    let missing: Vec<String> = GUARANTEES
+        .iter()
+        .filter(|guarantee| abi < guarantee.abi)
+        .map(|guarantee| format!("{} ({})", guarantee.open, guarantee.needs))
+        .collect();
+    if missing.is_empty() {
+        Ok(abi)
+    } else {
+        Err(format!(
+            "Landlock ABI {abi} < {ABI_FLOOR}: {}",
+            missing.join("; ")
+        ))
+    }
+}
+
+/// The ABI the kernel reports, whatever it is. The query goes through libc's `syscall()` like
+/// the `landlock` crate's own, so both always see the same answer (the ABI-floor test makes
+/// the process see an older ABI by interposing that function).
+fn landlock_abi() -> Result<i32, String> {
     // SAFETY: with a null attribute pointer, size 0 and the version flag, the call only
     // returns a number; it reads and writes no memory.
     let version = unsafe {
@@ -67,26 +133,25 @@ pub fn build(
     network: bool,
     writable_workspace: bool,
 ) -> Result<OwnedFd, SandboxError> {
-    let abi = ABI::from(kernel_abi.min(TESTED_ABI));
+    // At least ABI_FLOOR (`kernel_abi` refuses less), so every right and scope below exists.
+    let abi = ABI::from(kernel_abi.clamp(ABI_FLOOR, TESTED_ABI));
     let all = AccessFs::from_all(abi);
     let read = AccessFs::from_read(abi);
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(all)?;
-    // Without network the seccomp filter refuses every socket; TCP is denied here too where
-    // the kernel can (ABI 4), so a gap in one layer is not a way out.
-    if !network && abi >= ABI::V4 {
+    // Without network the seccomp filter refuses every socket; TCP is denied here too, so a
+    // gap in one layer is not a way out.
+    if !network {
         ruleset = ruleset.handle_access(AccessNet::from_all(abi))?;
     }
-    if abi >= ABI::V6 {
-        // The command may not signal the daemon or anything else outside its own sandbox;
-        // without network it may not reach abstract UNIX sockets outside it either.
-        ruleset = if network {
-            ruleset.scope(Scope::Signal)?
-        } else {
-            ruleset.scope(Scope::Signal | Scope::AbstractUnixSocket)?
-        };
-    }
+    // The command may not signal the daemon or anything else outside its own sandbox; without
+    // network it may not reach abstract UNIX sockets outside it either.
+    ruleset = if network {
+        ruleset.scope(Scope::Signal)?
+    } else {
+        ruleset.scope(Scope::Signal | Scope::AbstractUnixSocket)?
+    };
     let mut created = ruleset.create()?;
     for rule in rules {
         let access = match rule.access {
@@ -119,12 +184,14 @@ pub fn protect_daemon() {
 
 /// Restricts the calling process with the ruleset `fd`: run in the child between `fork` and
 /// `exec`, so it makes system calls only (see the module docs), then installs the seccomp
-/// `filters` (with the network filter unless `network`). It also empties the
-/// capability bounding set (a daemon running as root would otherwise hand `CAP_SYS_PTRACE`
-/// and the rest to the command); without `CAP_SETPCAP` there is nothing to drop, and the
-/// calls fail harmlessly.
+/// `filters` (with the network filter unless `network`). First it empties the capability
+/// bounding set (a daemon running as root would otherwise hand `CAP_SYS_PTRACE` and the rest
+/// to the command; without `CAP_SETPCAP` there is nothing to drop, and the calls fail
+/// harmlessly), then splits off the watcher ([`super::watch::split`], from the ruleset
+/// `watch`) that ends everything the command starts; only the command goes on from here.
 pub fn restrict_self(
     fd: RawFd,
+    watch: RawFd,
     filters: &Filters,
     network: bool,
     read_only: bool,
@@ -139,10 +206,38 @@ pub fn restrict_self(
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) } != 0 {
         return Err(io::Error::last_os_error());
     }
+    super::watch::split(watch)?;
     // SAFETY: landlock_restrict_self takes a descriptor and flags; the ruleset descriptor is
     // open in this process (inherited from the parent, which keeps it open until spawn ends).
     if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd, 0 as libc::c_uint) } != 0 {
         return Err(io::Error::last_os_error());
     }
     filters.apply(network, read_only)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_abi_below_the_floor_names_every_missing_guarantee() {
+        assert_eq!(floor(6), Ok(6));
+        assert_eq!(floor(7), Ok(7));
+        let four = floor(4).unwrap_err();
+        assert!(
+            four.starts_with("Landlock ABI 4 < 6: commands could signal the daemon"),
+            "{four}"
+        );
+        assert!(
+            four.contains("Linux 6.12") && four.contains("Linux 6.10"),
+            "{four}"
+        );
+        assert!(!four.contains("truncate"), "{four}");
+        let two = floor(2).unwrap_err();
+        assert!(
+            two.contains("truncate any file they can read (truncation control needs Linux 6.2)"),
+            "{two}"
+        );
+        assert!(two.contains("signal the daemon"), "{two}");
+    }
 }

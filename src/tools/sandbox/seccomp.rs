@@ -13,22 +13,58 @@
 //!   answers `ENOSYS` (its flags sit behind a pointer no filter can read, and C libraries fall
 //!   back to `clone` on `ENOSYS`). A call for another architecture (`int 0x80` on x86-64) kills
 //!   the process: seccompiler's architecture check.
+//! - **always, by argument**: the calls that act on *another* process of the same user with no
+//!   ptrace check (so Landlock's ptrace scoping does not cover them) answer `EPERM` unless they
+//!   name the caller itself (pid or `who` 0): `prlimit64` (lowering the daemon's file size or
+//!   descriptor limit kills or freezes it; a read, with no new limit, stays allowed for any
+//!   pid), `setpriority` and `ioprio_set` (also never for a whole user), and the `sched_set*`
+//!   calls. glibc's `setrlimit`, `nice` and `sched_setaffinity(0, …)` pass 0, so ordinary
+//!   commands are untouched; a process naming itself by its own pid, or a thread pinning
+//!   *another thread* by its tid, is refused too (a filter cannot know the caller's pid; the
+//!   few runtimes that pin threads treat it as advisory).
+//! - **always, IPC**: System V IPC (`msgget` … `shmctl`) and POSIX message queues (`mq_*`)
+//!   answer `EPERM`. Their objects are named by a number or a name in one namespace for every
+//!   process of the user, and Landlock mediates none of it: a jailed command could read and
+//!   write other programs' queues and shared memory and remove them (`ipcrm --all`). The
+//!   multiplexed `ipc` call exists only on architectures seccompiler does not build for (and
+//!   i386 calls from x86-64 die on the architecture check).
 //! - **without network** (every unapproved command; approved ones when `tools.shell.network`
 //!   is off): `socket` answers `EACCES` for every family, so no TCP, UDP, raw, netlink or UNIX
 //!   socket can be made. `socketpair` stays: it connects a process only to itself.
 //! - **read-only** (every unapproved command): the calls that change a file's metadata
 //!   (`chmod`, `chown`, times, extended attributes) answer `EPERM`: Landlock does not mediate
 //!   them, so without this a read-only rule still let `chmod` and `touch -d` change a file.
+//!   So do the `ioctl`s that change an inode through a descriptor opened for reading: its flags
+//!   (`FS_IOC_SETFLAGS`, `chattr`), its extended flags and project (`FS_IOC_FSSETXATTR`), its
+//!   generation (`FS_IOC_SETVERSION`), fs-verity (`FS_IOC_ENABLE_VERITY`, which makes a file
+//!   read-only for good) and an encryption policy on an empty directory. Landlock's ioctl right
+//!   (ABI 5) covers device files only. The request is compared on its low 32 bits, as the
+//!   kernel reads it, so high garbage bits cannot slip a request past the filter.
 //! - **x32** (x86-64 only): system calls with the x32 bit set answer `EPERM`, so the x32 numbers
 //!   of the calls above cannot slip past a filter written for x86-64 numbers. seccompiler keys
 //!   rules by exact number and cannot say "every number above", so this one four-instruction
 //!   program is written here by hand.
+//!
+//! # Why a deny list, not an allow list
+//!
+//! A filter that allows only known calls would also close classes nobody listed yet, but it
+//! breaks ordinary commands whenever a C library, an interpreter or `git` starts using a newer
+//! call (`rseq`, `clone3`, `fchmodat2`, `futex_waitv`, `map_shadow_stack` each did), and the
+//! jail runs whatever the model writes: bash, coreutils, git, python3, curl and their libraries
+//! on every distribution. Instead the boundary is drawn by classes: Landlock at ABI 6 or later
+//! (the floor, see [`super::ruleset::ABI_FLOOR`]) confines every path, TCP port, signal,
+//! abstract socket and ptrace-style access; this filter closes what Landlock does not mediate
+//! and can be named by class (namespaces and mounts, kernel objects, sockets, metadata, IPC,
+//! calls that change another process without a ptrace check). Calls that reach another process
+//! mostly go through the kernel's ptrace check or signal delivery, both inside Landlock's
+//! scope; the few that check only the user id are the argument rules above.
 
 use std::collections::BTreeMap;
 
+use seccompiler::SeccompCmpArgLen::{self, Dword, Qword};
 use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-    SeccompRule, TargetArch,
+    BpfProgram, SeccompAction, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
+    TargetArch,
 };
 
 /// System calls no jailed command may make: each reaches past its own process and files.
@@ -103,6 +139,54 @@ const METADATA: &[libc::c_long] = &[
     libc::SYS_futimesat,
 ];
 
+/// System V IPC and POSIX message queues (see the module docs): no jailed command uses them.
+const IPC: &[libc::c_long] = &[
+    libc::SYS_msgget,
+    libc::SYS_msgsnd,
+    libc::SYS_msgrcv,
+    libc::SYS_msgctl,
+    libc::SYS_semget,
+    libc::SYS_semop,
+    libc::SYS_semtimedop,
+    libc::SYS_semctl,
+    libc::SYS_shmget,
+    libc::SYS_shmat,
+    libc::SYS_shmdt,
+    libc::SYS_shmctl,
+    libc::SYS_mq_open,
+    libc::SYS_mq_unlink,
+    libc::SYS_mq_timedsend,
+    libc::SYS_mq_timedreceive,
+    libc::SYS_mq_notify,
+    libc::SYS_mq_getsetattr,
+];
+
+/// Calls whose first argument is a pid (or tid) they change: allowed only for 0, the caller.
+const OWN_PID_ONLY: &[libc::c_long] = &[
+    libc::SYS_sched_setattr,
+    libc::SYS_sched_setscheduler,
+    libc::SYS_sched_setparam,
+    libc::SYS_sched_setaffinity,
+];
+
+/// `PRIO_USER`: `setpriority` on every process of a user.
+const PRIO_USER: u64 = 2;
+
+/// `IOPRIO_WHO_USER`: `ioprio_set` on every process of a user.
+const IOPRIO_WHO_USER: u64 = 3;
+
+/// The `ioctl` requests that change an inode through a descriptor opened for reading (see the
+/// module docs), with their 32-bit variants where the size differs.
+const INODE_IOCTLS: &[u64] = &[
+    0x4008_6602, // FS_IOC_SETFLAGS
+    0x4004_6602, // FS_IOC32_SETFLAGS
+    0x401c_5820, // FS_IOC_FSSETXATTR
+    0x4008_7602, // FS_IOC_SETVERSION
+    0x4004_7602, // FS_IOC32_SETVERSION
+    0x4080_6685, // FS_IOC_ENABLE_VERITY
+    0x800c_6613, // FS_IOC_SET_ENCRYPTION_POLICY
+];
+
 /// The `clone` flags that make a new namespace.
 const NAMESPACE_FLAGS: &[libc::c_int] = &[
     libc::CLONE_NEWUSER,
@@ -133,22 +217,27 @@ impl Filters {
     /// Compiles the filters for this machine's architecture.
     pub fn new() -> Result<Self, FilterError> {
         let arch = TargetArch::try_from(std::env::consts::ARCH)?;
-        let mut always: BTreeMap<i64, Vec<SeccompRule>> =
-            DENIED.iter().map(|&call| (call, Vec::new())).collect();
+        let mut always: BTreeMap<i64, Vec<SeccompRule>> = DENIED
+            .iter()
+            .chain(IPC)
+            .map(|&call| (call, Vec::new()))
+            .collect();
         let namespace_rules = NAMESPACE_FLAGS
             .iter()
             .map(|&flag| {
                 let flag = u64::from(flag.unsigned_abs());
-                SeccompCondition::new(
-                    0,
-                    SeccompCmpArgLen::Qword,
-                    SeccompCmpOp::MaskedEq(flag),
-                    flag,
-                )
-                .and_then(|condition| SeccompRule::new(vec![condition]))
+                rule([(0, Qword, SeccompCmpOp::MaskedEq(flag), flag)])
             })
             .collect::<Result<Vec<_>, _>>()?;
         always.insert(libc::SYS_clone, namespace_rules);
+        always.extend(other_process_rules()?);
+        let read_only_ioctls = INODE_IOCTLS
+            .iter()
+            .map(|&request| rule([(1, Dword, SeccompCmpOp::Eq, request)]))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut read_only: BTreeMap<i64, Vec<SeccompRule>> =
+            METADATA.iter().map(|&call| (call, Vec::new())).collect();
+        read_only.insert(libc::SYS_ioctl, read_only_ioctls);
         let deny = |rules, errno: i32| -> Result<BpfProgram, FilterError> {
             let filter = SeccompFilter::new(
                 rules,
@@ -168,10 +257,7 @@ impl Filters {
                 BTreeMap::from([(libc::SYS_socket, Vec::new())]),
                 libc::EACCES,
             )?,
-            read_only: deny(
-                METADATA.iter().map(|&call| (call, Vec::new())).collect(),
-                libc::EPERM,
-            )?,
+            read_only: deny(read_only, libc::EPERM)?,
             x32: x32_filter(),
         })
     }
@@ -196,6 +282,50 @@ impl Filters {
         }
         Ok(())
     }
+}
+
+/// The rules that refuse to change another process (see the module docs): each matches, and so
+/// refuses, a call that names some other pid or a whole user. pids and `which` are C `int`s,
+/// compared on their low 32 bits as the kernel reads them; the new limit is a pointer.
+fn other_process_rules() -> Result<Vec<(i64, Vec<SeccompRule>)>, FilterError> {
+    let mut rules = vec![
+        (
+            libc::SYS_prlimit64,
+            vec![rule([
+                (0, Dword, SeccompCmpOp::Ne, 0),
+                (2, Qword, SeccompCmpOp::Ne, 0),
+            ])?],
+        ),
+        (
+            libc::SYS_setpriority,
+            vec![
+                rule([(1, Dword, SeccompCmpOp::Ne, 0)])?,
+                rule([(0, Dword, SeccompCmpOp::Eq, PRIO_USER)])?,
+            ],
+        ),
+        (
+            libc::SYS_ioprio_set,
+            vec![
+                rule([(1, Dword, SeccompCmpOp::Ne, 0)])?,
+                rule([(0, Dword, SeccompCmpOp::Eq, IOPRIO_WHO_USER)])?,
+            ],
+        ),
+    ];
+    for &call in OWN_PID_ONLY {
+        rules.push((call, vec![rule([(0, Dword, SeccompCmpOp::Ne, 0)])?]));
+    }
+    Ok(rules)
+}
+
+/// One rule: every `(argument, width, comparison, value)` condition holds.
+fn rule<const N: usize>(
+    conditions: [(u8, SeccompCmpArgLen, SeccompCmpOp, u64); N],
+) -> Result<SeccompRule, FilterError> {
+    let conditions = conditions
+        .into_iter()
+        .map(|(arg, len, op, value)| SeccompCondition::new(arg, len, op, value))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(SeccompRule::new(conditions)?)
 }
 
 /// On x86-64: every system call numbered with the x32 bit answers `EPERM`.

@@ -10,6 +10,7 @@ use super::*;
 use crate::tools::shell::{OUTPUT_CAP, Run, run};
 
 mod attacks;
+mod reach;
 
 /// A home with a config and a session, its workspace inside, a skill beside, and a directory
 /// outside everything.
