@@ -16,7 +16,8 @@ use squidbot::accounting::layer::{AccountedLlm, CallObserver};
 use squidbot::accounting::meter::{MeterSettings, Price, UsageMeter};
 use squidbot::channels::terminal::ExtraTools;
 use squidbot::config::{
-    ApprovalConfig, Config, LoadedConfig, PoolMember, TokenLimitSetting, ToolCallIdsSetting,
+    ApprovalConfig, Config, LoadedConfig, PoolMember, ProviderApi, TokenLimitSetting,
+    ToolCallIdsSetting,
 };
 use squidbot::core::agent_loop::AgentLoop;
 use squidbot::core::approval::{ApprovalMode, ApprovalSettings, Approvals};
@@ -41,7 +42,7 @@ use squidbot::gateway::Metrics;
 use squidbot::llm::learned::Learned;
 use squidbot::llm::profile::{TokenLimit, ToolCallIds};
 use squidbot::llm::{
-    Endpoint, LlmPool, OpenAiCompatLlm, Profile, RetryPolicy, Timeouts, http_client,
+    Endpoint, LlmPool, OpenAiCompatLlm, Profile, ResponsesLlm, RetryPolicy, Timeouts, http_client,
 };
 use squidbot::skills::catalog::search_dirs;
 use squidbot::skills::{SkillCatalog, SkilledPrompt, bundled};
@@ -522,8 +523,7 @@ fn build_pool(
                 metrics.register_model(member.name);
             }
             let endpoint = endpoint(&member, Some(member.model.max_tokens));
-            let model = OpenAiCompatLlm::new(client.clone(), endpoint, *timeouts);
-            Arc::new(model.with_learned(metering.learned.clone())) as Arc<dyn LlmClient>
+            model_client(&member, endpoint, client, timeouts, &metering.learned)
         })
         .collect();
     let r = &config.llm.retry;
@@ -540,6 +540,22 @@ fn build_pool(
         Some(metrics) => accounted.with_observer(metrics.clone() as Arc<dyn CallObserver>),
         None => accounted,
     }))
+}
+
+/// The client of one model, speaking the API its provider states (`llm.providers.<name>.api`).
+pub(crate) fn model_client(
+    member: &PoolMember<'_>,
+    endpoint: Endpoint,
+    client: &reqwest::Client,
+    timeouts: &Timeouts,
+    learned: &Arc<Learned>,
+) -> Arc<dyn LlmClient> {
+    match member.provider.api {
+        ProviderApi::Chat => Arc::new(
+            OpenAiCompatLlm::new(client.clone(), endpoint, *timeouts).with_learned(learned.clone()),
+        ),
+        ProviderApi::Responses => Arc::new(ResponsesLlm::new(client.clone(), endpoint, *timeouts)),
+    }
 }
 
 /// What every pool is measured by: the per-model call counters (gateway only) and the usage

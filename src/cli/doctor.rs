@@ -21,14 +21,16 @@ use squidbot::accounting::layer::AccountedLlm;
 use squidbot::channels::email::{EmailError, imap, smtp::SmtpOutbox};
 #[cfg(feature = "email")]
 use squidbot::config::EmailConfig;
-use squidbot::config::{Config, MatrixConfig, PoolMember, TokenLimitSetting, ToolCallIdsSetting};
+use squidbot::config::{
+    Config, MatrixConfig, PoolMember, ProviderApi, TokenLimitSetting, ToolCallIdsSetting,
+};
 use squidbot::core::message::{Message, Role};
 use squidbot::core::ports::clock::SystemClock;
-use squidbot::core::ports::llm::{ChatRequest, LlmClient};
+use squidbot::core::ports::llm::{ChatRequest, LlmClient, LlmError};
 use squidbot::core::ports::usage::{CallTag, Purpose};
 use squidbot::core::redact::Redactor;
 use squidbot::llm::profile::{TokenLimit, ToolCallIds};
-use squidbot::llm::{OpenAiCompatLlm, Profile, Timeouts, http_client};
+use squidbot::llm::{Profile, Timeouts, http_client};
 use squidbot::tools::sandbox::Sandbox;
 
 use super::assemble::usage_meter;
@@ -209,12 +211,8 @@ async fn llm_checks(config: &Config, home: &Path) -> Vec<Check> {
         let api_base = member.provider.api_base.clone();
         let mut endpoint = super::assemble::endpoint(&member, Some(1));
         endpoint.max_context_tokens = None;
-        let model = OpenAiCompatLlm::new(client.clone(), endpoint, timeouts);
-        let llm = AccountedLlm::new(
-            Arc::new(model.with_learned(learned.clone())),
-            meter.clone(),
-            member.name,
-        );
+        let model = super::assemble::model_client(&member, endpoint, &client, &timeouts, &learned);
+        let llm = AccountedLlm::new(model, meter.clone(), member.name);
         let request = ChatRequest {
             messages: &ping,
             tools: &[],
@@ -232,10 +230,7 @@ async fn llm_checks(config: &Config, home: &Path) -> Vec<Check> {
         let call = tokio::time::timeout(timeouts.total, llm.chat(request, &|_| {})).await;
         checks.push(match call {
             Ok(Ok(_)) => Check::ok(what),
-            Ok(Err(error)) => Check::fail(
-                what,
-                format!("{error} (check the server is running, api_base, api_key and model id)"),
-            ),
+            Ok(Err(error)) => Check::fail(what, failed_call_advice(&member, &error)),
             Err(_) => Check::fail(
                 what,
                 format!(
@@ -246,6 +241,28 @@ async fn llm_checks(config: &Config, home: &Path) -> Vec<Check> {
         });
     }
     checks
+}
+
+/// What to do about a failed ping: the other API when the answer names it (OpenAI's reasoning
+/// models refuse tools on Chat Completions with a 400 that points to `/v1/responses`), else
+/// the usual suspects.
+fn failed_call_advice(member: &PoolMember<'_>, error: &LlmError) -> String {
+    let detail = match error {
+        LlmError::Server { detail, .. } | LlmError::NotFound { detail, .. } => detail.as_str(),
+        _ => "",
+    };
+    let provider = &member.model.provider;
+    match member.provider.api {
+        ProviderApi::Chat if detail.contains("/responses") => format!(
+            "{error} (this model needs OpenAI's Responses API: set `api: responses` in \
+             llm.providers.{provider})"
+        ),
+        ProviderApi::Responses if matches!(error, LlmError::NotFound { .. }) => format!(
+            "{error} (the server has no Responses API: set `api: chat` in \
+             llm.providers.{provider}, or check api_base)"
+        ),
+        _ => format!("{error} (check the server is running, api_base, api_key and model id)"),
+    }
 }
 
 /// Where a model's stated settings contradict what its provider is known to want (see

@@ -39,8 +39,8 @@ pub use schema::{
 };
 pub use schema_channels::{ChannelsConfig, EmailConfig, GroupPolicy, MatrixConfig};
 pub use schema_llm::{
-    LlmConfig, LlmRetry, LlmTimeouts, ModelConfig, PoolEntry, PriceConfig, ProviderConfig,
-    TokenLimitSetting, ToolCallIdsSetting,
+    LlmConfig, LlmRetry, LlmTimeouts, ModelConfig, PoolEntry, PriceConfig, ProviderApi,
+    ProviderConfig, TokenLimitSetting, ToolCallIdsSetting,
 };
 pub use schema_tools::{
     ApprovalConfig, McpServerConfig, McpTransport, ShellSandbox, ShellToolConfig, SpawnConfig,

@@ -42,7 +42,8 @@ impl Default for LlmConfig {
     }
 }
 
-/// `llm.providers.<name>`: one OpenAI-compatible Chat Completions endpoint.
+/// `llm.providers.<name>`: one OpenAI-compatible endpoint, and the API its models are asked
+/// through.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ProviderConfig {
@@ -56,6 +57,22 @@ pub struct ProviderConfig {
     /// Whether the provider needs `reasoning_content` echoed back on tool-call turns. Default:
     /// `false`, though DeepSeek's thinking models and Moonshot's Kimi get it without it.
     pub supports_reasoning_content: bool,
+    /// Which API the provider's models are asked through: `chat` (Chat Completions,
+    /// `{api_base}/chat/completions`, what every OpenAI-compatible server speaks) or
+    /// `responses` (OpenAI's Responses API, `{api_base}/responses`, which OpenAI's current
+    /// reasoning models need to call tools while they reason). Default: `chat`.
+    pub api: ProviderApi,
+}
+
+/// `llm.providers.<name>.api`.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderApi {
+    /// Chat Completions.
+    #[default]
+    Chat,
+    /// OpenAI's Responses API.
+    Responses,
 }
 
 /// `llm.models.<name>`: a model at a provider.

@@ -41,6 +41,13 @@ impl Config {
         } else {
             format!("      api_key: {}", quote(api_key))
         };
+        // OpenAI's current reasoning models call tools only through the Responses API; every
+        // other OpenAI-compatible server speaks Chat Completions.
+        let api_line = if is_openai(api_base) {
+            "\n      api: responses      # OpenAI's Responses API (chat: Chat Completions)"
+        } else {
+            ""
+        };
         format!(
             r#"# squidbot configuration. Every field and its default is documented in the reference
 # (the doc comments of src/config/schema*.rs). JSON is accepted too.
@@ -50,7 +57,7 @@ llm:
   default_pool: default
   providers:
     main:
-      api_base: {api_base}
+      api_base: {api_base}{api_line}
 {key_line}
   models:
     main:
@@ -103,6 +110,13 @@ gateway:
             model = quote(model),
         )
     }
+}
+
+/// Whether `api_base` is OpenAI's own API.
+fn is_openai(api_base: &str) -> bool {
+    url::Url::parse(api_base)
+        .ok()
+        .is_some_and(|url| url.host_str() == Some("api.openai.com"))
 }
 
 /// A YAML double-quoted scalar (a JSON string is one).

@@ -1,10 +1,14 @@
-//! The LLM adapter: OpenAI-compatible Chat Completions over SSE, and pools with retry and
-//! fallback. Both implement the core's [`LlmClient`](crate::core::ports::llm::LlmClient) port.
+//! The LLM adapter: OpenAI-compatible Chat Completions and OpenAI's Responses API over SSE, and
+//! pools with retry and fallback. All implement the core's
+//! [`LlmClient`](crate::core::ports::llm::LlmClient) port.
 //!
 //! - [`settings`]: the plain structs an adapter is built from ([`Endpoint`], [`Timeouts`],
 //!   [`RetryPolicy`]); the config module fills them.
 //! - [`images`]: images a person sent, read for models that read them.
-//! - [`openai_compat`]: [`OpenAiCompatLlm`], one model, and [`http_client`], the shared client.
+//! - [`http`]: [`http_client`], the shared client, and the POST, status and SSE handling every
+//!   API shares.
+//! - [`openai_compat`]: [`OpenAiCompatLlm`], one model behind Chat Completions.
+//! - [`responses`]: [`ResponsesLlm`], one model behind OpenAI's Responses API.
 //! - `wire`: request serialization and response shapes.
 //! - `stream`: SSE (or plain JSON) into a `ChatResponse`.
 //! - `assemble`: tool-call fragments into calls, keyed by id and name as well as index.
@@ -14,19 +18,23 @@
 //! - [`profile`]: [`Profile`], what one model's requests must look like for its provider.
 
 mod assemble;
+pub mod http;
 pub mod images;
 pub mod learned;
 pub mod openai_compat;
 pub mod pool;
 pub mod profile;
+pub mod responses;
 pub mod settings;
 mod stream;
 mod think;
 mod wire;
 
 pub use assemble::parse_arguments as parse_tool_arguments;
-pub use openai_compat::{OpenAiCompatLlm, http_client};
+pub use http::http_client;
+pub use openai_compat::OpenAiCompatLlm;
 pub use pool::LlmPool;
 pub use profile::Profile;
+pub use responses::ResponsesLlm;
 pub use settings::{Endpoint, RetryPolicy, Timeouts};
 pub use wire::arguments_string as tool_arguments_text;

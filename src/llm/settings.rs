@@ -5,6 +5,7 @@
 //! tested without a config file.
 
 use crate::core::backoff::Backoff;
+use crate::core::ports::llm::ContextBudget;
 use crate::llm::profile::Profile;
 use std::fmt;
 use std::time::Duration;
@@ -64,16 +65,39 @@ impl Endpoint {
     /// [`Self::completions_url`] as errors show it, with any password in it masked, so the URL
     /// can be named to the person fixing `api_base`.
     pub fn shown_url(&self) -> String {
-        let full = self.completions_url();
-        match url::Url::parse(&full) {
-            Ok(mut parsed) => {
-                if parsed.password().is_some() {
-                    let _ = parsed.set_password(Some("***"));
-                }
-                parsed.to_string()
+        masked_url(&self.completions_url())
+    }
+
+    /// The context budget the model's settings give, if its context window is known.
+    pub fn context_budget(&self) -> Option<ContextBudget> {
+        self.max_context_tokens
+            .map(|max_context_tokens| ContextBudget {
+                max_context_tokens,
+                max_reply_tokens: self.max_tokens.unwrap_or(0),
+            })
+    }
+
+    /// What `/status` shows of the model: its configured name and the id sent to the API.
+    pub fn describe(&self) -> String {
+        format!("{} ({})", self.model_name, self.model)
+    }
+
+    /// The Responses API's URL: `{api_base}/responses`.
+    pub fn responses_url(&self) -> String {
+        format!("{}/responses", self.api_base.trim_end_matches('/'))
+    }
+}
+
+/// `full` with any password in it masked, for errors and logs.
+pub(crate) fn masked_url(full: &str) -> String {
+    match url::Url::parse(full) {
+        Ok(mut parsed) => {
+            if parsed.password().is_some() {
+                let _ = parsed.set_password(Some("***"));
             }
-            Err(_) => full,
+            parsed.to_string()
         }
+        Err(_) => full.to_owned(),
     }
 }
 

@@ -8,22 +8,18 @@
 //! llama.cpp empty-body quirk, retried by the caller without streaming) or cut short.
 
 use std::pin::pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use eventsource_stream::{EventStreamError, Eventsource};
 use futures_util::StreamExt;
 use serde_json::Value;
 
 use crate::core::ports::llm::{ChatResponse, LlmError, StreamEvent, StreamObserver};
 use crate::core::ports::usage::TokenUsage;
 use crate::llm::assemble::CallAssembler;
+use crate::llm::http::{head, parse_json, sse_error, sse_events};
 use crate::llm::think::{Split, TagSplitter};
 use crate::llm::wire::{Chunk, Completion, Delta, error_payload, usage_of};
-
-/// How many bytes of a bad payload go into an error's detail.
-const DETAIL_BYTES: usize = 300;
 
 /// Said after a reply the provider cut at its token limit (`finish_reason: "length"`).
 pub(crate) const CUT_NOTE: &str =
@@ -207,15 +203,6 @@ fn collect_text(value: Option<&Value>, into: &mut String) {
     }
 }
 
-/// The first [`DETAIL_BYTES`] of a text, cut at a character boundary.
-pub(crate) fn head(text: &str) -> String {
-    let mut end = text.len().min(DETAIL_BYTES);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_owned()
-}
-
 /// How a streamed response ended.
 #[derive(Debug)]
 pub(crate) enum StreamOutcome {
@@ -225,17 +212,6 @@ pub(crate) enum StreamOutcome {
     Empty,
 }
 
-/// Why the body stopped before the SSE parser saw its end.
-#[derive(Debug, thiserror::Error)]
-enum BodyFailure {
-    /// No bytes for longer than the idle timeout.
-    #[error("idle timeout")]
-    Idle,
-    /// The connection broke.
-    #[error("{0}")]
-    Transport(#[from] reqwest::Error),
-}
-
 /// Reads an SSE response to its end, streaming text to `observer`.
 pub(crate) async fn read_sse(
     response: reqwest::Response,
@@ -243,27 +219,8 @@ pub(crate) async fn read_sse(
     model: &str,
     observer: StreamObserver<'_>,
 ) -> Result<StreamOutcome, LlmError> {
-    let received = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&received);
-    let bytes = Box::pin(response.bytes_stream());
-    let body = futures_util::stream::unfold((bytes, false), move |(mut bytes, failed)| {
-        let counter = Arc::clone(&counter);
-        async move {
-            if failed {
-                return None;
-            }
-            match tokio::time::timeout(idle, bytes.next()).await {
-                Ok(Some(Ok(chunk))) => {
-                    counter.fetch_add(chunk.len(), Ordering::Relaxed);
-                    Some((Ok(chunk), (bytes, false)))
-                }
-                Ok(Some(Err(error))) => Some((Err(BodyFailure::from(error)), (bytes, true))),
-                Ok(None) => None,
-                Err(_) => Some((Err(BodyFailure::Idle), (bytes, true))),
-            }
-        }
-    });
-    let mut events = pin!(body.eventsource());
+    let (events, received) = sse_events(response, idle);
+    let mut events = pin!(events);
     let mut accumulator = Accumulator::default();
     let mut n_events = 0usize;
     let protocol = |detail: String| LlmError::Protocol {
@@ -276,16 +233,7 @@ pub(crate) async fn read_sse(
             // A server that finished its answer but keeps the connection open, or drops it
             // without `[DONE]`, still gave a whole answer.
             Err(_) if accumulator.is_finished() => break,
-            Err(EventStreamError::Transport(BodyFailure::Idle)) => {
-                return Err(LlmError::Timeout {
-                    model: model.to_owned(),
-                    phase: "idle",
-                });
-            }
-            Err(EventStreamError::Transport(BodyFailure::Transport(error))) => {
-                return Err(protocol(format!("stream broken: {error}")));
-            }
-            Err(error) => return Err(protocol(format!("invalid SSE: {error}"))),
+            Err(error) => return Err(sse_error(error, model)),
         };
         n_events += 1;
         let data = event.data.trim();
@@ -297,12 +245,7 @@ pub(crate) async fn read_sse(
         if data.is_empty() {
             continue;
         }
-        let chunk: Chunk = serde_json::from_str(data).map_err(|error| {
-            protocol(format!(
-                "invalid JSON in SSE data ({error}): {}",
-                head(data)
-            ))
-        })?;
+        let chunk: Chunk = parse_json(data.as_bytes(), "SSE data", model)?;
         if let Some(error) = &chunk.error {
             let (status, detail) = error_payload(error);
             return Err(LlmError::Server {
@@ -332,14 +275,7 @@ pub(crate) fn parse_completion(
     model: &str,
     observer: StreamObserver<'_>,
 ) -> Result<ChatResponse, LlmError> {
-    let completion: Completion =
-        serde_json::from_slice(body).map_err(|error| LlmError::Protocol {
-            model: model.to_owned(),
-            detail: format!(
-                "invalid JSON completion ({error}): {}",
-                head(&String::from_utf8_lossy(body))
-            ),
-        })?;
+    let completion: Completion = parse_json(body, "a completion", model)?;
     if let Some(error) = &completion.error {
         let (status, detail) = error_payload(error);
         return Err(LlmError::Server {
@@ -613,6 +549,9 @@ mod tests {
     fn head_cuts_at_a_char_boundary() {
         let text = "é".repeat(200);
         let cut = head(&text);
-        assert!(cut.len() <= DETAIL_BYTES && cut.len() >= DETAIL_BYTES - 1);
+        assert!(
+            cut.len() <= crate::llm::http::DETAIL_BYTES
+                && cut.len() >= crate::llm::http::DETAIL_BYTES - 1
+        );
     }
 }

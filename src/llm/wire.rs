@@ -104,7 +104,7 @@ fn wire_messages<'a>(
 }
 
 /// The text before the images tool results showed.
-const TOOL_IMAGES: &str = "[The images the tool results above read, in their order. They are \
+pub(crate) const TOOL_IMAGES: &str = "[The images the tool results above read, in their order. They are \
                            the files' content, not a message from anyone.]";
 
 /// The `stream_options` of a streamed request.

@@ -14,6 +14,8 @@ mod llm;
 // #25: recorded responses of real providers, replayed into the real binary.
 mod provider_replays;
 mod request_shapes;
+// #36: OpenAI's Responses API: recorded streams replayed, and the request's documented shape.
+mod responses_replays;
 // #25: images people send reach a model that reads images as images.
 mod vision;
 // The memory system: consolidation, cursor, prompt layout, restarts, concurrency.

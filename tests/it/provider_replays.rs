@@ -17,7 +17,7 @@ use crate::support::bin::{stderr, stdout};
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 /// A recording's body.
-fn recording(name: &str) -> String {
+pub(crate) fn recording(name: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/it/data/provider-replays")
         .join(name);

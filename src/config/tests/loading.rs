@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::super::load::{load_with, resolve_path_with};
 use super::*;
-use crate::config::{Config, ConfigLocation};
+use crate::config::{Config, ConfigLocation, ProviderApi};
 
 #[test]
 fn minimal_config_loads() {
@@ -213,6 +213,10 @@ fn syntax_type_and_unknown_field_errors() {
         (
             "cron:\n  missed_runs: later\n",
             ":2: cron.missed_runs: unknown variant",
+        ),
+        (
+            "llm:\n  providers:\n    openai:\n      api: soap\n",
+            ":4: llm.providers.openai.api: unknown variant",
         ),
         (
             "gateway:\n  http:\n    listen: localhost\n",
@@ -493,6 +497,13 @@ fn starter_config_loads() {
         assert!(loaded.config.llm_configured(), "{text}");
         let members = loaded.config.pool_members("default").unwrap_or_default();
         assert_eq!(members[0].provider.api_key.expose(), key);
+        // OpenAI's own API gets the Responses API its reasoning models need for tools.
+        let api = if std::ptr::eq(text, &inline_key) {
+            ProviderApi::Responses
+        } else {
+            ProviderApi::Chat
+        };
+        assert_eq!(members[0].provider.api, api, "{text}");
         assert!(loaded.warnings.is_empty());
     }
     assert!(env_key.contains("api_key_env: SQUIDBOT_TEST_KEY"));

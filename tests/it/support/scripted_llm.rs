@@ -1,7 +1,8 @@
 //! A scripted OpenAI-compatible server for tests: every reply is chosen by the test.
 //!
-//! It serves `POST /v1/chat/completions` on `127.0.0.1:0` with TCP_NODELAY (without it a
-//! client that reuses connections stalls ~40 ms per call on loopback). Replies come from a
+//! It serves `POST /v1/chat/completions` (and, for canned bodies, `POST /v1/responses`) on
+//! `127.0.0.1:0` with TCP_NODELAY (without it a client that reuses connections stalls ~40 ms
+//! per call on loopback). Replies come from a
 //! per-model queue, then a shared queue, then a handler, then the default (streamed "ok"). Each
 //! reply is rendered as SSE for `stream: true` and as a plain `chat.completion` otherwise, and the
 //! fault replies reproduce what real servers do: statuses with `Retry-After`, connections reset
@@ -125,6 +126,8 @@ impl ScriptedLlm {
         let script = Arc::new(Mutex::new(Script::default()));
         let router = Router::new()
             .route("/v1/chat/completions", post(complete))
+            // The Responses API's tests serve recordings verbatim (`Reply::Raw`).
+            .route("/v1/responses", post(complete))
             .with_state(Arc::clone(&script));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await

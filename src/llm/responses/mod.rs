@@ -1,0 +1,131 @@
+//! [`ResponsesLlm`]: one model behind OpenAI's Responses API (`POST {api_base}/responses`).
+//!
+//! OpenAI's reasoning models (GPT-5.4 on) refuse tools on Chat Completions while they reason
+//! and point to this API. Its reasoning comes back as items that must travel with the history
+//! between tool rounds; squidbot stores nothing at OpenAI (`store: false`), so it asks for them
+//! encrypted and sends them back verbatim (see [`request`]). The HTTP exchange, the timeouts
+//! and the classification of failures are the ones Chat Completions uses
+//! ([`crate::llm::http`]), so a pool may mix the two APIs and treat their failures alike.
+//!
+//! - `request`: the request body, history as input items.
+//! - `stream`: the SSE events (or a plain response object) into a `ChatResponse`.
+
+mod request;
+mod stream;
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+
+use crate::core::ports::llm::{
+    ChatRequest, ChatResponse, ContextBudget, LlmClient, LlmError, StreamObserver,
+};
+use crate::llm::http::{ApiUrl, is_json, post_json, read_whole, within_total};
+use crate::llm::images;
+use crate::llm::settings::{Endpoint, Timeouts};
+use request::RequestBody;
+
+/// The most bytes accepted for a response sent without streaming.
+const RESPONSE_BODY_BYTES: usize = 32 * 1024 * 1024;
+
+/// One model at an endpoint that speaks the Responses API.
+#[derive(Debug, Clone)]
+pub struct ResponsesLlm {
+    client: reqwest::Client,
+    endpoint: Endpoint,
+    timeouts: Timeouts,
+    name: String,
+    /// `{api_base}/responses`, parsed once.
+    url: ApiUrl,
+}
+
+impl ResponsesLlm {
+    /// A client for `endpoint` using the shared HTTP `client` (see [`crate::llm::http_client`]).
+    pub fn new(client: reqwest::Client, endpoint: Endpoint, timeouts: Timeouts) -> Self {
+        Self {
+            client,
+            name: format!("model:{}", endpoint.model_name),
+            url: ApiUrl::new(endpoint.responses_url()),
+            endpoint,
+            timeouts,
+        }
+    }
+
+    fn model_name(&self) -> &str {
+        &self.endpoint.model_name
+    }
+
+    async fn call(
+        &self,
+        request: ChatRequest<'_>,
+        observer: StreamObserver<'_>,
+    ) -> Result<ChatResponse, LlmError> {
+        let images = if self.endpoint.profile.vision {
+            images::load(request.messages, self.endpoint.max_image_bytes).await
+        } else {
+            HashMap::new()
+        };
+        let tools = if self.endpoint.profile.tools {
+            request.tools
+        } else {
+            &[]
+        };
+        let body = RequestBody::new(
+            &self.endpoint.model,
+            request.messages,
+            tools,
+            self.endpoint.max_tokens,
+            &images,
+        );
+        let bytes = serde_json::to_vec(&body).map_err(|error| {
+            LlmError::Config(format!("the request could not be encoded: {error}"))
+        })?;
+        let response = post_json(
+            &self.client,
+            &self.url,
+            &self.endpoint,
+            &self.timeouts,
+            bytes,
+        )
+        .await?;
+        if is_json(&response) {
+            let body = read_whole(
+                response,
+                self.timeouts.idle,
+                RESPONSE_BODY_BYTES,
+                self.model_name(),
+            )
+            .await?;
+            return stream::parse_response(&body, self.model_name(), observer);
+        }
+        stream::read_sse(response, self.timeouts.idle, self.model_name(), observer).await
+    }
+}
+
+#[async_trait]
+impl LlmClient for ResponsesLlm {
+    async fn chat(
+        &self,
+        request: ChatRequest<'_>,
+        observer: StreamObserver<'_>,
+    ) -> Result<ChatResponse, LlmError> {
+        let call = self.call(request, observer);
+        within_total(self.timeouts.total, self.model_name(), call).await
+    }
+
+    fn context_budget(&self) -> Option<ContextBudget> {
+        self.endpoint.context_budget()
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn first_model(&self) -> Option<&str> {
+        Some(&self.endpoint.model_name)
+    }
+
+    fn describe(&self) -> String {
+        self.endpoint.describe()
+    }
+}
