@@ -11,12 +11,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use eventsource_stream::{Event, EventStreamError, Eventsource};
 use futures_util::{Stream, StreamExt};
 use reqwest::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 
-use crate::core::ports::llm::LlmError;
+use crate::core::ports::llm::{
+    ChatRequest, ChatResponse, ContextBudget, LlmClient, LlmError, StreamObserver,
+};
 use crate::llm::settings::{Endpoint, Timeouts, masked_url};
 use crate::llm::wire::error_message;
 
@@ -113,18 +116,54 @@ pub(crate) async fn post_json(
     ))
 }
 
-/// Runs one whole call of `model` under the `total` timeout.
-pub(crate) async fn within_total<T>(
-    total: Duration,
-    model: &str,
-    call: impl Future<Output = Result<T, LlmError>>,
-) -> Result<T, LlmError> {
-    match tokio::time::timeout(total, call).await {
-        Ok(result) => result,
-        Err(_) => Err(LlmError::Timeout {
-            model: model.to_owned(),
-            phase: "total",
-        }),
+/// One model at one endpoint, whatever API it speaks: its call, and what the rest of
+/// [`LlmClient`] says about it, which comes from its endpoint alike for every API.
+#[async_trait]
+pub trait ModelClient: Send + Sync {
+    /// The endpoint the model is asked at.
+    fn endpoint(&self) -> &Endpoint;
+    /// The limits of a call.
+    fn timeouts(&self) -> &Timeouts;
+    /// `model:<name>`, for logs and status.
+    fn label(&self) -> &str;
+    /// One call, without the total timeout (which [`LlmClient::chat`] adds).
+    async fn call(
+        &self,
+        request: ChatRequest<'_>,
+        observer: StreamObserver<'_>,
+    ) -> Result<ChatResponse, LlmError>;
+}
+
+#[async_trait]
+impl<M: ModelClient> LlmClient for M {
+    async fn chat(
+        &self,
+        request: ChatRequest<'_>,
+        observer: StreamObserver<'_>,
+    ) -> Result<ChatResponse, LlmError> {
+        match tokio::time::timeout(self.timeouts().total, self.call(request, observer)).await {
+            Ok(result) => result,
+            Err(_) => Err(LlmError::Timeout {
+                model: self.endpoint().model_name.clone(),
+                phase: "total",
+            }),
+        }
+    }
+
+    fn context_budget(&self) -> Option<ContextBudget> {
+        self.endpoint().context_budget()
+    }
+
+    fn name(&self) -> &str {
+        self.label()
+    }
+
+    fn first_model(&self) -> Option<&str> {
+        Some(&self.endpoint().model_name)
+    }
+
+    fn describe(&self) -> String {
+        self.endpoint().describe()
     }
 }
 

@@ -13,10 +13,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 
-use crate::core::ports::llm::{
-    ChatRequest, ChatResponse, ContextBudget, LlmClient, LlmError, StreamObserver,
-};
-use crate::llm::http::{ApiUrl, is_json, post_json, read_whole, within_total};
+use crate::core::ports::llm::{ChatRequest, ChatResponse, LlmError, StreamObserver};
+use crate::llm::http::{ApiUrl, ModelClient, is_json, post_json, read_whole};
 use crate::llm::images;
 use crate::llm::learned::Learned;
 use crate::llm::settings::{Endpoint, Timeouts};
@@ -80,7 +78,7 @@ impl OpenAiCompatLlm {
         &self.endpoint.model_name
     }
 
-    async fn call(
+    async fn ask(
         &self,
         request: ChatRequest<'_>,
         observer: StreamObserver<'_>,
@@ -192,29 +190,24 @@ impl OpenAiCompatLlm {
 }
 
 #[async_trait]
-impl LlmClient for OpenAiCompatLlm {
-    async fn chat(
+impl ModelClient for OpenAiCompatLlm {
+    fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    fn timeouts(&self) -> &Timeouts {
+        &self.timeouts
+    }
+
+    fn label(&self) -> &str {
+        &self.name
+    }
+
+    async fn call(
         &self,
         request: ChatRequest<'_>,
         observer: StreamObserver<'_>,
     ) -> Result<ChatResponse, LlmError> {
-        let call = self.call(request, observer);
-        within_total(self.timeouts.total, self.model_name(), call).await
-    }
-
-    fn context_budget(&self) -> Option<ContextBudget> {
-        self.endpoint.context_budget()
-    }
-
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn first_model(&self) -> Option<&str> {
-        Some(&self.endpoint.model_name)
-    }
-
-    fn describe(&self) -> String {
-        self.endpoint.describe()
+        self.ask(request, observer).await
     }
 }
