@@ -455,6 +455,7 @@ pub fn sandbox_settings(loaded: &LoadedConfig) -> SandboxSettings {
         readable,
         hidden,
         env_passthrough: shell.env_passthrough.clone(),
+        run_as: shell.run_as.clone(),
     }
 }
 
