@@ -174,7 +174,8 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
             token,
             approvals: assembly.agent.approvals().cloned(),
         };
-        directory.register(Arc::new(HttpChannel::new(settings, state.clone())));
+        // Bound before any channel starts: a taken address ends the start with its reason.
+        directory.register(Arc::new(HttpChannel::bind(settings, state.clone())?));
     }
     #[cfg(feature = "matrix")]
     if let Some(matrix) = matrix {

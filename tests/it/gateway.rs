@@ -532,3 +532,42 @@ async fn a_cron_job_is_delivered_to_an_http_session_and_an_unroutable_one_is_rep
     );
     assert_eq!(status["channels"]["cron"]["state"], "running");
 }
+
+/// A second gateway on a port the first one holds stops at once with the reason (#40),
+/// instead of retrying the bind forever without HTTP while the first answers.
+#[tokio::test]
+async fn a_second_gateway_on_a_taken_port_exits_with_the_reason() {
+    let llm = ScriptedLlm::start().await;
+    let first = Gateway::start(&llm.url(), "", &[]).await;
+    let address = first.base.trim_start_matches("http://").to_owned();
+    let home = tempfile::tempdir().unwrap();
+    let config = format!(
+        "llm:\n  providers:\n    local:\n      api_base: \"{}\"\n  models:\n    small:\n      provider: local\n      model: m\n  pools:\n    default: [small]\nagents:\n  heartbeat:\n    enabled: false\ngateway:\n  http:\n    listen: {address}\n    token: {TOKEN}\n",
+        llm.url()
+    );
+    std::fs::write(home.path().join("squidbot.yaml"), config).unwrap();
+    let second = tokio::process::Command::new(env!("CARGO_BIN_EXE_squidbot"))
+        .arg("gateway")
+        .env("SQUIDBOT_HOME", home.path())
+        .env("HOME", home.path())
+        .env_remove("SQUIDBOT_CONFIG")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(60), second)
+        .await
+        .expect("the second gateway kept running on a taken port")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot listen on {address} (gateway.http.listen)"))
+            && stderr.contains("another squidbot gateway answers"),
+        "{stderr}"
+    );
+    // The first one never noticed.
+    assert_eq!(
+        first.get_json("/status").await["channels"]["http"]["state"],
+        "running"
+    );
+}
