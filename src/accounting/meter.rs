@@ -165,6 +165,9 @@ pub struct UsageMeter {
     clock: Arc<dyn Clock>,
     /// A std lock: held only to fold records or read totals, never across an await.
     folded: Mutex<Folded>,
+    /// Appends started where nothing can await them (a call cut short is recorded from a
+    /// `Drop`), which [`UsageMeter::flush`] waits for before the process exits.
+    pending: tokio_util::task::TaskTracker,
 }
 
 impl std::fmt::Debug for UsageMeter {
@@ -187,6 +190,7 @@ impl UsageMeter {
             settings,
             clock,
             folded: Mutex::default(),
+            pending: tokio_util::task::TaskTracker::new(),
         }
     }
 
@@ -332,6 +336,34 @@ impl UsageMeter {
             let mut folded = self.folded();
             self.fold(&mut folded, record);
         }
+    }
+
+    /// Appends `record` in the background on `runtime`, then hands it to `then`: for a
+    /// caller that cannot await (a `Drop`). [`UsageMeter::flush`] waits for it.
+    pub(crate) fn append_later(
+        self: &Arc<Self>,
+        runtime: &tokio::runtime::Handle,
+        record: UsageRecord,
+        then: impl FnOnce(&UsageRecord) + Send + 'static,
+    ) {
+        let meter = Arc::clone(self);
+        let task = async move {
+            meter.append(&record).await;
+            then(&record);
+        };
+        self.pending.spawn_on(task, runtime);
+    }
+
+    /// Waits up to `limit` for the appends [`UsageMeter::append_later`] started: the gateway
+    /// calls it last, so calls its stop cut short are in the ledger (and the budgets) when
+    /// the process is gone. Whether all were written in time.
+    pub async fn flush(&self, limit: std::time::Duration) -> bool {
+        self.pending.close();
+        let done = tokio::time::timeout(limit, self.pending.wait())
+            .await
+            .is_ok();
+        self.pending.reopen();
+        done
     }
 
     /// Today's and this month's totals, the budgets and the skips, after a refresh.

@@ -571,3 +571,78 @@ async fn a_second_gateway_on_a_taken_port_exits_with_the_reason() {
         "running"
     );
 }
+
+/// SIGTERM past the grace period (#40): the streaming client gets a last `error` event saying
+/// why, the call cut short is in the usage ledger, and the exit is non-zero.
+#[tokio::test]
+async fn sigterm_past_the_grace_period_tells_the_client_records_the_call_and_fails() {
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(|_| Reply::Stall {
+        text: "a long answer begins".to_owned(),
+        for_ms: 60_000,
+    });
+    let url = llm.url();
+    let mut gw = Gateway::start_with_config(
+        move |port| {
+            format!(
+                "llm:\n  providers:\n    local:\n      api_base: \"{url}\"\n  models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\nagents:\n  heartbeat:\n    enabled: false\ngateway:\n  shutdown_grace_seconds: 1\n  http:\n    listen: 127.0.0.1:{port}\n    token: {TOKEN}\n"
+            )
+        },
+        &[],
+        std::process::Stdio::piped(),
+    )
+    .await;
+    let mut stream = gw
+        .http
+        .post(format!("{}/v1/sessions/cut/messages", gw.base))
+        .bearer_auth(TOKEN)
+        .header("Accept", "text/event-stream")
+        .json(&serde_json::json!({ "text": "tell me everything" }))
+        .send()
+        .await
+        .unwrap();
+    while llm.request_count() == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The provider has begun answering (its first words are on the wire).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut seen = String::new();
+    let ledger = gw.home().join("usage");
+    let recorded = || {
+        std::fs::read_dir(&ledger)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|entry| std::fs::read_to_string(entry.path()).unwrap_or_default())
+            .collect::<String>()
+    };
+    assert!(
+        !recorded().contains("\"session\":\"http:cut\""),
+        "nothing recorded yet"
+    );
+
+    assert_eq!(
+        gw.terminate().await,
+        Some(1),
+        "turns were cut: not a clean stop"
+    );
+    while let Ok(Some(chunk)) = stream.chunk().await {
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let events = sse_events(&seen);
+    let (name, data) = events.last().expect("events");
+    assert_eq!(name, "error", "{seen}");
+    assert!(
+        data["error"]
+            .as_str()
+            .unwrap()
+            .contains("grace period ran out"),
+        "{data}"
+    );
+    assert!(
+        recorded().contains("\"session\":\"http:cut\"")
+            && recorded().contains("\"estimated\":true"),
+        "the call cut short is in the ledger: {}",
+        recorded()
+    );
+}
