@@ -68,6 +68,21 @@ impl Check {
     }
 }
 
+/// What to do about a config that does not load: a variable the file names that is missing
+/// from this environment is not the file's fault, so it is not sent to edit the file.
+fn config_fix(error: &squidbot::config::ConfigError) -> &'static str {
+    let only_environment = matches!(
+        error,
+        squidbot::config::ConfigError::Invalid { problems, .. }
+            if problems.iter().all(|problem| problem.message.starts_with("environment variable "))
+    );
+    if only_environment {
+        "set the variable in this shell, or in the service's env file for the gateway"
+    } else {
+        "fix the file, or run `squidbot onboard`"
+    }
+}
+
 /// Runs every check, prints one line each and returns success only when all pass.
 pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     let mut all_ok = true;
@@ -80,7 +95,7 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
         Err(error) => {
             report(Check::fail(
                 "config",
-                format!("{error} (fix the file, or run `squidbot onboard`)"),
+                format!("{error} ({})", config_fix(&error)),
             ))?;
             return Ok(ExitCode::FAILURE);
         }

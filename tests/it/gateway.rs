@@ -646,3 +646,42 @@ async fn sigterm_past_the_grace_period_tells_the_client_records_the_call_and_fai
         recorded()
     );
 }
+
+/// A failed turn's `error` over the API is the message, not "Error: …" after a field already
+/// named `error` (#40), plain and streamed.
+#[tokio::test]
+async fn a_failed_turn_answers_502_with_the_plain_message() {
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(|_| Reply::Status {
+        status: 401,
+        body: "{\"error\": {\"message\": \"bad key\"}}".to_owned(),
+        retry_after: None,
+    });
+    let gw = Gateway::start(&llm.url(), "", &[]).await;
+    let (status, body) = gw.say("keys", "hello").await;
+    assert_eq!(status, 502, "{body}");
+    let error = body["error"].as_str().unwrap();
+    assert!(error.starts_with("the LLM rejected the API key"), "{body}");
+    let streamed = gw
+        .http
+        .post(format!("{}/v1/sessions/keys/messages", gw.base))
+        .bearer_auth(TOKEN)
+        .header("Accept", "text/event-stream")
+        .json(&serde_json::json!({ "text": "hello again" }))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let events = sse_events(&streamed);
+    let (name, data) = events.last().unwrap();
+    assert_eq!(name, "error", "{streamed}");
+    assert!(
+        data["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("the LLM rejected"),
+        "{streamed}"
+    );
+}

@@ -287,7 +287,7 @@ async fn message(
         result = &mut done => match result {
             Ok(TurnResult::Replied(reply)) => Json(json!({ "reply": reply })).into_response(),
             Ok(TurnResult::Failed(error)) => {
-                (StatusCode::BAD_GATEWAY, Json(json!({ "error": error }))).into_response()
+                (StatusCode::BAD_GATEWAY, Json(json!({ "error": api_error(&error) }))).into_response()
             }
             Ok(TurnResult::Dropped | TurnResult::Replaced) | Err(_) => unavailable(),
         },
@@ -297,7 +297,7 @@ async fn message(
             app.tasks.spawn(async move {
                 let outcome = match done.await {
                     Ok(TurnResult::Replied(reply)) => HubEvent::outcome("reply", json!({ "reply": reply })),
-                    Ok(TurnResult::Failed(error)) => HubEvent::outcome("error", json!({ "error": error })),
+                    Ok(TurnResult::Failed(error)) => HubEvent::outcome("error", json!({ "error": api_error(&error) })),
                     Ok(TurnResult::Dropped | TurnResult::Replaced) | Err(_) => {
                         HubEvent::outcome("error", json!({ "error": "squidbot is shutting down" }))
                     }
@@ -374,6 +374,12 @@ async fn approval(
     }
 }
 
+/// A turn's failure as the API's `error` field: the text a person is told in a chat starts
+/// with "Error: ", which an `error` field already says.
+fn api_error(told: &str) -> &str {
+    told.strip_prefix("Error: ").unwrap_or(told)
+}
+
 fn error_status(status: StatusCode, error: impl std::fmt::Display) -> Response {
     (status, Json(json!({ "error": error.to_string() }))).into_response()
 }
@@ -403,7 +409,9 @@ fn stream_reply(
             app.tasks.spawn(async move {
                 let last = match done.await {
                     Ok(TurnResult::Replied(reply)) => event("done", json!({ "reply": reply })),
-                    Ok(TurnResult::Failed(error)) => event("error", json!({ "error": error })),
+                    Ok(TurnResult::Failed(error)) => {
+                        event("error", json!({ "error": api_error(&error) }))
+                    }
                     Ok(TurnResult::Dropped | TurnResult::Replaced) | Err(_) => {
                         event("error", json!({ "error": "squidbot is shutting down" }))
                     }
