@@ -481,6 +481,7 @@ pub fn estimate(request: &ChatRequest<'_>, response: &ChatResponse) -> TokenUsag
         prompt: prompt as u64,
         completion: answer.div_ceil(4) as u64,
         cached: 0,
+        cache_written: 0,
     }
 }
 
@@ -564,6 +565,7 @@ mod tests {
                 prompt,
                 completion,
                 cached,
+                cache_written: 0,
             }),
             ..ChatResponse::default()
         }
@@ -589,6 +591,7 @@ mod tests {
             prompt: 1_000_000,
             completion: 100_000,
             cached: 400_000,
+            cache_written: 0,
         };
         let cost = price.cost(&usage);
         assert!((cost - (0.6 * 3.0 + 0.4 * 0.3 + 0.1 * 15.0)).abs() < 1e-12);

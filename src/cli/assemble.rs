@@ -42,7 +42,8 @@ use squidbot::gateway::Metrics;
 use squidbot::llm::learned::Learned;
 use squidbot::llm::profile::{TokenLimit, ToolCallIds};
 use squidbot::llm::{
-    Endpoint, LlmPool, OpenAiCompatLlm, Profile, ResponsesLlm, RetryPolicy, Timeouts, http_client,
+    AnthropicLlm, Endpoint, LlmPool, OpenAiCompatLlm, Profile, ResponsesLlm, RetryPolicy, Timeouts,
+    http_client,
 };
 use squidbot::skills::catalog::search_dirs;
 use squidbot::skills::{SkillCatalog, SkilledPrompt, bundled};
@@ -556,6 +557,7 @@ pub(crate) fn model_client(
             OpenAiCompatLlm::new(client.clone(), endpoint, *timeouts).with_learned(learned.clone()),
         ),
         ProviderApi::Responses => Arc::new(ResponsesLlm::new(client.clone(), endpoint, *timeouts)),
+        ProviderApi::Anthropic => Arc::new(AnthropicLlm::new(client.clone(), endpoint, *timeouts)),
     }
 }
 
