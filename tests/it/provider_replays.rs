@@ -534,6 +534,27 @@ async fn an_error_inside_a_stream_is_reported_with_the_providers_words() {
     }
 }
 
+/// A stream that ends in the provider's error after it reported usage was billed: the ledger
+/// records the provider's tokens, and `squidbot usage` shows them.
+/// See: #36
+#[tokio::test]
+async fn issue_36_an_errored_streams_usage_is_recorded() {
+    let llm = ScriptedLlm::start().await;
+    let home = home_for(&llm, "openai/gpt-oss-20b");
+    llm.enqueue(replay("openrouter-stream-error.sse"));
+    let output = home.run(&["agent", "-m", "hi"]).await;
+    let shown = format!("{}{}", stdout(&output), stderr(&output));
+    assert!(shown.contains("Token limit reached"), "{shown}");
+    // The error chunk's usage: 43 prompt and 10 completion tokens, as reported.
+    assert_eq!(ledger(&home), vec![(43, 10, false)]);
+    let output = home.run(&["usage", "--json"]).await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    let table: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(table["total"]["calls"], 1, "{table}");
+    assert_eq!(table["total"]["prompt_tokens"], 43, "{table}");
+    assert_eq!(table["total"]["completion_tokens"], 10, "{table}");
+}
+
 #[tokio::test]
 async fn mistral_gets_ids_it_accepts_and_its_422_to_stream_options_is_retried() {
     let llm = ScriptedLlm::start().await;

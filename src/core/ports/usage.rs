@@ -134,7 +134,8 @@ impl CallTag<'_> {
     }
 }
 
-/// One line of the ledger: one LLM call that answered.
+/// One line of the ledger: one LLM call that answered, or one attempt that failed after its
+/// provider reported the tokens it bills.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct UsageRecord {
     /// When the answer arrived.

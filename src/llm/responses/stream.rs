@@ -24,7 +24,7 @@ use crate::core::ports::usage::TokenUsage;
 use crate::llm::assemble::parse_arguments;
 use crate::llm::http::{head, parse_json, sse_error, sse_events};
 use crate::llm::responses::request::API;
-use crate::llm::stream::{CUT_NOTE, FILTERED_NOTE};
+use crate::llm::stream::{CUT_NOTE, FILTERED_NOTE, billed};
 use crate::llm::wire::usage_of;
 
 /// Error codes of a failed response that another try may not meet: the pool retries them.
@@ -398,7 +398,13 @@ pub(crate) async fn read_sse(
             Ok(event) => event,
             // A server that finished its answer and then broke the connection still answered.
             Err(_) if accumulator.is_finished() => break,
-            Err(error) => return Err(sse_error(error, model)),
+            Err(error) => {
+                return Err(billed(
+                    sse_error(error, model),
+                    accumulator.usage(),
+                    observer,
+                ));
+            }
         };
         let data = event.data.trim();
         if data.is_empty() || data == "[DONE]" {
@@ -406,15 +412,7 @@ pub(crate) async fn read_sse(
         }
         let value: Value = parse_json(data.as_bytes(), "SSE data", model)?;
         if let Err(error) = accumulator.apply(&value, model, observer) {
-            if let Some(usage) = accumulator.usage() {
-                tracing::info!(
-                    model,
-                    prompt = usage.prompt,
-                    completion = usage.completion,
-                    "The failed response reported its usage; it is not in the ledger."
-                );
-            }
-            return Err(error);
+            return Err(billed(error, accumulator.usage(), observer));
         }
         if accumulator.is_finished() {
             break;
@@ -425,7 +423,8 @@ pub(crate) async fn read_sse(
     } else if received.load(Ordering::Relaxed) == 0 {
         Err(protocol("the response was empty".to_owned()))
     } else {
-        Err(protocol("stream ended early".to_owned()))
+        let error = protocol("stream ended early".to_owned());
+        Err(billed(error, accumulator.usage(), observer))
     }
 }
 
@@ -437,7 +436,9 @@ pub(crate) fn parse_response(
 ) -> Result<ChatResponse, LlmError> {
     let response: Value = parse_json(body, "a response", model)?;
     let mut accumulator = Accumulator::default();
-    accumulator.apply_response(&response, model, observer)?;
+    if let Err(error) = accumulator.apply_response(&response, model, observer) {
+        return Err(billed(error, accumulator.usage(), observer));
+    }
     Ok(accumulator.finish(model, observer))
 }
 
@@ -521,6 +522,24 @@ mod tests {
             run(&[json!({"type": "error", "code": "server_is_overloaded", "message": "busy"})])
                 .unwrap_err();
         assert!(error.is_retryable());
+    }
+
+    #[test]
+    fn a_failed_response_tells_the_usage_it_was_billed() {
+        let body = json!({"status": "failed", "error": {"code": "server_error", "message": "boom"},
+            "usage": {"input_tokens": 210, "input_tokens_details": {"cached_tokens": 128},
+                "output_tokens": 41}});
+        let seen = std::sync::Mutex::new(Vec::new());
+        let error = parse_response(body.to_string().as_bytes(), "m", &|event| {
+            seen.lock().unwrap().push(event)
+        });
+        assert!(error.unwrap_err().is_retryable());
+        let usage = TokenUsage {
+            prompt: 210,
+            completion: 41,
+            cached: 128,
+        };
+        assert_eq!(*seen.lock().unwrap(), [StreamEvent::Usage(usage)]);
     }
 
     #[test]
