@@ -84,19 +84,8 @@ impl Accumulator {
         }
     }
 
-    /// Takes what the tag splitter released: text shown, reasoning kept, shown text withdrawn.
     fn take_split(&mut self, split: Split, model: &str, observer: StreamObserver<'_>) {
-        if split.reclassified {
-            self.text.clear();
-            observer(StreamEvent::Restart {
-                model: model.to_owned(),
-            });
-        }
-        self.reasoning.push_str(&split.reasoning);
-        if !split.text.is_empty() {
-            self.text.push_str(&split.text);
-            observer(StreamEvent::TextDelta(split.text));
-        }
+        take_split(split, &mut self.text, &mut self.reasoning, model, observer);
     }
 
     /// `error`, with the usage reported before it (see [`billed`]).
@@ -119,14 +108,7 @@ impl Accumulator {
     ) -> Result<ChatResponse, LlmError> {
         let rest = self.tags.finish();
         self.take_split(rest, model, observer);
-        for body in self.tags.take_calls() {
-            if !self.calls.add_markup(&body) {
-                // Not a call after all: the person sees what the model wrote.
-                let text = format!("<tool_call>{body}</tool_call>");
-                self.text.push_str(&text);
-                observer(StreamEvent::TextDelta(text));
-            }
-        }
+        markup_calls(&mut self.tags, &mut self.calls, &mut self.text, observer);
         if self.text.trim().is_empty() && !self.refusal.is_empty() {
             self.text = std::mem::take(&mut self.refusal);
         }
@@ -167,6 +149,46 @@ impl Accumulator {
             model: model.to_owned(),
             usage: self.usage,
         })
+    }
+}
+
+/// Takes what the tag splitter released into `text` and `reasoning`: text shown as it comes,
+/// reasoning kept, text shown so far withdrawn (with [`StreamEvent::Restart`]) when it turned
+/// out to be reasoning. Shared by every adapter whose text may carry tags.
+pub(crate) fn take_split(
+    split: Split,
+    text: &mut String,
+    reasoning: &mut String,
+    model: &str,
+    observer: StreamObserver<'_>,
+) {
+    if split.reclassified {
+        text.clear();
+        observer(StreamEvent::Restart {
+            model: model.to_owned(),
+        });
+    }
+    reasoning.push_str(&split.reasoning);
+    if !split.text.is_empty() {
+        text.push_str(&split.text);
+        observer(StreamEvent::TextDelta(split.text));
+    }
+}
+
+/// Adds the `<tool_call>` blocks the splitter took out of the text to `calls`; a block that
+/// is not a call after all goes back into `text`, shown as the model wrote it.
+pub(crate) fn markup_calls(
+    tags: &mut TagSplitter,
+    calls: &mut CallAssembler,
+    text: &mut String,
+    observer: StreamObserver<'_>,
+) {
+    for body in tags.take_calls() {
+        if !calls.add_markup(&body) {
+            let markup = format!("<tool_call>{body}</tool_call>");
+            text.push_str(&markup);
+            observer(StreamEvent::TextDelta(markup));
+        }
     }
 }
 

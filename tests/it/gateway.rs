@@ -532,3 +532,118 @@ async fn a_cron_job_is_delivered_to_an_http_session_and_an_unroutable_one_is_rep
     );
     assert_eq!(status["channels"]["cron"]["state"], "running");
 }
+
+/// The pieces of a reply whose tool call is written into the text as `<tool_call>` markup,
+/// cut inside the tags and the JSON.
+const MARKUP_PIECES: [&str; 7] = [
+    "Looking: a <",
+    " b, so <",
+    "tool",
+    "_c",
+    "all>\n{\"name\": \"list_files\", ",
+    "\"arguments\": {\"path\": \".\"}}\n</tool_",
+    "call>",
+];
+
+/// An SSE body of Chat Completions chunks, one per piece of `content`, then `stop`.
+fn chat_pieces(pieces: &[&str]) -> Reply {
+    let mut body = String::new();
+    for piece in pieces {
+        let chunk = serde_json::json!({"object": "chat.completion.chunk", "model": "scripted-model",
+            "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": null}]});
+        body.push_str(&format!("data: {chunk}\n\n"));
+    }
+    let stop = serde_json::json!({"object": "chat.completion.chunk", "model": "scripted-model",
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]});
+    body.push_str(&format!("data: {stop}\n\ndata: [DONE]\n\n"));
+    Reply::Raw {
+        content_type: "text/event-stream".to_owned(),
+        body,
+    }
+}
+
+/// An SSE body of Responses API events, one `output_text.delta` per piece, then completed.
+fn responses_pieces(pieces: &[&str]) -> Reply {
+    let mut body = String::new();
+    for piece in pieces {
+        let event = serde_json::json!({"type": "response.output_text.delta", "item_id": "msg_1",
+            "output_index": 0, "content_index": 0, "delta": piece});
+        body.push_str(&format!(
+            "event: response.output_text.delta\ndata: {event}\n\n"
+        ));
+    }
+    let done = serde_json::json!({"type": "response.completed", "response": {"status": "completed",
+        "usage": {"input_tokens": 20, "output_tokens": 9}}});
+    body.push_str(&format!("event: response.completed\ndata: {done}\n\n"));
+    Reply::Raw {
+        content_type: "text/event-stream".to_owned(),
+        body,
+    }
+}
+
+/// A model that writes its tool call into its text as `<tool_call>` markup, in fragments: the
+/// streaming client never receives a byte of the markup, while a lone `<` in ordinary text
+/// still streams once the next piece shows it is text; the call really runs. For Chat
+/// Completions and the Responses API (a local server's, which passes the markup through).
+/// See: #36
+#[tokio::test]
+async fn issue_36_tool_call_markup_never_reaches_a_streaming_client() {
+    let llm = ScriptedLlm::start().await;
+    let chat = Gateway::start(&llm.url(), "", &[]).await;
+    llm.enqueue(chat_pieces(&MARKUP_PIECES));
+    llm.enqueue(Reply::Text("All listed.".into()));
+    markup_is_held_back(&chat, &llm, "chat").await;
+    let responses = Gateway::start_yaml(&format!(
+        "llm:\n  providers:\n    local:\n      api_base: \"{}\"\n      api_key: test-key\n      api: responses\n  \
+         models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    \
+         default: [small]\n  retry:\n    max_retries: 0\nagents:\n  heartbeat:\n    enabled: false\n",
+        llm.url()
+    ))
+    .await;
+    llm.enqueue(responses_pieces(&MARKUP_PIECES));
+    llm.enqueue(responses_pieces(&["All ", "listed."]));
+    markup_is_held_back(&responses, &llm, "responses").await;
+}
+
+/// Asks `gw` over SSE and checks what the client received (see the test above).
+async fn markup_is_held_back(gw: &Gateway, llm: &ScriptedLlm, api: &str) {
+    let before = llm.request_count();
+    let response = gw
+        .http
+        .post(format!("{}/v1/sessions/alice/messages", gw.base))
+        .bearer_auth(TOKEN)
+        .header("accept", "text/event-stream")
+        .json(&serde_json::json!({ "text": "list them" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let events = sse_events(&response.text().await.unwrap());
+    let deltas: Vec<&str> = events
+        .iter()
+        .filter(|(n, _)| n == "delta")
+        .map(|(_, d)| d["text"].as_str().unwrap())
+        .collect();
+    let shown = deltas.concat();
+    for markup in ["tool", "_c", "all>", "{", "}", "name", "</"] {
+        assert!(
+            !shown.contains(markup),
+            "{api}: {markup:?} shown: {deltas:?}"
+        );
+    }
+    assert!(
+        shown.starts_with("Looking: a < b, so "),
+        "{api}: {deltas:?}"
+    );
+    assert!(shown.contains("All listed."), "{api}: {deltas:?}");
+    assert!(deltas.iter().any(|d| d.contains('<')), "{api}: {deltas:?}");
+    // The markup was a call that really ran: its result went back to the model.
+    let requests = llm.requests();
+    assert_eq!(requests.len(), before + 2, "{api}: {requests:?}");
+    let sent = requests[before + 1].to_string();
+    assert!(sent.contains("list_files"), "{api}: {sent}");
+    assert!(
+        sent.contains("\"tool_call_id\"") || sent.contains("function_call_output"),
+        "{api}: {sent}"
+    );
+}
