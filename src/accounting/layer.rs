@@ -220,7 +220,8 @@ mod tests {
 
     use super::*;
     use crate::accounting::budget::Budgets;
-    use crate::accounting::meter::{MeterSettings, Price};
+    use crate::accounting::meter::MeterSettings;
+    use crate::accounting::price::Price;
     use crate::core::message::{Message, Role};
     use crate::core::ports::clock::SystemClock;
     use crate::core::ports::usage::{LedgerError, Purpose, TurnSpend, UsageLedger, UsageRecord};
@@ -288,6 +289,7 @@ mod tests {
                     input: 1.0,
                     output: 2.0,
                     cached_input: 0.5,
+                    cache_write: 1.25,
                 },
             )]),
             zone: Zone::parse("Europe/Berlin").unwrap(),
@@ -346,6 +348,7 @@ mod tests {
                 prompt: 43,
                 completion: 10,
                 cached: 0,
+                cache_written: 0,
             }));
             observer(StreamEvent::Restart { model: "b".into() });
             observer(StreamEvent::TextDelta("hi".into()));

@@ -569,6 +569,7 @@ mod tests {
             prompt: 43,
             completion: 10,
             cached: 0,
+            cache_written: 0,
         };
         assert_eq!(seen.last(), Some(&StreamEvent::Usage(usage)));
         // An answer's usage is in the response, never an event.

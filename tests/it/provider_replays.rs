@@ -452,6 +452,10 @@ async fn deepseek_gets_its_reasoning_back_and_gemini_its_signatures() {
             .starts_with("The user is asking for the weather in San Francisco."),
         "{assistant}"
     );
+    // #36: Chat Completions' `prompt_tokens_details.cached_tokens` is the cache read.
+    let output = home.run(&["usage", "--json"]).await;
+    let table: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(table["total"]["cached_tokens"], 320, "{table}");
 
     let home = home_for(&llm, "gemini-3-pro-preview");
     llm.enqueue(replay("gemini-parallel-tool-calls.json"));

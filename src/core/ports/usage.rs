@@ -87,6 +87,10 @@ pub struct TokenUsage {
     pub completion: u64,
     /// Prompt tokens the provider served from its cache (priced lower by most).
     pub cached: u64,
+    /// Prompt tokens written to the provider's cache by this call (Anthropic prices them above
+    /// fresh input); zero where a provider does not report them.
+    #[serde(default)]
+    pub cache_written: u64,
 }
 
 impl TokenUsage {
@@ -153,9 +157,13 @@ pub struct UsageRecord {
     pub prompt_tokens: u64,
     /// Completion tokens.
     pub completion_tokens: u64,
-    /// Cached prompt tokens.
+    /// Prompt tokens read from the provider's cache.
     #[serde(default)]
     pub cached_tokens: u64,
+    /// Prompt tokens written to the provider's cache (absent from lines written before it
+    /// was recorded: zero).
+    #[serde(default)]
+    pub cache_written_tokens: u64,
     /// The cost in the currency of the configured prices (0 for a model without a price).
     #[serde(default)]
     pub cost: f64,
@@ -171,6 +179,7 @@ impl UsageRecord {
             prompt: self.prompt_tokens,
             completion: self.completion_tokens,
             cached: self.cached_tokens,
+            cache_written: self.cache_written_tokens,
         }
     }
 }

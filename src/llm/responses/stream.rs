@@ -512,7 +512,8 @@ mod tests {
             Some(TokenUsage {
                 prompt: 10,
                 completion: 3,
-                cached: 4
+                cached: 4,
+                cache_written: 0,
             })
         );
     }
@@ -555,6 +556,7 @@ mod tests {
             prompt: 210,
             completion: 41,
             cached: 128,
+            cache_written: 0,
         };
         assert_eq!(*seen.lock().unwrap(), [StreamEvent::Usage(usage)]);
     }
