@@ -13,6 +13,10 @@
 //! what the provider bills. [`CutShort`] records it when dropped still armed, estimated from
 //! the prompt and the text streamed so far, charged to the pool's first model (or the one a
 //! fallback restarted with).
+//!
+//! An attempt that failed after its provider reported usage ([`StreamEvent::Usage`]) was
+//! billed too: its tokens are recorded under the model that failed, whether the pool then
+//! retried, fell back or gave up.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,7 +27,7 @@ use crate::accounting::meter::{UsageMeter, estimate};
 use crate::core::ports::llm::{
     ChatRequest, ChatResponse, ContextBudget, LlmClient, LlmError, StreamEvent, StreamObserver,
 };
-use crate::core::ports::usage::{CallTag, UsageRecord};
+use crate::core::ports::usage::{CallTag, TokenUsage, UsageRecord};
 
 /// What wants to see the calls as they happen (the gateway's metrics).
 pub trait CallObserver: Send + Sync {
@@ -124,6 +128,9 @@ impl LlmClient for AccountedLlm {
         }
         let streamed = AtomicUsize::new(0);
         let current = Mutex::new(first);
+        // Failed attempts the provider reported tokens for, by model (std mutex: pushed by the
+        // stream observer, drained after the call).
+        let billed: Mutex<Vec<(String, TokenUsage)>> = Mutex::default();
         let counting = |event: StreamEvent| {
             match &event {
                 StreamEvent::TextDelta(text) => {
@@ -137,6 +144,15 @@ impl LlmClient for AccountedLlm {
                     }
                     *current = model.clone();
                 }
+                StreamEvent::Usage(usage) => {
+                    let model = current.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                    billed
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push((model, *usage));
+                    // Only this layer needs it.
+                    return;
+                }
             }
             observer(event);
         };
@@ -149,6 +165,16 @@ impl LlmClient for AccountedLlm {
         };
         let result = self.inner.chat(request, &counting).await;
         cut.armed = false;
+        let billed = std::mem::take(&mut *billed.lock().unwrap_or_else(|p| p.into_inner()));
+        for (model, usage) in billed {
+            let record = self
+                .meter
+                .usage_record(&self.pool, request.call, &model, usage, false);
+            self.meter.append(&record).await;
+            if let Some(calls) = &self.observer {
+                calls.recorded(&record);
+            }
+        }
         let response = match result {
             Ok(response) => response,
             Err(error) => {
@@ -192,7 +218,8 @@ mod tests {
 
     use super::*;
     use crate::accounting::budget::Budgets;
-    use crate::accounting::meter::{MeterSettings, Price};
+    use crate::accounting::meter::MeterSettings;
+    use crate::accounting::price::Price;
     use crate::core::message::{Message, Role};
     use crate::core::ports::clock::SystemClock;
     use crate::core::ports::usage::{LedgerError, Purpose, TurnSpend, UsageLedger, UsageRecord};
@@ -260,6 +287,7 @@ mod tests {
                     input: 1.0,
                     output: 2.0,
                     cached_input: 0.5,
+                    cache_write: 1.25,
                 },
             )]),
             zone: Zone::parse("Europe/Berlin").unwrap(),
@@ -304,7 +332,7 @@ mod tests {
         assert_eq!(spend.tokens(), record.prompt_tokens + 100);
     }
 
-    /// A pool whose first model fails and whose second answers.
+    /// A pool whose first model fails after reporting its usage and whose second answers.
     struct FallsBack;
 
     #[async_trait]
@@ -314,6 +342,12 @@ mod tests {
             _request: ChatRequest<'_>,
             observer: StreamObserver<'_>,
         ) -> Result<ChatResponse, LlmError> {
+            observer(StreamEvent::Usage(TokenUsage {
+                prompt: 43,
+                completion: 10,
+                cached: 0,
+                cache_written: 0,
+            }));
             observer(StreamEvent::Restart { model: "b".into() });
             observer(StreamEvent::TextDelta("hi".into()));
             Ok(ChatResponse {
@@ -376,15 +410,37 @@ mod tests {
             tools: &[],
             call: CallTag::new(Purpose::Turn),
         };
-        llm.chat(request, &|_| {}).await.unwrap();
+        let passed = Mutex::new(Vec::new());
+        llm.chat(request, &|event| passed.lock().unwrap().push(event))
+            .await
+            .unwrap();
         assert_eq!(
             *seen.0.lock().unwrap(),
-            ["attempt a", "failed a", "attempt b", "recorded default b"]
+            [
+                "attempt a",
+                "failed a",
+                "attempt b",
+                "recorded default a",
+                "recorded default b"
+            ]
         );
+        // The usage event is the accounting layer's own; the caller sees the rest.
+        assert_eq!(passed.lock().unwrap().len(), 2);
         let records = ledger.0.lock().unwrap().clone();
-        assert_eq!(records.len(), 1);
+        assert_eq!(records.len(), 2);
+        // The failed attempt was billed: its reported tokens are recorded, not estimated.
+        let failed = &records[0];
         assert_eq!(
-            (records[0].pool.as_str(), records[0].model.as_str()),
+            (
+                failed.model.as_str(),
+                failed.prompt_tokens,
+                failed.completion_tokens
+            ),
+            ("a", 43, 10)
+        );
+        assert!(!failed.estimated);
+        assert_eq!(
+            (records[1].pool.as_str(), records[1].model.as_str()),
             ("default", "b")
         );
     }

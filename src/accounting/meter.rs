@@ -16,6 +16,7 @@ use chrono::{DateTime, Datelike, NaiveDate, Utc};
 use serde::Serialize;
 
 use crate::accounting::budget::{self, BudgetKind, Budgets, Spent};
+use crate::accounting::price::{Price, Totals};
 use crate::core::ports::clock::Clock;
 use crate::core::ports::llm::{ChatRequest, ChatResponse, LlmError};
 use crate::core::ports::usage::{CallTag, SpendReport, TokenUsage, UsageLedger, UsageRecord};
@@ -31,29 +32,6 @@ const IMAGE_TOKENS: usize = 800;
 /// Days of daily totals kept in memory (the budgets need today; `/status` this month).
 const KEPT_DAYS: usize = 62;
 
-/// A model's prices per million tokens.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Price {
-    /// Per million prompt tokens not served from the cache.
-    pub input: f64,
-    /// Per million completion tokens.
-    pub output: f64,
-    /// Per million cached prompt tokens.
-    pub cached_input: f64,
-}
-
-impl Price {
-    /// The cost of `usage` at these prices.
-    pub fn cost(&self, usage: &TokenUsage) -> f64 {
-        let cached = usage.cached.min(usage.prompt);
-        let fresh = usage.prompt - cached;
-        (fresh as f64 * self.input
-            + cached as f64 * self.cached_input
-            + usage.completion as f64 * self.output)
-            / 1_000_000.0
-    }
-}
-
 /// What the meter needs to know from the configuration.
 #[derive(Clone, Debug)]
 pub struct MeterSettings {
@@ -63,50 +41,6 @@ pub struct MeterSettings {
     pub prices: HashMap<String, Price>,
     /// The owner's zone, in which days begin.
     pub zone: Zone,
-}
-
-/// Sums of some records.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
-pub struct Totals {
-    /// Calls answered.
-    pub calls: u64,
-    /// Prompt tokens.
-    pub prompt_tokens: u64,
-    /// Completion tokens.
-    pub completion_tokens: u64,
-    /// Cached prompt tokens.
-    pub cached_tokens: u64,
-    /// Cost.
-    pub cost: f64,
-    /// Calls whose tokens are estimates.
-    pub estimated_calls: u64,
-}
-
-impl Totals {
-    /// Adds one record.
-    pub fn add(&mut self, record: &UsageRecord) {
-        self.calls += 1;
-        self.prompt_tokens += record.prompt_tokens;
-        self.completion_tokens += record.completion_tokens;
-        self.cached_tokens += record.cached_tokens;
-        self.cost += record.cost;
-        self.estimated_calls += u64::from(record.estimated);
-    }
-
-    /// Adds the sums of `other`.
-    pub fn merge(&mut self, other: &Totals) {
-        self.calls += other.calls;
-        self.prompt_tokens += other.prompt_tokens;
-        self.completion_tokens += other.completion_tokens;
-        self.cached_tokens += other.cached_tokens;
-        self.cost += other.cost;
-        self.estimated_calls += other.estimated_calls;
-    }
-
-    /// Prompt plus completion tokens.
-    pub fn tokens(&self) -> u64 {
-        self.prompt_tokens + self.completion_tokens
-    }
 }
 
 /// Heartbeat ticks or cron runs a budget skipped.
@@ -324,6 +258,7 @@ impl UsageMeter {
             prompt_tokens: usage.prompt,
             completion_tokens: usage.completion,
             cached_tokens: usage.cached,
+            cache_written_tokens: usage.cache_written,
             cost,
             estimated,
         }
@@ -440,6 +375,15 @@ impl UsageMeter {
             status.month.tokens(),
             status.month.cost
         );
+        let today = &status.today;
+        if today.cached_tokens > 0 || today.cache_written_tokens > 0 {
+            line.push_str(&format!(
+                " · cache today: {} read, {} written, {:.0} % hit",
+                today.cached_tokens,
+                today.cache_written_tokens,
+                today.cache_hit_rate * 100.0
+            ));
+        }
         if !reached.is_empty() {
             line.push_str(" · budget reached: ");
             line.push_str(&reached.join(", "));
@@ -545,6 +489,7 @@ mod tests {
                 input: 1.0,
                 output: 2.0,
                 cached_input: 0.5,
+                cache_write: 1.25,
             },
         )]);
         let settings = MeterSettings {
@@ -580,21 +525,33 @@ mod tests {
         meter.record("default", &request, response).await;
     }
 
-    #[test]
-    fn cost_prices_cached_tokens_apart() {
-        let price = Price {
-            input: 3.0,
-            output: 15.0,
-            cached_input: 0.3,
-        };
-        let usage = TokenUsage {
-            prompt: 1_000_000,
-            completion: 100_000,
-            cached: 400_000,
-            cache_written: 0,
-        };
-        let cost = price.cost(&usage);
-        assert!((cost - (0.6 * 3.0 + 0.4 * 0.3 + 0.1 * 15.0)).abs() < 1e-12);
+    #[tokio::test]
+    async fn totals_keep_cache_reads_writes_and_the_hit_rate() {
+        let (meter, _) = meter(Budgets::default(), "2026-11-24T10:00:00Z");
+        let turn = CallTag::new(Purpose::Turn);
+        let mut first = response(1000, 10, 0);
+        if let Some(usage) = first.usage.as_mut() {
+            usage.cache_written = 800;
+        }
+        spend(&meter, turn, &first).await;
+        spend(&meter, turn, &response(1000, 10, 800)).await;
+        let today = meter.status().await.today;
+        assert_eq!(
+            (today.cached_tokens, today.cache_written_tokens),
+            (800, 800)
+        );
+        assert!((today.cache_hit_rate - 0.4).abs() < 1e-12, "{today:?}");
+        // 200 fresh + 800 written, then 200 fresh + 800 read, at 1, 1.25 and 0.5 per million.
+        let expected = (400.0 + 800.0 * 1.25 + 800.0 * 0.5 + 20.0 * 2.0) / 1e6;
+        assert!((today.cost - expected).abs() < 1e-12, "{today:?}");
+        let line = meter.line().await;
+        assert!(
+            line.contains("cache today: 800 read, 800 written, 40 % hit"),
+            "{line}"
+        );
+        let mut month = Totals::default();
+        month.merge(&today);
+        assert_eq!(month, today);
     }
 
     #[tokio::test]

@@ -2,6 +2,8 @@
 //! both happen.
 //!
 //! - [`budget`]: the limits (`budgets.*`), the owner's day they count in, the stop message.
+//! - [`price`]: [`price::Price`], what a call costs (cache reads and writes apart), and
+//!   [`price::Totals`], the sums of records with the cache hit rate.
 //! - [`meter`]: [`meter::UsageMeter`], the running totals folded from the ledger, the prices,
 //!   and the admission check before each call.
 //! - [`layer`]: [`layer::AccountedLlm`], the outermost layer of each pool's client: admit,
@@ -13,3 +15,4 @@
 pub mod budget;
 pub mod layer;
 pub mod meter;
+pub mod price;

@@ -13,7 +13,8 @@ use anyhow::{Context, Result, bail};
 
 use squidbot::accounting::budget::Budgets;
 use squidbot::accounting::layer::{AccountedLlm, CallObserver};
-use squidbot::accounting::meter::{MeterSettings, Price, UsageMeter};
+use squidbot::accounting::meter::{MeterSettings, UsageMeter};
+use squidbot::accounting::price::Price;
 use squidbot::channels::terminal::ExtraTools;
 use squidbot::config::{
     ApprovalConfig, Config, LoadedConfig, PoolMember, ProviderApi, TokenLimitSetting,
@@ -593,6 +594,7 @@ pub fn usage_meter(config: &Config, home: &Path, clock: Arc<dyn Clock>) -> Arc<U
                 input: price.input,
                 output: price.output,
                 cached_input: price.cached_input.unwrap_or(price.input),
+                cache_write: price.cache_write.unwrap_or(price.input),
             };
             Some((name.clone(), price))
         })

@@ -15,7 +15,7 @@ use chrono::{Days, NaiveDate, Utc};
 use clap::{Args, ValueEnum};
 
 use squidbot::accounting::budget::local_date;
-use squidbot::accounting::meter::Totals;
+use squidbot::accounting::price::Totals;
 use squidbot::core::ports::usage::UsageRecord;
 use squidbot::core::zone::Zone;
 use squidbot::storage::UsageLedgerFile;
@@ -144,17 +144,19 @@ fn table(
         .unwrap_or(5);
     let _ = writeln!(
         out,
-        "{label:<width$}  {:>7}  {:>12}  {:>12}  {:>12}  {:>12}  {:>10}",
-        "calls", "prompt", "cached", "completion", "total", "cost"
+        "{label:<width$}  {:>7}  {:>12}  {:>12}  {:>12}  {:>5}  {:>12}  {:>12}  {:>10}",
+        "calls", "prompt", "cache read", "cache write", "hit", "completion", "total", "cost"
     );
     let line = |out: &mut String, key: &str, t: &Totals| {
         let mark = if t.estimated_calls > 0 { "~" } else { "" };
         let _ = writeln!(
             out,
-            "{key:<width$}  {:>7}  {:>12}  {:>12}  {:>12}  {:>12}  {:>10.4}{mark}",
+            "{key:<width$}  {:>7}  {:>12}  {:>12}  {:>12}  {:>4.0}%  {:>12}  {:>12}  {:>10.4}{mark}",
             t.calls,
             t.prompt_tokens,
             t.cached_tokens,
+            t.cache_written_tokens,
+            t.cache_hit_rate * 100.0,
             t.completion_tokens,
             t.tokens(),
             t.cost
@@ -190,6 +192,7 @@ mod tests {
             prompt_tokens: prompt,
             completion_tokens: 1,
             cached_tokens: 0,
+            cache_written_tokens: 0,
             cost: 0.25,
             estimated,
         }

@@ -156,6 +156,9 @@ pub struct PriceConfig {
     /// Per million prompt tokens the provider served from its cache. Default: the `input`
     /// price.
     pub cached_input: Option<f64>,
+    /// Per million prompt tokens written to the provider's cache (Anthropic charges 1.25
+    /// times the input price for its 5-minute cache). Default: the `input` price.
+    pub cache_write: Option<f64>,
 }
 
 impl Default for ModelConfig {

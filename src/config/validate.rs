@@ -488,6 +488,7 @@ fn check_budgets(config: &Config, checker: &mut Checker<'_>) {
             ("input", Some(price.input)),
             ("output", Some(price.output)),
             ("cached_input", price.cached_input),
+            ("cache_write", price.cache_write),
         ];
         for (key, value) in prices {
             if let Some(value) = value

@@ -664,6 +664,8 @@ impl AgentLoop {
                             sink.delta(&text).await;
                         }
                     }
+                    // The accounting layer's business; nothing is shown.
+                    StreamEvent::Usage(_) => {}
                     StreamEvent::Restart { .. } => {
                         redacting.reset();
                         if shown {

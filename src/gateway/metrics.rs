@@ -4,6 +4,8 @@
 //! the supervisor and the accounting layer of the LLM clients (as its `CallObserver`); `/metrics` renders them in the
 //! OpenMetrics text format with `prometheus-client`.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
@@ -15,6 +17,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use crate::accounting::layer::CallObserver;
+use crate::accounting::price::hit_rate;
 use crate::core::liveness::Pulse;
 use crate::core::ports::usage::UsageRecord;
 
@@ -48,7 +51,8 @@ label!(ConsolidationResult, result);
 pub struct TokenLabels {
     model: String,
     purpose: String,
-    /// `prompt`, `completion` or `cached` (cached tokens are also counted as prompt tokens).
+    /// `prompt`, `completion`, `cached` (read from the provider's cache) or `cache_write`
+    /// (written to it); cache reads and writes are also counted as prompt tokens.
     kind: &'static str,
 }
 
@@ -74,6 +78,10 @@ pub struct Metrics {
     channel_stalled: Family<ChannelName, Gauge>,
     llm_tokens: Family<TokenLabels, Counter>,
     llm_cost: Family<CostLabels, Counter<f64, AtomicU64>>,
+    llm_cache_hit: Family<Model, Gauge<f64, AtomicU64>>,
+    /// Prompt and cached tokens per model since start, which the hit ratio is computed from
+    /// (std mutex: held for one addition, never across an await).
+    cache_sums: Mutex<HashMap<String, (u64, u64)>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -150,7 +158,7 @@ impl Metrics {
         let llm_tokens = Family::<TokenLabels, Counter>::default();
         registry.register(
             "llm_tokens",
-            "LLM tokens by model, purpose and kind (prompt, completion, cached), as reported by the provider or estimated",
+            "LLM tokens by model, purpose and kind (prompt, completion, cached, cache_write), as reported by the provider or estimated",
             llm_tokens.clone(),
         );
         let llm_cost = Family::<CostLabels, Counter<f64, AtomicU64>>::default();
@@ -158,6 +166,12 @@ impl Metrics {
             "llm_cost",
             "LLM cost by model and purpose, in the currency of the configured prices",
             llm_cost.clone(),
+        );
+        let llm_cache_hit = Family::<Model, Gauge<f64, AtomicU64>>::default();
+        registry.register(
+            "llm_cache_hit_ratio",
+            "Share of this process's prompt tokens each model read from the provider's cache (0 to 1)",
+            llm_cache_hit.clone(),
         );
         for outcome in ["replied", "failed", "cancelled", "dropped"] {
             let _ = turns.get_or_create(&Outcome::of(outcome));
@@ -179,6 +193,8 @@ impl Metrics {
             channel_stalled,
             llm_tokens,
             llm_cost,
+            llm_cache_hit,
+            cache_sums: Mutex::default(),
         }
     }
 
@@ -272,6 +288,7 @@ impl CallObserver for Metrics {
             ("prompt", record.prompt_tokens),
             ("completion", record.completion_tokens),
             ("cached", record.cached_tokens),
+            ("cache_write", record.cache_written_tokens),
         ] {
             let labels = TokenLabels {
                 model: record.model.clone(),
@@ -285,6 +302,16 @@ impl CallObserver for Metrics {
             purpose: purpose.to_owned(),
         };
         self.llm_cost.get_or_create(&labels).inc_by(record.cost);
+        let ratio = {
+            let mut sums = self.cache_sums.lock().unwrap_or_else(|p| p.into_inner());
+            let (prompt, cached) = sums.entry(record.model.clone()).or_default();
+            *prompt += record.prompt_tokens;
+            *cached += record.cached_tokens;
+            hit_rate(*cached, *prompt)
+        };
+        self.llm_cache_hit
+            .get_or_create(&Model::of(&record.model))
+            .set(ratio);
     }
 }
 
@@ -306,6 +333,34 @@ mod tests {
             "squidbot_tool_calls_total{tool=\"memory_write\"} 1",
             "squidbot_channel_restarts_total{channel=\"chaos\"} 1",
             "squidbot_consolidations_total{result=\"done\"} 1",
+        ] {
+            assert!(text.contains(needle), "missing {needle} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn cache_reads_writes_and_the_hit_ratio_are_exported() {
+        let metrics = Metrics::new();
+        let record = |prompt: u64, cached: u64, written: u64| UsageRecord {
+            time: chrono::Utc::now(),
+            session: None,
+            purpose: crate::core::ports::usage::Purpose::Turn,
+            pool: "default".into(),
+            model: "m".into(),
+            prompt_tokens: prompt,
+            completion_tokens: 1,
+            cached_tokens: cached,
+            cache_written_tokens: written,
+            cost: 0.0,
+            estimated: false,
+        };
+        metrics.recorded(&record(1000, 0, 900));
+        metrics.recorded(&record(1000, 900, 0));
+        let text = metrics.render();
+        for needle in [
+            "squidbot_llm_tokens_total{model=\"m\",purpose=\"turn\",kind=\"cached\"} 900",
+            "squidbot_llm_tokens_total{model=\"m\",purpose=\"turn\",kind=\"cache_write\"} 900",
+            "squidbot_llm_cache_hit_ratio{model=\"m\"} 0.45",
         ] {
             assert!(text.contains(needle), "missing {needle} in\n{text}");
         }

@@ -84,19 +84,13 @@ impl Accumulator {
         }
     }
 
-    /// Takes what the tag splitter released: text shown, reasoning kept, shown text withdrawn.
     fn take_split(&mut self, split: Split, model: &str, observer: StreamObserver<'_>) {
-        if split.reclassified {
-            self.text.clear();
-            observer(StreamEvent::Restart {
-                model: model.to_owned(),
-            });
-        }
-        self.reasoning.push_str(&split.reasoning);
-        if !split.text.is_empty() {
-            self.text.push_str(&split.text);
-            observer(StreamEvent::TextDelta(split.text));
-        }
+        take_split(split, &mut self.text, &mut self.reasoning, model, observer);
+    }
+
+    /// `error`, with the usage reported before it (see [`billed`]).
+    pub(crate) fn failed(&self, error: LlmError, observer: StreamObserver<'_>) -> LlmError {
+        billed(error, self.usage, observer)
     }
 
     /// Whether a finish reason was seen.
@@ -114,24 +108,18 @@ impl Accumulator {
     ) -> Result<ChatResponse, LlmError> {
         let rest = self.tags.finish();
         self.take_split(rest, model, observer);
-        for body in self.tags.take_calls() {
-            if !self.calls.add_markup(&body) {
-                // Not a call after all: the person sees what the model wrote.
-                let text = format!("<tool_call>{body}</tool_call>");
-                self.text.push_str(&text);
-                observer(StreamEvent::TextDelta(text));
-            }
-        }
+        markup_calls(&mut self.tags, &mut self.calls, &mut self.text, observer);
         if self.text.trim().is_empty() && !self.refusal.is_empty() {
             self.text = std::mem::take(&mut self.refusal);
         }
         let note = match self.finish_reason.as_deref() {
             Some("error") => {
-                return Err(LlmError::Server {
+                let error = LlmError::Server {
                     model: model.to_owned(),
                     status: 502,
                     detail: "the provider ended the answer with finish_reason \"error\"".to_owned(),
-                });
+                };
+                return Err(self.failed(error, observer));
             }
             Some("length") => Some(CUT_NOTE),
             Some("content_filter") => Some(FILTERED_NOTE),
@@ -161,6 +149,46 @@ impl Accumulator {
             model: model.to_owned(),
             usage: self.usage,
         })
+    }
+}
+
+/// Takes what the tag splitter released into `text` and `reasoning`: text shown as it comes,
+/// reasoning kept, text shown so far withdrawn (with [`StreamEvent::Restart`]) when it turned
+/// out to be reasoning. Shared by every adapter whose text may carry tags.
+pub(crate) fn take_split(
+    split: Split,
+    text: &mut String,
+    reasoning: &mut String,
+    model: &str,
+    observer: StreamObserver<'_>,
+) {
+    if split.reclassified {
+        text.clear();
+        observer(StreamEvent::Restart {
+            model: model.to_owned(),
+        });
+    }
+    reasoning.push_str(&split.reasoning);
+    if !split.text.is_empty() {
+        text.push_str(&split.text);
+        observer(StreamEvent::TextDelta(split.text));
+    }
+}
+
+/// Adds the `<tool_call>` blocks the splitter took out of the text to `calls`; a block that
+/// is not a call after all goes back into `text`, shown as the model wrote it.
+pub(crate) fn markup_calls(
+    tags: &mut TagSplitter,
+    calls: &mut CallAssembler,
+    text: &mut String,
+    observer: StreamObserver<'_>,
+) {
+    for body in tags.take_calls() {
+        if !calls.add_markup(&body) {
+            let markup = format!("<tool_call>{body}</tool_call>");
+            text.push_str(&markup);
+            observer(StreamEvent::TextDelta(markup));
+        }
     }
 }
 
@@ -203,6 +231,20 @@ fn collect_text(value: Option<&Value>, into: &mut String) {
     }
 }
 
+/// `error`, after telling `observer` the `usage` the provider reported before the call
+/// failed ([`StreamEvent::Usage`]): the provider bills those tokens, so the accounting layer
+/// records them. Every adapter returns its failures through this once it has seen usage.
+pub(crate) fn billed(
+    error: LlmError,
+    usage: Option<TokenUsage>,
+    observer: StreamObserver<'_>,
+) -> LlmError {
+    if let Some(usage) = usage {
+        observer(StreamEvent::Usage(usage));
+    }
+    error
+}
+
 /// How a streamed response ended.
 #[derive(Debug)]
 pub(crate) enum StreamOutcome {
@@ -233,7 +275,7 @@ pub(crate) async fn read_sse(
             // A server that finished its answer but keeps the connection open, or drops it
             // without `[DONE]`, still gave a whole answer.
             Err(_) if accumulator.is_finished() => break,
-            Err(error) => return Err(sse_error(error, model)),
+            Err(error) => return Err(accumulator.failed(sse_error(error, model), observer)),
         };
         n_events += 1;
         let data = event.data.trim();
@@ -245,14 +287,20 @@ pub(crate) async fn read_sse(
         if data.is_empty() {
             continue;
         }
-        let chunk: Chunk = parse_json(data.as_bytes(), "SSE data", model)?;
+        let chunk: Chunk = parse_json(data.as_bytes(), "SSE data", model)
+            .map_err(|error| accumulator.failed(error, observer))?;
         if let Some(error) = &chunk.error {
+            // OpenRouter sends the usage in the error chunk itself.
+            if let Some(usage) = chunk.usage.as_ref().and_then(usage_of) {
+                accumulator.usage = Some(usage);
+            }
             let (status, detail) = error_payload(error);
-            return Err(LlmError::Server {
+            let error = LlmError::Server {
                 model: model.to_owned(),
                 status,
                 detail: head(&detail),
-            });
+            };
+            return Err(accumulator.failed(error, observer));
         }
         accumulator.apply_chunk(chunk, model, observer);
     }
@@ -265,7 +313,7 @@ pub(crate) async fn read_sse(
     } else if n_events == 0 {
         Err(protocol("the response held no SSE events".to_owned()))
     } else {
-        Err(protocol("stream ended early".to_owned()))
+        Err(accumulator.failed(protocol("stream ended early".to_owned()), observer))
     }
 }
 
@@ -278,11 +326,16 @@ pub(crate) fn parse_completion(
     let completion: Completion = parse_json(body, "a completion", model)?;
     if let Some(error) = &completion.error {
         let (status, detail) = error_payload(error);
-        return Err(LlmError::Server {
+        let error = LlmError::Server {
             model: model.to_owned(),
             status,
             detail: head(&detail),
-        });
+        };
+        return Err(billed(
+            error,
+            completion.usage.as_ref().and_then(usage_of),
+            observer,
+        ));
     }
     let choice = completion.choices.into_iter().next();
     let finish_reason = choice.as_ref().and_then(|c| c.finish_reason.clone());
@@ -502,6 +555,33 @@ mod tests {
         ]);
         let error = error.unwrap_err();
         assert!(error.is_retryable(), "{error}");
+    }
+
+    #[test]
+    fn a_failed_answer_tells_the_usage_it_was_billed() {
+        let (error, seen) = stream(&[
+            json!({"choices":[{"delta":{"content":"junk"}}]}),
+            json!({"choices":[{"delta":{},"finish_reason":"error"}],
+                "usage":{"prompt_tokens":43,"completion_tokens":10}}),
+        ]);
+        assert!(error.is_err());
+        let usage = TokenUsage {
+            prompt: 43,
+            completion: 10,
+            cached: 0,
+            cache_written: 0,
+        };
+        assert_eq!(seen.last(), Some(&StreamEvent::Usage(usage)));
+        // An answer's usage is in the response, never an event.
+        let (response, seen) = stream(&[json!({"choices":[{"delta":{"content":"ok"},
+            "finish_reason":"stop"}],"usage":{"prompt_tokens":43,"completion_tokens":10}})]);
+        assert_eq!(response.unwrap().usage, Some(usage));
+        assert!(!seen.iter().any(|e| matches!(e, StreamEvent::Usage(_))));
+        let seen = Mutex::new(Vec::new());
+        let body = br#"{"error":{"message":"no","code":400},"usage":{"prompt_tokens":43,"completion_tokens":10}}"#;
+        let error = parse_completion(body, "m", &|event| seen.lock().unwrap().push(event));
+        assert!(error.is_err());
+        assert_eq!(*seen.lock().unwrap(), [StreamEvent::Usage(usage)]);
     }
 
     #[test]

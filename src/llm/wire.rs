@@ -370,7 +370,7 @@ pub(crate) struct CompletionChoice {
 /// `prompt_tokens` / `completion_tokens` with `prompt_tokens_details.cached_tokens`; the
 /// Responses-style `input_tokens` / `output_tokens` with `input_tokens_details.cached_tokens`;
 /// DeepSeek's `prompt_cache_hit_tokens`; Anthropic-style `cache_read_input_tokens`; a bare
-/// `cached_tokens`. `None` when it holds neither prompt nor completion tokens.
+/// `cached_tokens`; OpenRouter's cache writes, `prompt_tokens_details.cache_write_tokens`. `None` when it holds neither prompt nor completion tokens.
 pub(crate) fn usage_of(usage: &Value) -> Option<TokenUsage> {
     let number = |keys: &[&str]| keys.iter().find_map(|key| number_at(usage, key));
     let prompt = number(&["prompt_tokens", "input_tokens"]);
@@ -393,11 +393,17 @@ pub(crate) fn usage_of(usage: &Value) -> Option<TokenUsage> {
             ])
         })
         .unwrap_or(0);
+    // OpenRouter reports cache writes (of the Anthropic and Gemini models it relays) beside
+    // the reads, in `prompt_tokens_details`.
+    let cache_written = usage
+        .get("prompt_tokens_details")
+        .and_then(|d| number_at(d, "cache_write_tokens"))
+        .unwrap_or(0);
     Some(TokenUsage {
         prompt: prompt.unwrap_or(0),
         completion: completion.unwrap_or(0),
         cached,
-        cache_written: 0,
+        cache_written,
     })
 }
 

@@ -318,6 +318,7 @@ mod tests {
             prompt_tokens: prompt,
             completion_tokens: 2,
             cached_tokens: 1,
+            cache_written_tokens: 0,
             cost: 0.5,
             estimated: false,
         }
@@ -327,6 +328,16 @@ mod tests {
     async fn prompts(ledger: &UsageLedgerFile) -> Vec<u64> {
         let records = ledger.poll().await.unwrap();
         records.iter().map(|r| r.prompt_tokens).collect()
+    }
+
+    #[test]
+    fn a_line_written_before_cache_writes_were_recorded_reads_as_none_written() {
+        let line = r#"{"time":"2026-11-24T10:00:00Z","purpose":"turn","pool":"default","model":"small","prompt_tokens":10,"completion_tokens":2,"cached_tokens":4,"cost":0.5}"#;
+        let record: UsageRecord = serde_json::from_str(line).unwrap();
+        assert_eq!((record.cached_tokens, record.cache_written_tokens), (4, 0));
+        let again: UsageRecord =
+            serde_json::from_str(&serde_json::to_string(&record).unwrap()).unwrap();
+        assert_eq!(again, record);
     }
 
     #[tokio::test]

@@ -141,6 +141,7 @@ async fn issue_36_text_answers_and_usage_with_cache_figures() {
             let table: Value = serde_json::from_str(&stdout(&output)).unwrap();
             assert_eq!(table["total"]["prompt_tokens"], 9632, "{table}");
             assert_eq!(table["total"]["cached_tokens"], 6289, "{table}");
+            assert_eq!(table["total"]["cache_written_tokens"], 3337, "{table}");
             assert_eq!(table["total"]["completion_tokens"], 198, "{table}");
         }
     }
@@ -336,6 +337,11 @@ async fn issue_36_overloaded_falls_back_to_the_next_model() {
             .collect();
         assert_eq!(models, [json!("claude-first"), json!("claude-second")]);
     }
+    // The 529 billed nothing; the stream that broke had reported 25 input tokens and 1 output
+    // token, which the provider bills: recorded beside the two answers (#36 item 4).
+    let ledger = ledger(&home);
+    assert_eq!(ledger.len(), 3, "{ledger:?}");
+    assert!(ledger.contains(&(25, 1, false)), "{ledger:?}");
 }
 
 #[tokio::test]

@@ -533,120 +533,6 @@ async fn a_cron_job_is_delivered_to_an_http_session_and_an_unroutable_one_is_rep
     assert_eq!(status["channels"]["cron"]["state"], "running");
 }
 
-/// A second gateway on a port the first one holds stops at once with the reason (#40),
-/// instead of retrying the bind forever without HTTP while the first answers.
-#[tokio::test]
-async fn a_second_gateway_on_a_taken_port_exits_with_the_reason() {
-    let llm = ScriptedLlm::start().await;
-    let first = Gateway::start(&llm.url(), "", &[]).await;
-    let address = first.base.trim_start_matches("http://").to_owned();
-    let home = tempfile::tempdir().unwrap();
-    let config = format!(
-        "llm:\n  providers:\n    local:\n      api_base: \"{}\"\n  models:\n    small:\n      provider: local\n      model: m\n  pools:\n    default: [small]\nagents:\n  heartbeat:\n    enabled: false\ngateway:\n  http:\n    listen: {address}\n    token: {TOKEN}\n",
-        llm.url()
-    );
-    std::fs::write(home.path().join("squidbot.yaml"), config).unwrap();
-    let second = tokio::process::Command::new(env!("CARGO_BIN_EXE_squidbot"))
-        .arg("gateway")
-        .env("SQUIDBOT_HOME", home.path())
-        .env("HOME", home.path())
-        .env_remove("SQUIDBOT_CONFIG")
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(Duration::from_secs(60), second)
-        .await
-        .expect("the second gateway kept running on a taken port")
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success(), "{stderr}");
-    assert!(
-        stderr.contains(&format!("cannot listen on {address} (gateway.http.listen)"))
-            && stderr.contains("another squidbot gateway answers"),
-        "{stderr}"
-    );
-    // The first one never noticed.
-    assert_eq!(
-        first.get_json("/status").await["channels"]["http"]["state"],
-        "running"
-    );
-}
-
-/// SIGTERM past the grace period (#40): the streaming client gets a last `error` event saying
-/// why, the call cut short is in the usage ledger, and the exit is non-zero.
-#[tokio::test]
-async fn sigterm_past_the_grace_period_tells_the_client_records_the_call_and_fails() {
-    let llm = ScriptedLlm::start().await;
-    llm.set_handler(|_| Reply::Stall {
-        text: "a long answer begins".to_owned(),
-        for_ms: 60_000,
-    });
-    let url = llm.url();
-    let mut gw = Gateway::start_with_config(
-        move |port| {
-            format!(
-                "llm:\n  providers:\n    local:\n      api_base: \"{url}\"\n  models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\nagents:\n  heartbeat:\n    enabled: false\ngateway:\n  shutdown_grace_seconds: 1\n  http:\n    listen: 127.0.0.1:{port}\n    token: {TOKEN}\n"
-            )
-        },
-        &[],
-        std::process::Stdio::piped(),
-    )
-    .await;
-    let mut stream = gw
-        .http
-        .post(format!("{}/v1/sessions/cut/messages", gw.base))
-        .bearer_auth(TOKEN)
-        .header("Accept", "text/event-stream")
-        .json(&serde_json::json!({ "text": "tell me everything" }))
-        .send()
-        .await
-        .unwrap();
-    while llm.request_count() == 0 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    // The provider has begun answering (its first words are on the wire).
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let mut seen = String::new();
-    let ledger = gw.home().join("usage");
-    let recorded = || {
-        std::fs::read_dir(&ledger)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|entry| std::fs::read_to_string(entry.path()).unwrap_or_default())
-            .collect::<String>()
-    };
-    assert!(
-        !recorded().contains("\"session\":\"http:cut\""),
-        "nothing recorded yet"
-    );
-
-    assert_eq!(
-        gw.terminate().await,
-        Some(1),
-        "turns were cut: not a clean stop"
-    );
-    while let Ok(Some(chunk)) = stream.chunk().await {
-        seen.push_str(&String::from_utf8_lossy(&chunk));
-    }
-    let events = sse_events(&seen);
-    let (name, data) = events.last().expect("events");
-    assert_eq!(name, "error", "{seen}");
-    assert!(
-        data["error"]
-            .as_str()
-            .unwrap()
-            .contains("grace period ran out"),
-        "{data}"
-    );
-    assert!(
-        recorded().contains("\"session\":\"http:cut\"")
-            && recorded().contains("\"estimated\":true"),
-        "the call cut short is in the ledger: {}",
-        recorded()
-    );
-}
-
 /// A failed turn's `error` over the API is the message, not "Error: …" after a field already
 /// named `error` (#40), plain and streamed.
 #[tokio::test]
@@ -683,5 +569,120 @@ async fn a_failed_turn_answers_502_with_the_plain_message() {
             .unwrap()
             .starts_with("the LLM rejected"),
         "{streamed}"
+    );
+}
+
+/// The pieces of a reply whose tool call is written into the text as `<tool_call>` markup,
+/// cut inside the tags and the JSON.
+const MARKUP_PIECES: [&str; 7] = [
+    "Looking: a <",
+    " b, so <",
+    "tool",
+    "_c",
+    "all>\n{\"name\": \"list_files\", ",
+    "\"arguments\": {\"path\": \".\"}}\n</tool_",
+    "call>",
+];
+
+/// An SSE body of Chat Completions chunks, one per piece of `content`, then `stop`.
+fn chat_pieces(pieces: &[&str]) -> Reply {
+    let mut body = String::new();
+    for piece in pieces {
+        let chunk = serde_json::json!({"object": "chat.completion.chunk", "model": "scripted-model",
+            "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": null}]});
+        body.push_str(&format!("data: {chunk}\n\n"));
+    }
+    let stop = serde_json::json!({"object": "chat.completion.chunk", "model": "scripted-model",
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]});
+    body.push_str(&format!("data: {stop}\n\ndata: [DONE]\n\n"));
+    Reply::Raw {
+        content_type: "text/event-stream".to_owned(),
+        body,
+    }
+}
+
+/// An SSE body of Responses API events, one `output_text.delta` per piece, then completed.
+fn responses_pieces(pieces: &[&str]) -> Reply {
+    let mut body = String::new();
+    for piece in pieces {
+        let event = serde_json::json!({"type": "response.output_text.delta", "item_id": "msg_1",
+            "output_index": 0, "content_index": 0, "delta": piece});
+        body.push_str(&format!(
+            "event: response.output_text.delta\ndata: {event}\n\n"
+        ));
+    }
+    let done = serde_json::json!({"type": "response.completed", "response": {"status": "completed",
+        "usage": {"input_tokens": 20, "output_tokens": 9}}});
+    body.push_str(&format!("event: response.completed\ndata: {done}\n\n"));
+    Reply::Raw {
+        content_type: "text/event-stream".to_owned(),
+        body,
+    }
+}
+
+/// A model that writes its tool call into its text as `<tool_call>` markup, in fragments: the
+/// streaming client never receives a byte of the markup, while a lone `<` in ordinary text
+/// still streams once the next piece shows it is text; the call really runs. For Chat
+/// Completions and the Responses API (a local server's, which passes the markup through).
+/// See: #36
+#[tokio::test]
+async fn issue_36_tool_call_markup_never_reaches_a_streaming_client() {
+    let llm = ScriptedLlm::start().await;
+    let chat = Gateway::start(&llm.url(), "", &[]).await;
+    llm.enqueue(chat_pieces(&MARKUP_PIECES));
+    llm.enqueue(Reply::Text("All listed.".into()));
+    markup_is_held_back(&chat, &llm, "chat").await;
+    let responses = Gateway::start_yaml(&format!(
+        "llm:\n  providers:\n    local:\n      api_base: \"{}\"\n      api_key: test-key\n      api: responses\n  \
+         models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    \
+         default: [small]\n  retry:\n    max_retries: 0\nagents:\n  heartbeat:\n    enabled: false\n",
+        llm.url()
+    ))
+    .await;
+    llm.enqueue(responses_pieces(&MARKUP_PIECES));
+    llm.enqueue(responses_pieces(&["All ", "listed."]));
+    markup_is_held_back(&responses, &llm, "responses").await;
+}
+
+/// Asks `gw` over SSE and checks what the client received (see the test above).
+async fn markup_is_held_back(gw: &Gateway, llm: &ScriptedLlm, api: &str) {
+    let before = llm.request_count();
+    let response = gw
+        .http
+        .post(format!("{}/v1/sessions/alice/messages", gw.base))
+        .bearer_auth(TOKEN)
+        .header("accept", "text/event-stream")
+        .json(&serde_json::json!({ "text": "list them" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let events = sse_events(&response.text().await.unwrap());
+    let deltas: Vec<&str> = events
+        .iter()
+        .filter(|(n, _)| n == "delta")
+        .map(|(_, d)| d["text"].as_str().unwrap())
+        .collect();
+    let shown = deltas.concat();
+    for markup in ["tool", "_c", "all>", "{", "}", "name", "</"] {
+        assert!(
+            !shown.contains(markup),
+            "{api}: {markup:?} shown: {deltas:?}"
+        );
+    }
+    assert!(
+        shown.starts_with("Looking: a < b, so "),
+        "{api}: {deltas:?}"
+    );
+    assert!(shown.contains("All listed."), "{api}: {deltas:?}");
+    assert!(deltas.iter().any(|d| d.contains('<')), "{api}: {deltas:?}");
+    // The markup was a call that really ran: its result went back to the model.
+    let requests = llm.requests();
+    assert_eq!(requests.len(), before + 2, "{api}: {requests:?}");
+    let sent = requests[before + 1].to_string();
+    assert!(sent.contains("list_files"), "{api}: {sent}");
+    assert!(
+        sent.contains("\"tool_call_id\"") || sent.contains("function_call_output"),
+        "{api}: {sent}"
     );
 }

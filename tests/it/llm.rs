@@ -95,7 +95,7 @@ fn deltas(events: &[StreamEvent]) -> Vec<&str> {
         .iter()
         .filter_map(|event| match event {
             StreamEvent::TextDelta(text) => Some(text.as_str()),
-            StreamEvent::Restart { .. } => None,
+            StreamEvent::Restart { .. } | StreamEvent::Usage(_) => None,
         })
         .collect()
 }

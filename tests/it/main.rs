@@ -36,6 +36,7 @@ mod service_cli;
 mod daemon;
 // The gateway end to end: HTTP API, auth, ordering, status, metrics, restarts, SIGTERM.
 mod gateway;
+mod gateway_lifecycle;
 // What reaches the disk before an answer leaves, read from strace.
 mod durability;
 // Chat commands (/help, /status, /stop) through a real gateway.

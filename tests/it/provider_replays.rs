@@ -452,6 +452,10 @@ async fn deepseek_gets_its_reasoning_back_and_gemini_its_signatures() {
             .starts_with("The user is asking for the weather in San Francisco."),
         "{assistant}"
     );
+    // #36: Chat Completions' `prompt_tokens_details.cached_tokens` is the cache read.
+    let output = home.run(&["usage", "--json"]).await;
+    let table: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(table["total"]["cached_tokens"], 320, "{table}");
 
     let home = home_for(&llm, "gemini-3-pro-preview");
     llm.enqueue(replay("gemini-parallel-tool-calls.json"));
@@ -532,6 +536,27 @@ async fn an_error_inside_a_stream_is_reported_with_the_providers_words() {
             "{file}: reasoning shown: {shown}"
         );
     }
+}
+
+/// A stream that ends in the provider's error after it reported usage was billed: the ledger
+/// records the provider's tokens, and `squidbot usage` shows them.
+/// See: #36
+#[tokio::test]
+async fn issue_36_an_errored_streams_usage_is_recorded() {
+    let llm = ScriptedLlm::start().await;
+    let home = home_for(&llm, "openai/gpt-oss-20b");
+    llm.enqueue(replay("openrouter-stream-error.sse"));
+    let output = home.run(&["agent", "-m", "hi"]).await;
+    let shown = format!("{}{}", stdout(&output), stderr(&output));
+    assert!(shown.contains("Token limit reached"), "{shown}");
+    // The error chunk's usage: 43 prompt and 10 completion tokens, as reported.
+    assert_eq!(ledger(&home), vec![(43, 10, false)]);
+    let output = home.run(&["usage", "--json"]).await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    let table: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(table["total"]["calls"], 1, "{table}");
+    assert_eq!(table["total"]["prompt_tokens"], 43, "{table}");
+    assert_eq!(table["total"]["completion_tokens"], 10, "{table}");
 }
 
 #[tokio::test]

@@ -81,7 +81,7 @@ async fn wait_for_records(home: &Path, n: usize) -> Vec<Value> {
 
 fn config(url: &str, extra: &str) -> String {
     format!(
-        "llm:\n  providers:\n    local:\n      api_base: \"{url}\"\n  models:\n    small:\n      provider: local\n      model: scripted-model\n      price: {{input: 2.0, output: 8.0, cached_input: 0.5}}\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\n{extra}"
+        "llm:\n  providers:\n    local:\n      api_base: \"{url}\"\n  models:\n    small:\n      provider: local\n      model: scripted-model\n      price: {{input: 2.0, output: 8.0, cached_input: 0.5, cache_write: 2.5}}\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\n{extra}"
     )
 }
 
@@ -163,6 +163,15 @@ async fn ledger_metrics_status_and_cli_equal_what_the_server_reported() {
     assert_eq!(tokens("prompt"), prompt as f64, "{metrics}");
     assert_eq!(tokens("completion"), completion as f64);
     assert_eq!(tokens("cached"), cached as f64);
+    // #36: cache writes are counted and priced apart, and the hit ratio is exported.
+    let written: u64 = reported.iter().map(|(_, r)| r.cache_written).sum();
+    assert!(written > 0 && cached > 0);
+    assert_eq!(tokens("cache_write"), written as f64, "{metrics}");
+    let ratio = metric_sum(&metrics, "squidbot_llm_cache_hit_ratio", "model=\"small\"");
+    assert!(
+        (ratio - cached as f64 / prompt as f64).abs() < 1e-9,
+        "{ratio}: {metrics}"
+    );
     assert!(
         metric_sum(
             &metrics,
@@ -171,7 +180,10 @@ async fn ledger_metrics_status_and_cli_equal_what_the_server_reported() {
         ) > 0.0,
         "{metrics}"
     );
-    let cost = ((prompt - cached) as f64 * 2.0 + cached as f64 * 0.5 + completion as f64 * 8.0)
+    let cost = ((prompt - cached - written) as f64 * 2.0
+        + cached as f64 * 0.5
+        + written as f64 * 2.5
+        + completion as f64 * 8.0)
         / 1_000_000.0;
     let metric_cost = metric_sum(&metrics, "squidbot_llm_cost_total", "model=\"small\"");
     assert!((metric_cost - cost).abs() < 1e-9, "{metric_cost} vs {cost}");
@@ -182,6 +194,7 @@ async fn ledger_metrics_status_and_cli_equal_what_the_server_reported() {
     assert_eq!(today["completion_tokens"], completion);
     assert_eq!(today["calls"], reported.len());
     assert_eq!(status["usage"]["month"]["cached_tokens"], cached);
+    assert_eq!(status["usage"]["month"]["cache_written_tokens"], written);
 
     let home = Home::at(gateway.home());
     let output = home.run(&["usage", "--by", "purpose", "--json"]).await;
@@ -189,6 +202,13 @@ async fn ledger_metrics_status_and_cli_equal_what_the_server_reported() {
     let table: Value = serde_json::from_str(&stdout(&output)).unwrap();
     assert_eq!(table["total"]["prompt_tokens"], prompt);
     assert_eq!(table["total"]["completion_tokens"], completion);
+    assert_eq!(table["total"]["cached_tokens"], cached, "{table}");
+    assert_eq!(table["total"]["cache_written_tokens"], written, "{table}");
+    let rate = table["total"]["cache_hit_rate"].as_f64().unwrap();
+    assert!(
+        (rate - cached as f64 / prompt as f64).abs() < 1e-9,
+        "{table}"
+    );
     let output = home.run(&["usage", "--by", "session"]).await;
     let text = stdout(&output);
     assert!(text.contains("http:u") && text.contains("spawn:"), "{text}");

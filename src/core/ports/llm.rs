@@ -5,6 +5,13 @@
 //! finished [`ChatResponse`] is the source of truth. When a pool falls back after text was
 //! already streamed it emits [`StreamEvent::Restart`], so a consumer can discard what it showed
 //! instead of showing the text twice.
+//!
+//! A call that fails after the provider reported its tokens (an in-stream error following a
+//! usage chunk, a `response.failed` that carries usage) was still billed: the adapter tells
+//! the caller with [`StreamEvent::Usage`] before it returns the error, so the accounting layer
+//! records those tokens instead of nothing. An event rather than a field on [`LlmError`],
+//! because a pool swallows the errors of the attempts it retries, while the events of every
+//! attempt reach the layer above it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,6 +46,10 @@ pub enum StreamEvent {
         /// The model now being tried.
         model: String,
     },
+    /// The tokens the provider reported for an attempt that then failed; sent by an adapter
+    /// just before it returns the error (never for an answer, whose usage is in its
+    /// [`ChatResponse`]), so the billed tokens reach the ledger.
+    Usage(TokenUsage),
 }
 
 /// Receives stream events; must not block (it runs inside the streaming loop).

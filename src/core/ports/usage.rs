@@ -138,7 +138,8 @@ impl CallTag<'_> {
     }
 }
 
-/// One line of the ledger: one LLM call that answered.
+/// One line of the ledger: one LLM call that answered, or one attempt that failed after its
+/// provider reported the tokens it bills.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct UsageRecord {
     /// When the answer arrived.
@@ -156,9 +157,13 @@ pub struct UsageRecord {
     pub prompt_tokens: u64,
     /// Completion tokens.
     pub completion_tokens: u64,
-    /// Cached prompt tokens.
+    /// Prompt tokens read from the provider's cache.
     #[serde(default)]
     pub cached_tokens: u64,
+    /// Prompt tokens written to the provider's cache (absent from lines written before it
+    /// was recorded: zero).
+    #[serde(default)]
+    pub cache_written_tokens: u64,
     /// The cost in the currency of the configured prices (0 for a model without a price).
     #[serde(default)]
     pub cost: f64,
@@ -174,7 +179,7 @@ impl UsageRecord {
             prompt: self.prompt_tokens,
             completion: self.completion_tokens,
             cached: self.cached_tokens,
-            cache_written: 0,
+            cache_written: self.cache_written_tokens,
         }
     }
 }

@@ -24,6 +24,7 @@ use crate::core::ports::llm::{ChatRequest, ChatResponse, LlmError, StreamObserve
 use crate::llm::http::{ApiUrl, ModelClient, encode_json, json_post, send};
 use crate::llm::images;
 use crate::llm::settings::{Endpoint, Timeouts};
+use crate::llm::stream::billed;
 use request::MessagesBody;
 
 /// The API version every request names (`anthropic-version`); the event format read here is
@@ -82,23 +83,10 @@ impl AnthropicLlm {
         }
         let response = send(builder, &self.url, self.model_name(), &self.timeouts).await?;
         let model = self.model_name();
-        match stream::read_stream(response, self.timeouts.idle, model, observer).await {
-            Ok(response) => Ok(response),
-            Err((error, usage)) => {
-                if let Some(usage) = usage {
-                    // The provider bills it; the ledger does not see it yet (#36 item 4).
-                    tracing::info!(
-                        model,
-                        prompt_tokens = usage.prompt,
-                        cached_tokens = usage.cached,
-                        cache_written_tokens = usage.cache_written,
-                        completion_tokens = usage.completion,
-                        "The stream failed after its usage was reported."
-                    );
-                }
-                Err(error)
-            }
-        }
+        // A stream that failed after its usage came was billed: the ledger records it.
+        stream::read_stream(response, self.timeouts.idle, model, observer)
+            .await
+            .map_err(|(error, usage)| billed(error, usage, observer))
     }
 }
 

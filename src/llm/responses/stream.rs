@@ -21,10 +21,11 @@ use serde_json::Value;
 use crate::core::message::{ReasoningState, ToolCall};
 use crate::core::ports::llm::{ChatResponse, LlmError, StreamEvent, StreamObserver};
 use crate::core::ports::usage::TokenUsage;
-use crate::llm::assemble::parse_arguments;
+use crate::llm::assemble::{CallAssembler, parse_arguments};
 use crate::llm::http::{head, parse_json, sse_error, sse_events};
 use crate::llm::responses::request::API;
-use crate::llm::stream::{CUT_NOTE, FILTERED_NOTE};
+use crate::llm::stream::{CUT_NOTE, FILTERED_NOTE, billed, markup_calls, take_split};
+use crate::llm::think::TagSplitter;
 use crate::llm::wire::usage_of;
 
 /// Error codes of a failed response that another try may not meet: the pool retries them.
@@ -59,8 +60,15 @@ pub(crate) struct Accumulator {
     /// Reasoning items, whole, for the next round.
     items: Vec<Value>,
     calls: Vec<PendingCall>,
-    /// The messages whose text is in `text`, each with where its text starts there.
+    /// The text as the model wrote it, tags and all: what a message's done item is compared
+    /// with.
+    written: String,
+    /// The messages whose text is in `written`, each with where its text starts there.
     streamed: Vec<(String, usize)>,
+    /// `<think>` and `<tool_call>` taken out of the text (a local server's Responses API
+    /// passes them through as a Chat Completions one does), held back from the person until
+    /// known to be text.
+    tags: TagSplitter,
     usage: Option<TokenUsage>,
     ending: Option<Ending>,
 }
@@ -83,15 +91,14 @@ impl Accumulator {
             "response.output_text.delta" => {
                 let delta = text("delta");
                 if !delta.is_empty() {
-                    self.mark_streamed(text("item_id"), observer);
-                    self.text.push_str(delta);
-                    observer(StreamEvent::TextDelta(delta.to_owned()));
+                    self.mark_streamed(text("item_id"), model, observer);
+                    self.write(delta, model, observer);
                 }
             }
             "response.refusal.delta" => {
                 let delta = text("delta");
                 if !delta.is_empty() {
-                    self.mark_streamed(text("item_id"), observer);
+                    self.mark_streamed(text("item_id"), model, observer);
                     self.refusal.push_str(delta);
                     observer(StreamEvent::TextDelta(delta.to_owned()));
                 }
@@ -111,7 +118,7 @@ impl Accumulator {
             }
             "response.output_item.done" => {
                 if let Some(item) = event.get("item") {
-                    self.item_done(item, observer);
+                    self.item_done(item, model, observer);
                 }
             }
             "response.completed" | "response.incomplete" | "response.failed" => {
@@ -139,27 +146,33 @@ impl Accumulator {
             .flatten()
         {
             self.item_added(item);
-            self.item_done(item, observer);
+            self.item_done(item, model, observer);
         }
         self.ended(response, model)
     }
 
     /// Notes that the message `item_id` streams; a second message (a commentary, then the
     /// final answer) starts a new paragraph.
-    fn mark_streamed(&mut self, item_id: &str, observer: StreamObserver<'_>) {
+    fn mark_streamed(&mut self, item_id: &str, model: &str, observer: StreamObserver<'_>) {
         if self.streamed.iter().any(|(seen, _)| seen == item_id) {
             return;
         }
-        if !self.text.is_empty() {
-            self.text.push_str("\n\n");
-            observer(StreamEvent::TextDelta("\n\n".to_owned()));
+        if !self.written.is_empty() {
+            self.write("\n\n", model, observer);
         }
-        self.streamed.push((item_id.to_owned(), self.text.len()));
+        self.streamed.push((item_id.to_owned(), self.written.len()));
+    }
+
+    /// Text the model wrote: through the tag splitter, which shows what is known to be text.
+    fn write(&mut self, piece: &str, model: &str, observer: StreamObserver<'_>) {
+        self.written.push_str(piece);
+        let split = self.tags.push(piece);
+        take_split(split, &mut self.text, &mut self.reasoning, model, observer);
     }
 
     /// A finished message. Its done item holds its whole text: what the deltas did not bring
     /// (all of it, when none came) is added, so an answer that lost deltas is still whole.
-    fn message_done(&mut self, id: &str, item: &Value, observer: StreamObserver<'_>) {
+    fn message_done(&mut self, id: &str, item: &Value, model: &str, observer: StreamObserver<'_>) {
         let (mut full, mut refusal) = (String::new(), String::new());
         for part in item
             .get("content")
@@ -180,7 +193,7 @@ impl Accumulator {
         if full.is_empty() {
             return;
         }
-        self.mark_streamed(id, observer);
+        self.mark_streamed(id, model, observer);
         let Some((last, start)) = self.streamed.last() else {
             return;
         };
@@ -188,11 +201,10 @@ impl Accumulator {
             // Another message streamed after this one: its text cannot be amended in place.
             return;
         }
-        let have = self.text.get(*start..).unwrap_or_default();
+        let have = self.written.get(*start..).unwrap_or_default();
         if let Some(rest) = full.strip_prefix(have).filter(|rest| !rest.is_empty()) {
             let rest = rest.to_owned();
-            self.text.push_str(&rest);
-            observer(StreamEvent::TextDelta(rest));
+            self.write(&rest, model, observer);
         }
     }
 
@@ -221,7 +233,7 @@ impl Accumulator {
         }
     }
 
-    fn item_done(&mut self, item: &Value, observer: StreamObserver<'_>) {
+    fn item_done(&mut self, item: &Value, model: &str, observer: StreamObserver<'_>) {
         let id = item.get("id").and_then(Value::as_str).unwrap_or_default();
         match item.get("type").and_then(Value::as_str) {
             Some("function_call") => {
@@ -254,7 +266,7 @@ impl Accumulator {
                 }
                 self.items.push(item.clone());
             }
-            Some("message") => self.message_done(id, item, observer),
+            Some("message") => self.message_done(id, item, model, observer),
             _ => {}
         }
     }
@@ -297,6 +309,10 @@ impl Accumulator {
     /// The finished response: the text (a refusal when there is no text; a note when cut or
     /// filtered), the calls in the order the model made them, the reasoning to send back.
     pub(crate) fn finish(mut self, model: &str, observer: StreamObserver<'_>) -> ChatResponse {
+        let rest = self.tags.finish();
+        take_split(rest, &mut self.text, &mut self.reasoning, model, observer);
+        let mut markup = CallAssembler::default();
+        markup_calls(&mut self.tags, &mut markup, &mut self.text, observer);
         if self.text.trim().is_empty() && !self.refusal.is_empty() {
             self.text = std::mem::take(&mut self.refusal);
         }
@@ -314,7 +330,7 @@ impl Accumulator {
             self.text.push_str(&note);
             observer(StreamEvent::TextDelta(note));
         }
-        let tool_calls = self
+        let mut tool_calls: Vec<ToolCall> = self
             .calls
             .into_iter()
             .map(|call| ToolCall {
@@ -328,6 +344,7 @@ impl Accumulator {
                 provider_state: None,
             })
             .collect();
+        tool_calls.extend(markup.finish());
         ChatResponse {
             text: self.text,
             tool_calls,
@@ -398,7 +415,13 @@ pub(crate) async fn read_sse(
             Ok(event) => event,
             // A server that finished its answer and then broke the connection still answered.
             Err(_) if accumulator.is_finished() => break,
-            Err(error) => return Err(sse_error(error, model)),
+            Err(error) => {
+                return Err(billed(
+                    sse_error(error, model),
+                    accumulator.usage(),
+                    observer,
+                ));
+            }
         };
         let data = event.data.trim();
         if data.is_empty() || data == "[DONE]" {
@@ -406,15 +429,7 @@ pub(crate) async fn read_sse(
         }
         let value: Value = parse_json(data.as_bytes(), "SSE data", model)?;
         if let Err(error) = accumulator.apply(&value, model, observer) {
-            if let Some(usage) = accumulator.usage() {
-                tracing::info!(
-                    model,
-                    prompt = usage.prompt,
-                    completion = usage.completion,
-                    "The failed response reported its usage; it is not in the ledger."
-                );
-            }
-            return Err(error);
+            return Err(billed(error, accumulator.usage(), observer));
         }
         if accumulator.is_finished() {
             break;
@@ -425,7 +440,8 @@ pub(crate) async fn read_sse(
     } else if received.load(Ordering::Relaxed) == 0 {
         Err(protocol("the response was empty".to_owned()))
     } else {
-        Err(protocol("stream ended early".to_owned()))
+        let error = protocol("stream ended early".to_owned());
+        Err(billed(error, accumulator.usage(), observer))
     }
 }
 
@@ -437,7 +453,9 @@ pub(crate) fn parse_response(
 ) -> Result<ChatResponse, LlmError> {
     let response: Value = parse_json(body, "a response", model)?;
     let mut accumulator = Accumulator::default();
-    accumulator.apply_response(&response, model, observer)?;
+    if let Err(error) = accumulator.apply_response(&response, model, observer) {
+        return Err(billed(error, accumulator.usage(), observer));
+    }
     Ok(accumulator.finish(model, observer))
 }
 
@@ -522,6 +540,55 @@ mod tests {
             run(&[json!({"type": "error", "code": "server_is_overloaded", "message": "busy"})])
                 .unwrap_err();
         assert!(error.is_retryable());
+    }
+
+    #[test]
+    fn a_failed_response_tells_the_usage_it_was_billed() {
+        let body = json!({"status": "failed", "error": {"code": "server_error", "message": "boom"},
+            "usage": {"input_tokens": 210, "input_tokens_details": {"cached_tokens": 128},
+                "output_tokens": 41}});
+        let seen = std::sync::Mutex::new(Vec::new());
+        let error = parse_response(body.to_string().as_bytes(), "m", &|event| {
+            seen.lock().unwrap().push(event)
+        });
+        assert!(error.unwrap_err().is_retryable());
+        let usage = TokenUsage {
+            prompt: 210,
+            completion: 41,
+            cached: 128,
+            cache_written: 0,
+        };
+        assert_eq!(*seen.lock().unwrap(), [StreamEvent::Usage(usage)]);
+    }
+
+    #[test]
+    fn markup_in_the_text_is_held_back_and_becomes_a_call() {
+        let shown = std::sync::Mutex::new(String::new());
+        let observer = |event: StreamEvent| {
+            if let StreamEvent::TextDelta(text) = event {
+                shown.lock().unwrap().push_str(&text);
+            }
+        };
+        let mut accumulator = Accumulator::default();
+        let whole = "Sure, 1 < 2.<tool_call>{\"name\": \"shell\", \"arguments\": {\"command\": \"ls\"}}</tool_call>";
+        for piece in whole.split_inclusive(['<', '"', '_']) {
+            let event =
+                json!({"type": "response.output_text.delta", "item_id": "msg_1", "delta": piece});
+            accumulator.apply(&event, "m", &observer).unwrap();
+            assert!(!shown.lock().unwrap().contains("<t"), "{shown:?}");
+        }
+        // The done item repeats the whole text: nothing is shown twice.
+        let done = json!({"type": "response.output_item.done", "item": {"type": "message",
+            "id": "msg_1", "content": [{"type": "output_text", "text": whole}]}});
+        accumulator.apply(&done, "m", &observer).unwrap();
+        let completed = json!({"type": "response.completed", "response": {"status": "completed"}});
+        accumulator.apply(&completed, "m", &observer).unwrap();
+        let response = accumulator.finish("m", &observer);
+        assert_eq!(*shown.lock().unwrap(), "Sure, 1 < 2.");
+        assert_eq!(response.text, "Sure, 1 < 2.");
+        assert_eq!(response.tool_calls.len(), 1);
+        assert_eq!(response.tool_calls[0].name, "shell");
+        assert_eq!(response.tool_calls[0].arguments, json!({"command": "ls"}));
     }
 
     #[test]

@@ -97,6 +97,8 @@ pub struct Reported {
     pub prompt: u64,
     pub completion: u64,
     pub cached: u64,
+    /// Prompt tokens written to the cache (OpenRouter's `cache_write_tokens`).
+    pub cache_written: u64,
 }
 
 #[derive(Default)]
@@ -270,13 +272,15 @@ async fn complete(
                     prompt,
                     completion: size as u64 / 4 + 1,
                     cached: prompt / 3,
+                    cache_written: prompt / 4,
                 };
                 script.reported.push((model.clone(), reported));
                 Some(json!({
                     "prompt_tokens": reported.prompt,
                     "completion_tokens": reported.completion,
                     "total_tokens": reported.prompt + reported.completion,
-                    "prompt_tokens_details": {"cached_tokens": reported.cached},
+                    "prompt_tokens_details": {"cached_tokens": reported.cached,
+                        "cache_write_tokens": reported.cache_written},
                 }))
             }
             _ => None,
