@@ -57,6 +57,9 @@ pub struct Profile {
     /// Whether the model reads images: images a person sent go to it as image parts (see
     /// `images`); other models get the saved path in the text.
     pub vision: bool,
+    /// Whether the request marks cache breakpoints (`cache_control` on content parts): Claude
+    /// at OpenRouter caches a prompt only where it is told to, as Anthropic's own API does.
+    pub cache_breakpoints: bool,
 }
 
 impl Default for Profile {
@@ -69,6 +72,7 @@ impl Default for Profile {
             echo_reasoning: false,
             echo_signatures: false,
             vision: false,
+            cache_breakpoints: false,
         }
     }
 }
@@ -132,6 +136,7 @@ impl Profile {
             echo_reasoning: deepseek_thinking || kimi,
             echo_signatures: gemini,
             vision: reads_images(&id),
+            cache_breakpoints: host.ends_with("openrouter.ai") && vendor == "anthropic",
         }
     }
 }

@@ -82,8 +82,19 @@ fn wire_messages<'a>(
 ) -> Vec<WireMessage<'a>> {
     let mut wire = Vec::with_capacity(messages.len() + 1);
     let mut shown: Vec<&'a str> = Vec::new();
+    let breakpoints = if profile.cache_breakpoints {
+        cache_breakpoints(messages)
+    } else {
+        [None, None]
+    };
     for (position, message) in messages.iter().enumerate() {
-        wire.push(WireMessage::new(message, profile, images));
+        if breakpoints.contains(&Some(position)) {
+            let mut marked = WireMessage::new(message, profile, images);
+            marked.content.mark_cache_breakpoint();
+            wire.push(marked);
+        } else {
+            wire.push(WireMessage::new(message, profile, images));
+        }
         if message.role != Role::Tool {
             continue;
         }
@@ -101,6 +112,27 @@ fn wire_messages<'a>(
         }
     }
     wire
+}
+
+/// Where a request that marks cache breakpoints marks them: the end of the system prompt (the
+/// tools and instructions before it are cached with it) and the last message that is not a
+/// tool result (the conversation so far), so the next turn reads both from the cache. Two of
+/// the four breakpoints Anthropic allows.
+fn cache_breakpoints(messages: &[Arc<Message>]) -> [Option<usize>; 2] {
+    let system = messages
+        .iter()
+        .rposition(|message| message.role == Role::System);
+    let tail = messages
+        .iter()
+        .rposition(|message| matches!(message.role, Role::User | Role::Assistant));
+    [system, tail.filter(|tail| Some(*tail) != system)]
+}
+
+/// `cache_control` of a breakpoint: Anthropic's five-minute cache.
+#[derive(Debug, Clone, Copy, Serialize)]
+struct CacheControl {
+    #[serde(rename = "type")]
+    kind: &'static str,
 }
 
 /// The text before the images tool results showed.
@@ -137,8 +169,14 @@ enum WireContent<'a> {
 #[derive(Debug, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum WirePart<'a> {
-    Text { text: &'a str },
-    ImageUrl { image_url: WireImage<'a> },
+    Text {
+        text: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<CacheControl>,
+    },
+    ImageUrl {
+        image_url: WireImage<'a>,
+    },
 }
 
 #[derive(Debug, Serialize)]
@@ -147,6 +185,29 @@ struct WireImage<'a> {
 }
 
 impl<'a> WireContent<'a> {
+    /// Marks this content as a cache breakpoint: as parts, its last text part carrying
+    /// `cache_control`.
+    fn mark_cache_breakpoint(&mut self) {
+        let breakpoint = Some(CacheControl { kind: "ephemeral" });
+        match self {
+            Self::Text(text) => {
+                *self = Self::Parts(vec![WirePart::Text {
+                    text,
+                    cache_control: breakpoint,
+                }]);
+            }
+            Self::Parts(parts) => {
+                if let Some(WirePart::Text { cache_control, .. }) = parts
+                    .iter_mut()
+                    .rev()
+                    .find(|part| matches!(part, WirePart::Text { .. }))
+                {
+                    *cache_control = breakpoint;
+                }
+            }
+        }
+    }
+
     /// The content of `message`, with those of its images that `images` holds (a tool
     /// result's go in a message after it, see [`wire_messages`]).
     fn of(message: &'a Message, images: &'a HashMap<String, String>) -> Self {
@@ -163,6 +224,7 @@ impl<'a> WireContent<'a> {
         }
         let mut parts = vec![WirePart::Text {
             text: &message.content,
+            cache_control: None,
         }];
         parts.extend(urls.into_iter().map(|url| WirePart::ImageUrl {
             image_url: WireImage { url },
@@ -174,7 +236,10 @@ impl<'a> WireContent<'a> {
 impl<'a> WireMessage<'a> {
     /// The user message that carries the images of a run of tool results, as data URLs.
     fn tool_images(urls: Vec<&'a str>) -> Self {
-        let mut parts = vec![WirePart::Text { text: TOOL_IMAGES }];
+        let mut parts = vec![WirePart::Text {
+            text: TOOL_IMAGES,
+            cache_control: None,
+        }];
         parts.extend(urls.into_iter().map(|url| WirePart::ImageUrl {
             image_url: WireImage { url },
         }));
@@ -465,6 +530,52 @@ mod tests {
     use super::*;
     use chrono::DateTime;
     use serde_json::json;
+
+    #[test]
+    fn claude_at_openrouter_gets_cache_breakpoints_on_the_system_prompt_and_the_tail() {
+        let ts = DateTime::parse_from_rfc3339("2026-11-22T10:00:00+00:00").unwrap();
+        let mut call = Message::new(Role::Assistant, "", ts);
+        call.tool_calls = Some(vec![ToolCall {
+            id: "c1".into(),
+            name: "shell".into(),
+            arguments: json!({"command": "ls"}),
+            provider_state: None,
+        }]);
+        let mut result = Message::new(Role::Tool, "out", ts);
+        result.tool_call_id = Some("c1".into());
+        let messages = [
+            Arc::new(Message::new(Role::System, "instructions", ts)),
+            Arc::new(Message::new(Role::User, "first", ts)),
+            Arc::new(Message::new(Role::Assistant, "answer", ts)),
+            Arc::new(Message::new(Role::User, "second", ts)),
+            Arc::new(call),
+            Arc::new(result),
+        ];
+        let none = HashMap::new();
+        let claude = Profile::detect(
+            "https://openrouter.ai/api/v1",
+            "anthropic/claude-sonnet-4.5",
+        );
+        assert!(claude.cache_breakpoints);
+        let body = RequestBody::new("m", &messages, &[], None, &claude, &none);
+        let sent = serde_json::to_value(&body).unwrap()["messages"].clone();
+        let marked = json!([{"type": "text", "text": "instructions", "cache_control": {"type": "ephemeral"}}]);
+        assert_eq!(sent[0]["content"], marked);
+        // The last message that is not a tool result: the assistant's call (empty text).
+        assert_eq!(sent[4]["content"][0]["cache_control"]["type"], "ephemeral");
+        for plain in [1, 2, 3, 5] {
+            assert!(sent[plain]["content"].is_string(), "{plain}: {sent}");
+        }
+        for other in [
+            ("https://openrouter.ai/api/v1", "openai/gpt-5"),
+            ("https://api.deepseek.com/v1", "deepseek-chat"),
+        ] {
+            let profile = Profile::detect(other.0, other.1);
+            let body = RequestBody::new("m", &messages, &[], None, &profile, &none);
+            let sent = serde_json::to_string(&body).unwrap();
+            assert!(!sent.contains("cache_control"), "{other:?}: {sent}");
+        }
+    }
 
     #[test]
     fn assistant_tool_calls_are_serialized_as_strings_with_empty_content() {
