@@ -272,6 +272,16 @@ async fn the_readmes_cron_example_runs_verbatim_and_targets_the_owners_conversat
         listing.contains("target: 'matrix:!dm:example.org'"),
         "{listing}"
     );
+    let status = crate::support::bin::squidbot(home)
+        .arg("status")
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        stdout(&status).contains("cron:       default target --target 'matrix:!dm:example.org'"),
+        "{}",
+        stdout(&status)
+    );
 
     // Email only: the owner's address, as the email channel names its sessions.
     let dir = tempfile::tempdir().unwrap();
