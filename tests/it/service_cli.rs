@@ -301,13 +301,15 @@ fn exec_start(unit: &str) -> PathBuf {
 }
 
 /// Runs `program --version` as nobody, as systemd would run the unit's `User=nobody`.
+/// (runuser, not setpriv: on this kernel setpriv was seen to run a program in a directory
+/// closed to nobody, which `sh` and runuser as nobody could not.)
 fn version_as_nobody(program: &Path) -> std::process::Output {
-    std::process::Command::new("setpriv")
-        .args(["--reuid=nobody", "--regid=65534", "--clear-groups"])
+    std::process::Command::new("runuser")
+        .args(["-u", "nobody", "--"])
         .arg(program)
         .arg("--version")
         .output()
-        .expect("setpriv (util-linux) runs")
+        .expect("runuser (util-linux) runs")
 }
 
 // See: #40
