@@ -315,7 +315,8 @@ fn inline_comments(lines: &[&str], start: usize, forward: usize) -> Option<Inlin
         .collect();
     let mut budget = INLINE_QUOTE_BUDGET;
     let mut cut_lines = 0;
-    let has_comments = runs >= 2 || (runs == 1 && is_comment(lines[first]));
+    // The first content line is the original's, so a second run is a comment.
+    let has_comments = runs >= 2;
     if !has_comments {
         // Announced, but the comments cannot be told from the original: keep its start.
         for line in &lines[first..forward] {
