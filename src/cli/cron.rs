@@ -4,6 +4,8 @@
 //! the loaded configuration, so `--config` and `SQUIDBOT_HOME` are honoured), through the same
 //! locked updates, so an edit made here while the daemon runs is neither lost nor loses one.
 //! A Matrix target gets its room from the session id, so jobs added here are deliverable.
+//! Without `--target` a job goes to the owner's own conversation (`cron::owner_target`),
+//! and the output says which; jobs are named by id or by name.
 
 use std::process::ExitCode;
 
@@ -13,6 +15,7 @@ use clap::{Args, Subcommand};
 
 use squidbot::core::session::SessionId;
 use squidbot::cron::admin::{self, target_metadata};
+use squidbot::cron::owner_target::{owner_target, shell_quoted};
 use squidbot::cron::store::{CronJobs, NewJob};
 use squidbot::cron::{CronError, format_jobs};
 
@@ -36,7 +39,8 @@ enum CronCommand {
         message: String,
         /// `"0 9 * * 1-5"` (5-field cron), `"every N"` (seconds) or `"at <RFC 3339 time>"`.
         schedule: String,
-        /// The target session, e.g. `matrix:!room:server` or `email:you@example.org`.
+        /// The target session, e.g. 'matrix:!room:server' or email:you@example.org.
+        /// Default: your own conversation (Matrix if configured, else email).
         #[arg(long, alias = "channel", value_name = "SESSION")]
         target: Option<String>,
         /// The zone cron expressions are read in (IANA name, UTC, local or ±HH:MM).
@@ -45,17 +49,17 @@ enum CronCommand {
     },
     /// Remove a job.
     Remove {
-        /// The job id.
+        /// The job id or name.
         id: String,
     },
     /// Enable a job.
     Enable {
-        /// The job id.
+        /// The job id or name.
         id: String,
     },
     /// Disable a job.
     Disable {
-        /// The job id.
+        /// The job id or name.
         id: String,
     },
 }
@@ -80,7 +84,7 @@ pub async fn run(config_path: Option<&std::path::Path>, args: CronArgs) -> Resul
             schedule,
             target,
             timezone,
-        } => add(&store, name, message, schedule, target, timezone).await,
+        } => add(&loaded, &store, name, message, schedule, target, timezone).await,
         CronCommand::Remove { id } => admin::remove_job(&store, &id)
             .await
             .map(|job| format!("Removed job '{}'", job.id)),
@@ -97,7 +101,7 @@ pub async fn run(config_path: Option<&std::path::Path>, args: CronArgs) -> Resul
             Ok(ExitCode::SUCCESS)
         }
         Err(CronError::Store(error)) => Err(error.into()),
-        Err(error @ CronError::UnknownJob { .. }) => {
+        Err(error @ (CronError::UnknownJob { .. } | CronError::AmbiguousName { .. })) => {
             tell!("squidbot: {error}");
             Ok(ExitCode::FAILURE)
         }
@@ -109,6 +113,7 @@ pub async fn run(config_path: Option<&std::path::Path>, args: CronArgs) -> Resul
 }
 
 async fn add(
+    loaded: &squidbot::config::LoadedConfig,
     store: &CronJobs,
     name: String,
     message: String,
@@ -116,18 +121,25 @@ async fn add(
     target: Option<String>,
     timezone: String,
 ) -> Result<String, CronError> {
-    let Some(target) = target else {
-        return Err(CronError::InvalidTarget {
-            target: String::new(),
-            reason:
-                "--target SESSION is required (e.g. matrix:!room:server or email:you@example.org)"
-                    .into(),
-        });
+    let (session, chosen) = match target {
+        Some(target) => {
+            let session =
+                SessionId::parse(target.trim()).map_err(|error| CronError::InvalidTarget {
+                    target: target.clone(),
+                    reason: error.to_string(),
+                })?;
+            (session, None)
+        }
+        None => {
+            let found = owner_target(&loaded.config, &loaded.home).map_err(|reason| {
+                CronError::InvalidTarget {
+                    target: String::new(),
+                    reason,
+                }
+            })?;
+            (found.session, Some(found.why))
+        }
     };
-    let session = SessionId::parse(target.trim()).map_err(|error| CronError::InvalidTarget {
-        target: target.clone(),
-        reason: error.to_string(),
-    })?;
     let metadata = target_metadata(&session, &name, None)?;
     let new = NewJob {
         name,
@@ -140,5 +152,12 @@ async fn add(
         created_in: None,
     };
     let job = admin::add_job(store, new, Utc::now()).await?;
-    Ok(format!("Added cron job '{}' (id={})", job.name, job.id))
+    let target = shell_quoted(&job.channel);
+    Ok(match chosen {
+        Some(why) => format!(
+            "Added cron job '{}' (id={}) for {why}: --target {target}",
+            job.name, job.id
+        ),
+        None => format!("Added cron job '{}' (id={})", job.name, job.id),
+    })
 }

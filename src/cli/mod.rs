@@ -39,6 +39,7 @@ mod matrix;
 mod onboard;
 mod private;
 mod service;
+mod service_env;
 mod skills;
 mod status;
 mod usage;

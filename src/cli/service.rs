@@ -9,9 +9,17 @@
 //! shows; the variables the configuration reads (API keys) come from `$SQUIDBOT_HOME/service.env`,
 //! because a service does not inherit the installing shell's environment.
 //!
+//! Install refuses before writing anything when systemd is not running (`/run/systemd/system`
+//! missing, as sd_booted(3) checks); uninstall then still removes the unit. A system unit's
+//! user must be able to run the binary: when a directory on its path is closed to that user
+//! (`cargo install` as root puts it in /root/.cargo/bin), the binary is copied to
+//! /usr/local/bin and the unit runs the copy. The variables the configuration reads that
+//! `service.env` lacks are named.
+//!
 //! `--unit-dir` (`SQUIDBOT_UNIT_DIR`) and `--systemctl` (`SQUIDBOT_SYSTEMCTL`) replace the unit
-//! directory and the systemctl program: the integration tests use them to check the unit and
-//! the calls without a running systemd.
+//! directory and the systemctl program, and the hidden `SQUIDBOT_SYSTEMD_RUN_DIR` and
+//! `SQUIDBOT_BIN_DIR` the systemd marker and the copy's directory: the integration tests use
+//! them to check the unit and the calls without a running systemd.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -54,6 +62,24 @@ pub struct ServiceArgs {
         default_value = "systemctl"
     )]
     systemctl: OsString,
+    /// The directory whose presence says systemd runs (as sd_booted(3) checks).
+    #[arg(
+        long,
+        global = true,
+        hide = true,
+        env = "SQUIDBOT_SYSTEMD_RUN_DIR",
+        default_value = "/run/systemd/system"
+    )]
+    systemd_run_dir: PathBuf,
+    /// Where a system unit's binary is copied when the --run-as user cannot run this one.
+    #[arg(
+        long,
+        global = true,
+        hide = true,
+        env = "SQUIDBOT_BIN_DIR",
+        default_value = "/usr/local/bin"
+    )]
+    bin_dir: PathBuf,
 }
 
 #[derive(Debug, Subcommand)]
@@ -179,15 +205,25 @@ pub fn run(config_path: Option<&Path>, args: ServiceArgs) -> Result<ExitCode> {
         program: args.systemctl,
         scope,
     };
+    let systemd_runs = args.systemd_run_dir.is_dir();
     match args.action {
-        Action::Install => install(
-            config_path,
-            scope,
-            args.run_as.as_deref(),
-            &unit_path,
-            &systemctl,
-        ),
-        Action::Uninstall => uninstall(&unit_path, &systemctl),
+        Action::Install => {
+            if !systemd_runs {
+                bail!(
+                    "systemd is not running here ({} is missing), so a unit would never start; nothing was written. Run `squidbot gateway` under the supervisor this system has (a container's restart policy, runit, s6, OpenRC)",
+                    args.systemd_run_dir.display()
+                );
+            }
+            install(
+                config_path,
+                scope,
+                args.run_as.as_deref(),
+                &unit_path,
+                &systemctl,
+                &args.bin_dir,
+            )
+        }
+        Action::Uninstall => uninstall(&unit_path, &systemctl, systemd_runs),
         Action::Status => {
             systemctl.check()?;
             let state = if unit_path.exists() {
@@ -213,6 +249,7 @@ fn install(
     run_as: Option<&str>,
     unit_path: &Path,
     systemctl: &Systemctl,
+    bin_dir: &Path,
 ) -> Result<ExitCode> {
     let loaded = squidbot::config::load(config_path)?;
     if !loaded.exists {
@@ -227,6 +264,12 @@ fn install(
         Scope::System => Some(system_user(&loaded.home, run_as)?),
         Scope::User => None,
     };
+    // The unit's user must be able to run the binary: `cargo install` as root puts it in
+    // /root/.cargo/bin, which no other user can enter.
+    let exe = match &user {
+        Some(user) => runnable_by(&exe, user, bin_dir)?,
+        None => exe,
+    };
     let path_env = std::env::var("PATH").ok();
     let unit = render_unit(&loaded, &exe, path_env.as_deref(), scope, user.as_deref())?;
     if let Some(dir) = unit_path.parent() {
@@ -238,10 +281,20 @@ fn install(
     systemctl.run(&["enable", UNIT])?;
     systemctl.run(&["restart", UNIT])?;
     say!("Installed {} and started it.", unit_path.display())?;
+    let env_file = loaded.home.join("service.env");
     say!(
         "Variables the configuration reads (API keys) go in {} as NAME=value lines.",
-        loaded.home.join("service.env").display()
+        env_file.display()
     )?;
+    let lacking = super::service_env::missing_variables(&loaded.path, &env_file);
+    if !lacking.is_empty() {
+        tell!(
+            "warning: {} lacks {}, which the configuration reads: add a NAME=value line for each, then `systemctl{} restart squidbot`",
+            env_file.display(),
+            lacking.join(", "),
+            scope_flag(scope)
+        );
+    }
     say!(
         "Status: squidbot service status; logs: journalctl{} -u squidbot",
         scope_flag(scope)
@@ -263,10 +316,22 @@ fn install(
     Ok(ExitCode::SUCCESS)
 }
 
-fn uninstall(unit_path: &Path, systemctl: &Systemctl) -> Result<ExitCode> {
-    systemctl.check()?;
+fn uninstall(unit_path: &Path, systemctl: &Systemctl, systemd_runs: bool) -> Result<ExitCode> {
+    if systemd_runs {
+        systemctl.check()?;
+    }
     if !unit_path.exists() {
         say!("{UNIT} is not installed (no {}).", unit_path.display())?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    // Without a running systemd there is nothing to stop or reload, but the unit still goes.
+    if !systemd_runs {
+        std::fs::remove_file(unit_path)
+            .with_context(|| format!("cannot remove {}", unit_path.display()))?;
+        say!(
+            "Removed {} (systemd is not running, so nothing was stopped or reloaded).",
+            unit_path.display()
+        )?;
         return Ok(ExitCode::SUCCESS);
     }
     systemctl.run(&["disable", "--now", UNIT])?;
@@ -275,6 +340,50 @@ fn uninstall(unit_path: &Path, systemctl: &Systemctl) -> Result<ExitCode> {
     systemctl.run(&["daemon-reload"])?;
     say!("Stopped, disabled and removed {}.", unit_path.display())?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `exe` if `user` can run it, else a copy of it in `bin_dir` (replaced atomically), which
+/// `user` can run; refused, saying how, when neither works.
+fn runnable_by(exe: &Path, user: &str, bin_dir: &Path) -> Result<PathBuf> {
+    let account = super::service_env::Account::lookup(user)?;
+    if account.can_execute(exe) {
+        return Ok(exe.to_owned());
+    }
+    let target = bin_dir.join("squidbot");
+    let how = format!(
+        "copy it yourself (`install -m 0755 {} {}`) and run that copy's `service install`",
+        exe.display(),
+        target.display()
+    );
+    if !account.can_execute_dir(bin_dir) {
+        bail!(
+            "{user} cannot run {} (a directory on its path is closed to it) nor reach {}: {how}",
+            exe.display(),
+            bin_dir.display()
+        );
+    }
+    let staging = bin_dir.join(format!(".squidbot.{}.tmp", std::process::id()));
+    let copied = std::fs::copy(exe, &staging)
+        .and_then(|_| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o755))
+        })
+        .and_then(|()| std::fs::File::open(&staging)?.sync_all())
+        .and_then(|()| std::fs::rename(&staging, &target));
+    if let Err(error) = copied {
+        let _ = std::fs::remove_file(&staging);
+        bail!(
+            "{user} cannot run {}, and copying it to {} failed ({error}): {how}",
+            exe.display(),
+            target.display()
+        );
+    }
+    say!(
+        "{user} cannot run {} (a directory on its path is closed to it), so the unit runs a copy: {}",
+        exe.display(),
+        target.display()
+    )?;
+    Ok(target)
 }
 
 /// The user a system unit runs as: `run_as`, else the owner of the home; never root. A

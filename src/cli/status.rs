@@ -11,6 +11,7 @@ use anyhow::Result;
 
 use squidbot::config::{ApprovalConfig, LoadedConfig, ShellSandbox};
 use squidbot::core::redact::Redactor;
+use squidbot::cron::owner_target::{owner_target, shell_quoted};
 use squidbot::tools::sandbox::Sandbox;
 
 /// Runs the status command.
@@ -94,6 +95,16 @@ pub fn render(loaded: &LoadedConfig) -> String {
         hb.active_hours_end,
         hb.timezone
     );
+    // The session `cron add` uses without --target, in the form --target takes back.
+    let cron_target = match owner_target(config, &loaded.home) {
+        Ok(found) => format!(
+            "--target {} ({})",
+            shell_quoted(found.session.as_str()),
+            found.why
+        ),
+        Err(reason) => reason,
+    };
+    let _ = writeln!(out, "cron:       default target {cron_target}");
     let shell = &config.tools.shell;
     let allow = match &shell.allow {
         Some(entries) => format!("{} allowed commands", entries.len()),

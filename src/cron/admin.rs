@@ -86,21 +86,40 @@ pub async fn add_job(
     Ok(job)
 }
 
-/// Removes the job `id`; returns it.
+/// The index of the job `wanted` names: its id, else its name if only one job has it.
+///
+/// Names are what people remember and what `cron list` shows first, so they work wherever
+/// an id does; an id always wins, and a name two jobs share is refused with their ids.
+fn find_job(jobs: &[CronJob], wanted: &str) -> Result<usize, CronError> {
+    if let Some(index) = jobs.iter().position(|job| job.id == wanted) {
+        return Ok(index);
+    }
+    let named: Vec<usize> = (0..jobs.len())
+        .filter(|&i| jobs[i].name == wanted)
+        .collect();
+    match named.as_slice() {
+        [index] => Ok(*index),
+        [] => Err(CronError::UnknownJob {
+            id: wanted.to_owned(),
+        }),
+        _ => Err(CronError::AmbiguousName {
+            name: wanted.to_owned(),
+            ids: named.iter().map(|&i| jobs[i].id.clone()).collect(),
+        }),
+    }
+}
+
+/// Removes the job `id` (or the one job named `id`); returns it.
 pub async fn remove_job(store: &CronJobs, id: &str) -> Result<CronJob, CronError> {
     let wanted = id.to_owned();
-    let removed = store
-        .update(move |jobs| {
-            let index = jobs.iter().position(|job| job.id == wanted)?;
-            Some(jobs.remove(index))
-        })
-        .await?;
-    let job = removed.ok_or_else(|| CronError::UnknownJob { id: id.to_owned() })?;
+    let job = store
+        .update(move |jobs| find_job(jobs, &wanted).map(|index| jobs.remove(index)))
+        .await??;
     tracing::info!(job_id = %job.id, name = %job.name, "Cron job removed.");
     Ok(job)
 }
 
-/// Enables or disables the job `id`; returns it as saved.
+/// Enables or disables the job `id` (or the one job named `id`); returns it as saved.
 pub async fn set_enabled(
     store: &CronJobs,
     id: &str,
@@ -108,15 +127,15 @@ pub async fn set_enabled(
     now: DateTime<Utc>,
 ) -> Result<CronJob, CronError> {
     let wanted = id.to_owned();
-    let changed = store
+    let job = store
         .update(move |jobs| {
-            let job = jobs.iter_mut().find(|job| job.id == wanted)?;
+            let index = find_job(jobs, &wanted)?;
+            let job = &mut jobs[index];
             job.set_enabled(enabled, now);
             job.next_run = next_run(job, now);
-            Some(job.clone())
+            Ok::<_, CronError>(job.clone())
         })
-        .await?;
-    let job = changed.ok_or_else(|| CronError::UnknownJob { id: id.to_owned() })?;
+        .await??;
     tracing::info!(job_id = %job.id, enabled, "Cron job toggled.");
     Ok(job)
 }
@@ -177,8 +196,11 @@ pub fn format_jobs(jobs: &[CronJob], now: DateTime<Utc>) -> String {
         let _ = writeln!(out, "  [{state}] {}  {}", status.id, status.name);
         let _ = writeln!(
             out,
-            "       schedule: {}  timezone: {}  channel: {}",
-            status.schedule, status.timezone, status.target
+            "       schedule: {}  timezone: {}  target: {}",
+            status.schedule,
+            status.timezone,
+            // As `--target` takes it, pasted into a shell.
+            super::owner_target::shell_quoted(&status.target)
         );
         let _ = writeln!(out, "       message:  {}", job.message);
         if let Some(by) = &job.created_by {

@@ -11,11 +11,14 @@
 //!   due jobs through the dispatcher, reporting jobs whose target cannot be reached.
 //! - [`admin`]: adding, removing, toggling and listing jobs; shared by the agent's cron tools
 //!   and `squidbot cron`.
+//! - [`owner_target`]: the owner's own conversation, the default target of `squidbot cron
+//!   add`, and session ids quoted for pasting into a shell.
 //! - [`tools`]: `cron_list`, `cron_remove`, `cron_set_enabled` (registered) and `cron_add`
 //!   (built per turn with the turn's session and routing metadata).
 
 pub mod admin;
 pub mod channel;
+pub mod owner_target;
 pub mod schedule;
 pub mod scheduler;
 pub mod store;
@@ -57,11 +60,19 @@ pub enum CronError {
         /// Why.
         reason: String,
     },
-    /// No job has this id.
-    #[error("no job found with id {id:?}")]
+    /// No job has this id or name.
+    #[error("no job found with id or name {id:?}")]
     UnknownJob {
-        /// The id asked for.
+        /// The id or name asked for.
         id: String,
+    },
+    /// Several jobs have this name: the id says which.
+    #[error("several jobs are named {name:?}; name one by its id: {}", ids.join(", "))]
+    AmbiguousName {
+        /// The name asked for.
+        name: String,
+        /// The ids of the jobs with that name.
+        ids: Vec<String>,
     },
     /// The job store failed.
     #[error(transparent)]

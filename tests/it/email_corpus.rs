@@ -181,3 +181,90 @@ async fn real_mail_is_answered_once_or_never_and_the_prompt_holds_what_was_newly
     gateway.stop().await;
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
+
+/// `raw` without the headers a mailing list adds (`List-*`, `Precedence`, `Sender`, …), as the
+/// copy sent straight to a `To:` recipient arrives.
+fn without_list_headers(raw: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(raw);
+    let (head, body) = text.split_once("\n\n").unwrap();
+    let list_header = |line: &str| {
+        let name = line
+            .split(':')
+            .next()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        name.starts_with("list-")
+            || [
+                "precedence",
+                "sender",
+                "errors-to",
+                "x-beenthere",
+                "x-mailman-version",
+            ]
+            .contains(&name.as_str())
+    };
+    let mut kept = Vec::new();
+    let mut dropping = false;
+    for line in head.lines() {
+        if line.starts_with([' ', '\t']) {
+            if !dropping {
+                kept.push(line);
+            }
+            continue;
+        }
+        dropping = list_header(line);
+        if !dropping {
+            kept.push(line);
+        }
+    }
+    format!("{}\n\n{body}", kept.join("\n")).into_bytes()
+}
+
+// See: #40
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inline_review_reaches_the_model_with_its_comments() {
+    // A real review written between the quoted lines of a patch (`56-…`, see SOURCES.md):
+    // the text above says "see my comments inline:", the comments follow the attribution.
+    let raw = std::fs::read(corpus_dir().join("56-thunderbird-inline-review-list.eml")).unwrap();
+    let server = MailServer::shared();
+    let bot = server.add_user("inlinebot");
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(|_| Reply::Text("Thanks, will do.".into()));
+    let home = tempfile::tempdir().unwrap();
+    let port = write_config(home.path(), &llm.url(), &server, &bot, "[\"*\"]");
+    let gateway = MailGateway::start(home.path(), port).await;
+    let mut imap = server.imap(&bot.0, &bot.1).await;
+    imap.append("INBOX", None, None, &without_list_headers(&raw))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while llm.requests().is_empty() {
+        assert!(Instant::now() < deadline, "the review was never answered");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let prompt = last_user_text(&llm.requests()[0]);
+    gateway.stop().await;
+    for comment in [
+        "see my comments inline:",
+        "You can replace \"6t@eth0\" with \"6@eth0\". Tagging is always used by default.",
+        "Rename the node (not the compatible) from 'gpio-leds' to 'leds'.",
+        "IMAGE_SIZE should match the size of the \"firmware\" partition.",
+        "In you case, the firmware parttion is 14976kb large.",
+    ] {
+        assert!(
+            prompt.contains(comment),
+            "{comment:?} is missing:\n{prompt}"
+        );
+    }
+    // The passage a comment answers stays beside it; the rest of the 10 KB quote does not.
+    assert!(prompt.contains("gpio-leds {"), "{prompt}");
+    assert!(
+        !prompt.contains("Connect your computer to LAN1"),
+        "the quote was kept whole:\n{prompt}"
+    );
+    assert!(
+        prompt.chars().count() < 9000,
+        "{} chars:\n{prompt}",
+        prompt.chars().count()
+    );
+}

@@ -1,13 +1,14 @@
 //! `squidbot service install|uninstall|status` through the real binary. There is no running
 //! systemd here, so the unit directory is a temporary one (`SQUIDBOT_UNIT_DIR`) and systemctl
 //! is a script (`SQUIDBOT_SYSTEMCTL`) that records its arguments; the unit written is checked
-//! line by line, and the calls in order.
+//! line by line, and the calls in order. `SQUIDBOT_SYSTEMD_RUN_DIR` stands for
+//! /run/systemd/system (present: systemd runs) and `SQUIDBOT_BIN_DIR` for /usr/local/bin.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use crate::support::bin::{squidbot, stderr, stdout};
+use crate::support::bin::{stderr, stdout};
 
 /// A home with a configuration, a unit directory and a recording systemctl.
 struct Fixture {
@@ -17,6 +18,10 @@ struct Fixture {
 impl Fixture {
     fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
+        // Open to other users, as / and /usr/local/bin are, so a --run-as user can reach bin/.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::create_dir_all(dir.path().join("run-systemd")).unwrap();
+        std::fs::create_dir_all(dir.path().join("bin")).unwrap();
         let home = dir.path().join("my home");
         std::fs::create_dir_all(&home).unwrap();
         std::fs::write(
@@ -45,7 +50,27 @@ impl Fixture {
     }
 
     async fn run(&self, args: &[&str], systemctl: &Path) -> Output {
-        squidbot(&self.home())
+        self.run_with(
+            env!("CARGO_BIN_EXE_squidbot").as_ref(),
+            args,
+            systemctl,
+            "run-systemd",
+        )
+        .await
+    }
+
+    /// `exe service ARGS`, with `run_dir` (under the fixture) standing for /run/systemd/system.
+    async fn run_with(&self, exe: &Path, args: &[&str], systemctl: &Path, run_dir: &str) -> Output {
+        // What `support::bin::squidbot` sets, for another copy of the binary.
+        let mut command = tokio::process::Command::new(exe);
+        command
+            .env("SQUIDBOT_HOME", self.home())
+            .env("HOME", self.home())
+            .env_remove("SQUIDBOT_CONFIG")
+            .env_remove("RUST_LOG")
+            .stdin(std::process::Stdio::null())
+            .env("SQUIDBOT_SYSTEMD_RUN_DIR", self.dir.path().join(run_dir))
+            .env("SQUIDBOT_BIN_DIR", self.dir.path().join("bin"))
             .arg("service")
             .args(args)
             .env("SQUIDBOT_UNIT_DIR", self.dir.path().join("units"))
@@ -263,5 +288,136 @@ async fn issue_15_service_install_without_a_configuration_says_to_onboard_first(
         stderr(&output)
     );
     assert!(!fixture.unit().exists());
+    assert!(fixture.calls().is_empty());
+}
+
+/// The program of the unit's `ExecStart="…" gateway …` line.
+fn exec_start(unit: &str) -> PathBuf {
+    let line = unit
+        .lines()
+        .find_map(|line| line.strip_prefix("ExecStart=\""))
+        .unwrap_or_else(|| panic!("no ExecStart:\n{unit}"));
+    PathBuf::from(&line[..line.find('"').unwrap()])
+}
+
+/// Runs `program --version` as nobody, as systemd would run the unit's `User=nobody`.
+/// (runuser, not setpriv: on this kernel setpriv was seen to run a program in a directory
+/// closed to nobody, which `sh` and runuser as nobody could not.)
+fn version_as_nobody(program: &Path) -> std::process::Output {
+    std::process::Command::new("runuser")
+        .args(["-u", "nobody", "--"])
+        .arg(program)
+        .arg("--version")
+        .output()
+        .expect("runuser (util-linux) runs")
+}
+
+// See: #40
+#[tokio::test]
+async fn as_root_the_unit_runs_a_binary_its_user_can_execute_and_names_missing_variables() {
+    if !is_root() {
+        // Only root installs a unit for another user (CI runs these tests as root).
+        return;
+    }
+    let fixture = Fixture::new();
+    std::fs::write(
+        fixture.home().join("squidbot.yaml"),
+        "gateway:\n  shutdown_grace_seconds: 7\n  http:\n    token_env: SQUIDBOT_TEST_TOKEN\n",
+    )
+    .unwrap();
+    // As `cargo install` leaves it for root: in a directory no one else may enter.
+    let closed = fixture.dir.path().join("root/.cargo/bin");
+    std::fs::create_dir_all(&closed).unwrap();
+    std::fs::set_permissions(
+        fixture.dir.path().join("root"),
+        std::fs::Permissions::from_mode(0o700),
+    )
+    .unwrap();
+    let installed = closed.join("squidbot");
+    std::fs::copy(env!("CARGO_BIN_EXE_squidbot"), &installed).unwrap();
+    assert!(
+        !version_as_nobody(&installed).status.success(),
+        "nobody must not be able to run the root-only copy, or this test proves nothing"
+    );
+    let systemctl = fixture.dir.path().join("systemctl");
+    let args = ["install", "--system", "--run-as", "nobody"];
+    let output = fixture
+        .run_with(&installed, &args, &systemctl, "run-systemd")
+        .await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    let unit = std::fs::read_to_string(fixture.unit()).unwrap();
+    let program = exec_start(&unit);
+    assert_eq!(program, fixture.dir.path().join("bin/squidbot"), "{unit}");
+    let ran = version_as_nobody(&program);
+    assert!(
+        ran.status.success() && String::from_utf8_lossy(&ran.stdout).contains("squidbot"),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    assert!(
+        stdout(&output).contains("runs a copy"),
+        "{}",
+        stdout(&output)
+    );
+    // The variable the configuration reads is named, since service.env lacks it.
+    assert!(
+        stderr(&output).contains("lacks SQUIDBOT_TEST_TOKEN"),
+        "{}",
+        stderr(&output)
+    );
+    std::fs::write(
+        fixture.home().join("service.env"),
+        "SQUIDBOT_TEST_TOKEN=x\n",
+    )
+    .unwrap();
+    let output = fixture
+        .run_with(&installed, &args, &systemctl, "run-systemd")
+        .await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(!stderr(&output).contains("lacks"), "{}", stderr(&output));
+
+    // A binary nobody can already run is used where it is.
+    let output = fixture.service(&args).await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    let unit = std::fs::read_to_string(fixture.unit()).unwrap();
+    assert_eq!(
+        exec_start(&unit),
+        std::fs::canonicalize(env!("CARGO_BIN_EXE_squidbot")).unwrap()
+    );
+}
+
+// See: #40
+#[tokio::test]
+async fn without_systemd_install_writes_nothing_and_uninstall_still_removes_the_unit() {
+    let fixture = Fixture::new();
+    let systemctl = fixture.dir.path().join("systemctl");
+    let exe: &Path = env!("CARGO_BIN_EXE_squidbot").as_ref();
+    let output = fixture
+        .run_with(exe, &["install", "--user"], &systemctl, "no-systemd")
+        .await;
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("systemd is not running")
+            && stderr(&output).contains("nothing was written"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!fixture.unit().exists());
+    assert!(!fixture.dir.path().join("units").exists());
+    assert!(fixture.calls().is_empty());
+
+    // A unit left from when systemd ran is removed all the same.
+    std::fs::create_dir_all(fixture.dir.path().join("units")).unwrap();
+    std::fs::write(fixture.unit(), "[Service]\n").unwrap();
+    let output = fixture
+        .run_with(exe, &["uninstall", "--user"], &systemctl, "no-systemd")
+        .await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(!fixture.unit().exists());
+    assert!(
+        stdout(&output).contains("systemd is not running"),
+        "{}",
+        stdout(&output)
+    );
     assert!(fixture.calls().is_empty());
 }

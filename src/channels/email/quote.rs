@@ -16,7 +16,10 @@
 //!
 //! A quote is cut only below text the person wrote; a reply written under its quote
 //! (bottom-posting) loses the leading quote instead; quotes between answers (inline replies)
-//! stay, since the answers refer to them. A forwarded message is what the person wants read:
+//! stay, since the answers refer to them. Answers written inside a quote that would be cut
+//! (Outlook users and mailing lists answer inline: "see our comments with '>>' beginning")
+//! keep it: the text above announces them, or lines of another kind stand between the
+//! original's; each keeps the passage it answers, within a few KB. A forwarded message is what the person wants read:
 //! nothing from a "Forwarded message" marker on is cut. No crate does this: the one Rust port
 //! of email_reply_parser knows only the English attribution, no header blocks and no forwards.
 
@@ -222,6 +225,158 @@ fn separator_at(lines: &[&str], at: usize) -> bool {
     false
 }
 
+/// Phrases (lower-cased) by which the text above a quote says the answers are inside it.
+const INLINE_ANNOUNCEMENTS: [&str; 12] = [
+    "inline",
+    "in-line",
+    "interleaved",
+    "interspersed",
+    "my comments",
+    "our comments",
+    "comments below",
+    "answers below",
+    "answered below",
+    "replies below",
+    "meine kommentare",
+    "unsere kommentare",
+];
+
+/// At most this many characters of the original are kept around inline comments: enough for
+/// the passage each comment answers, not the whole history (the comments are always kept).
+pub const INLINE_QUOTE_BUDGET: usize = 4000;
+
+/// Characters of quote kept just above one comment: the passage it answers.
+const CONTEXT_PER_COMMENT: usize = 800;
+
+/// The quote with the comments written inside it, bounded.
+struct Inline {
+    lines: Vec<String>,
+    cut_lines: usize,
+}
+
+/// Where the content of the quote starting at `lines[start]` begins: after the attribution
+/// or separator, and the header block below it.
+fn content_start(lines: &[&str], start: usize, forward: usize) -> usize {
+    let mut at = start;
+    if let Some(span) = attribution_at(lines, at) {
+        at += span;
+    } else if separator_at(lines, at) {
+        at += 1;
+    }
+    while at < forward && is_blank(lines[at]) {
+        at += 1;
+    }
+    if at < forward && header_block_at(lines, at) {
+        while at < forward && !is_blank(lines[at]) {
+            at += 1;
+        }
+    }
+    at
+}
+
+/// The quote starting at `lines[start]` with the person's comments inside it, when it has
+/// some: the text above announces them ("see my comments inline", "our comments with '>>'"),
+/// or lines of another kind than the original's stand between its lines (answers between `>`
+/// lines; `>>`-marked answers inside an unquoted Outlook original). The original's first line
+/// says which kind is the quote. Each comment keeps the quote just above it (what it answers),
+/// within `INLINE_QUOTE_BUDGET`; what is left out is marked where it was.
+fn inline_comments(lines: &[&str], start: usize, forward: usize) -> Option<Inline> {
+    let body = content_start(lines, start, forward);
+    let first = (body..forward).find(|&i| !is_blank(lines[i]))?;
+    let quote_is_marked = is_quoted(lines[first]);
+    let is_comment = |line: &str| !is_blank(line) && is_quoted(line) != quote_is_marked;
+    // Kinds of the non-blank lines in order, runs squeezed: quote, comment, quote… means
+    // comments between quoted passages.
+    let mut runs = 0;
+    let mut last: Option<bool> = None;
+    for line in &lines[first..forward] {
+        if is_blank(line) {
+            continue;
+        }
+        let comment = is_comment(line);
+        if last != Some(comment) {
+            runs += 1;
+            last = Some(comment);
+        }
+    }
+    let interleaved = runs >= 3;
+    let announced = {
+        let above = lines[..start].join(" ").to_lowercase();
+        INLINE_ANNOUNCEMENTS
+            .iter()
+            .any(|phrase| above.contains(phrase))
+    };
+    if !interleaved && !announced {
+        return None;
+    }
+    let mut kept: Vec<String> = lines[start..first]
+        .iter()
+        .map(|l| (*l).to_owned())
+        .collect();
+    let mut budget = INLINE_QUOTE_BUDGET;
+    let mut cut_lines = 0;
+    // The first content line is the original's, so a second run is a comment.
+    let has_comments = runs >= 2;
+    if !has_comments {
+        // Announced, but the comments cannot be told from the original: keep its start.
+        for line in &lines[first..forward] {
+            if budget >= line.len() {
+                budget -= line.len();
+                kept.push((*line).to_owned());
+            } else if !is_blank(line) {
+                cut_lines += 1;
+            }
+        }
+        if cut_lines > 0 {
+            kept.push(format!("[… {cut_lines} more quoted lines left out]"));
+        }
+        return Some(Inline {
+            lines: kept,
+            cut_lines,
+        });
+    }
+    // Quote passages are held until a comment shows they are answered.
+    let mut passage: Vec<&str> = Vec::new();
+    let mut flush = |passage: &mut Vec<&str>, kept: &mut Vec<String>, cut: &mut usize| {
+        let mut chars = 0;
+        let mut from = passage.len();
+        while from > 0 {
+            let len = passage[from - 1].len() + 1;
+            if chars + len > CONTEXT_PER_COMMENT.min(budget) {
+                break;
+            }
+            chars += len;
+            from -= 1;
+        }
+        budget -= chars;
+        let left_out = passage[..from].iter().filter(|l| !is_blank(l)).count();
+        if left_out > 0 {
+            *cut += left_out;
+            kept.push(format!("> [… {left_out} quoted lines left out]"));
+        }
+        kept.extend(passage[from..].iter().map(|l| (*l).to_owned()));
+        passage.clear();
+    };
+    for line in &lines[first..forward] {
+        if is_comment(line) {
+            flush(&mut passage, &mut kept, &mut cut_lines);
+            kept.push((*line).to_owned());
+        } else {
+            passage.push(line);
+        }
+    }
+    // The quote below the last comment answers nothing.
+    let trailing = passage.iter().filter(|l| !is_blank(l)).count();
+    cut_lines += trailing;
+    if trailing > 0 {
+        kept.push(format!("> [… {trailing} quoted lines left out]"));
+    }
+    Some(Inline {
+        lines: kept,
+        cut_lines,
+    })
+}
+
 /// `body` without its quoted history (see the module docs).
 pub fn unquote(body: &str) -> Unquoted {
     let lines: Vec<&str> = body.lines().collect();
@@ -246,8 +401,16 @@ pub fn unquote(body: &str) -> Unquoted {
     });
     let mut kept: Vec<&str> = Vec::new();
     let mut cut_lines = 0;
-    match start {
-        Some(start) => {
+    // Comments written inside the quote keep it (bounded), instead of going with it.
+    let inline = start.and_then(|start| inline_comments(&lines, start, forward));
+    let mut inline_lines: Vec<String> = Vec::new();
+    match (start, inline) {
+        (Some(start), Some(inline)) => {
+            kept.extend(&lines[..start]);
+            inline_lines = inline.lines;
+            cut_lines = inline.cut_lines;
+        }
+        (Some(start), None) => {
             kept.extend(&lines[..start]);
             cut_lines = lines[start..forward]
                 .iter()
@@ -257,7 +420,7 @@ pub fn unquote(body: &str) -> Unquoted {
             kept.extend(lines[start..forward].iter().filter(|l| is_footnote(l)));
             kept.extend(&lines[forward..]);
         }
-        None => {
+        (None, _) => {
             // Written under the quote: the leading attribution and quote go.
             let first = (0..forward)
                 .find(|&i| !is_blank(lines[i]))
@@ -283,7 +446,14 @@ pub fn unquote(body: &str) -> Unquoted {
             }
         }
     }
-    let text = kept.join("\n").trim().to_owned();
+    let mut text = kept.join("\n");
+    if !inline_lines.is_empty() {
+        text = format!("{text}\n{}", inline_lines.join("\n"));
+        if let Some(forwarded) = lines.get(forward..).filter(|rest| !rest.is_empty()) {
+            text = format!("{text}\n{}", forwarded.join("\n"));
+        }
+    }
+    let text = text.trim().to_owned();
     if text.is_empty() {
         return Unquoted {
             text: body.trim().to_owned(),
@@ -360,5 +530,81 @@ mod tests {
         check(plain, plain, 0);
         // Only a quote: nothing is cut (there would be nothing left to read).
         check("> only\n> quoted", "> only\n> quoted", 0);
+    }
+
+    #[test]
+    fn comments_written_inside_an_outlook_original_are_kept() {
+        // The case: the original is not `>`-quoted; the answers are marked `>>`.
+        let body = "Hi Bob,\nsee our comments with '>>' beginning.\nAnn\n\n-----Original Message-----\nFrom: Bob\nSent: Monday\nSubject: Plan\n\nCan we ship on Friday?\n>> No, Monday at the earliest.\nWho signs off?\n>> Carla does.\n\nThanks, Bob";
+        let unquoted = unquote(body);
+        assert!(
+            unquoted.text.contains(">> No, Monday at the earliest."),
+            "{unquoted:?}"
+        );
+        assert!(unquoted.text.contains(">> Carla does."), "{unquoted:?}");
+        // The passages they answer stay beside them; the closing below the last does not.
+        assert!(
+            unquoted.text.contains("Can we ship on Friday?"),
+            "{unquoted:?}"
+        );
+        assert!(unquoted.text.contains("Who signs off?"), "{unquoted:?}");
+        assert!(!unquoted.text.contains("Thanks, Bob"), "{unquoted:?}");
+        assert_eq!(unquoted.cut_lines, 1);
+    }
+
+    #[test]
+    fn answers_between_quoted_lines_below_an_attribution_are_kept() {
+        let body = "Hello Markus,\n\nOn 06.05.19 11:15, Markus wrote:\n> - RAM: 64MB\n> +\\t\\t\"6t@eth0\"\n\nYou can replace 6t with 6.\n\n> +\\tgpio-leds {\n\nRename the node.\n\n> +};\n> more\n\n_______\nlist footer";
+        let unquoted = unquote(body);
+        assert!(
+            unquoted.text.contains("You can replace 6t with 6."),
+            "{unquoted:?}"
+        );
+        assert!(unquoted.text.contains("Rename the node."), "{unquoted:?}");
+        assert!(unquoted.text.contains("> +\\tgpio-leds {"), "{unquoted:?}");
+        assert!(
+            unquoted.text.starts_with("Hello Markus,\n\nOn 06.05.19"),
+            "{unquoted:?}"
+        );
+    }
+
+    #[test]
+    fn an_ordinary_top_post_still_loses_its_quote() {
+        check(
+            "Yes, fine.\n\n-----Original Message-----\nFrom: Bob\nSent: Monday\nSubject: Plan\n\nCan we ship on Friday?\nWho signs off?\n\nThanks, Bob",
+            "Yes, fine.",
+            7,
+        );
+        // A `>` quote with a list footer below it is no inline answer.
+        check(
+            "Agreed.\n\nOn Mon, Bob wrote:\n> Ship it?\n> Friday?\n\n____\nlist footer",
+            "Agreed.",
+            5,
+        );
+    }
+
+    #[test]
+    fn the_quote_around_inline_comments_is_bounded_and_every_comment_stays() {
+        let mut body = String::from("Comments inline.\n\nOn Mon, Bob wrote:\n");
+        for round in 0..40 {
+            for line in 0..30 {
+                body.push_str(&format!(
+                    "> original round {round} line {line} with some words\n"
+                ));
+            }
+            body.push_str(&format!("\nAnswer number {round}.\n\n"));
+        }
+        let unquoted = unquote(&body);
+        for round in 0..40 {
+            assert!(unquoted.text.contains(&format!("Answer number {round}.")));
+        }
+        let answers: usize = (0..40).map(|r| format!("Answer number {r}.\n").len()).sum();
+        assert!(
+            unquoted.text.len() < INLINE_QUOTE_BUDGET + answers + 2000,
+            "{} chars",
+            unquoted.text.len()
+        );
+        assert!(unquoted.cut_lines > 900, "{}", unquoted.cut_lines);
+        assert!(unquoted.text.contains("quoted lines left out"));
     }
 }
