@@ -173,6 +173,7 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
             listen: http.listen,
             token,
             approvals: assembly.agent.approvals().cloned(),
+            conversations: assembly.agent.conversations().cloned(),
         };
         directory.register(Arc::new(HttpChannel::new(settings, state.clone())));
     }

@@ -41,13 +41,15 @@ impl HubEvent {
         }
     }
 
-    /// A request for the owner's approval, answered with `POST …/approvals/{id}`.
-    pub fn approval(request: &ApprovalRequest) -> Self {
+    /// A request for the owner's approval, answered with `POST …/approvals/{id}` under
+    /// `session`, the API's session id the client used (the request's own session is another
+    /// after `/new`).
+    pub fn approval(session: &SessionId, request: &ApprovalRequest) -> Self {
         Self {
             name: "approval",
             data: json!({
                 "id": request.id,
-                "session": request.session.key(),
+                "session": session.key(),
                 "tool": request.tool,
                 "command": request.command,
                 "reason": request.reason,
@@ -150,7 +152,7 @@ impl ReplySink for MailboxSink {
 
     async fn ask(&self, request: &ApprovalRequest) -> Result<bool, DeliveryError> {
         self.hub
-            .post_event(&self.session, HubEvent::approval(request));
+            .post_event(&self.session, HubEvent::approval(&self.session, request));
         Ok(true)
     }
 }

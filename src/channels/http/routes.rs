@@ -36,6 +36,7 @@ use super::hub::{HttpHub, HubEvent};
 use super::sse::{SseSink, event};
 use crate::core::approval::{Approvals, Decision, ResolveError};
 use crate::core::audience::Readers;
+use crate::core::conversation::Conversations;
 use crate::core::liveness::Liveness;
 use crate::core::origin::Origin;
 use crate::core::ports::approvals::ApprovalRequest;
@@ -60,6 +61,8 @@ pub struct AppState {
     pub liveness: Liveness,
     /// Where approval answers go.
     pub approvals: Option<Arc<Approvals>>,
+    /// The API session ids' current sessions (see `HttpSettings::conversations`).
+    pub conversations: Option<Arc<Conversations>>,
 }
 
 /// The router for `app`.
@@ -231,7 +234,7 @@ impl ReplySink for QuietSink {
 
     async fn ask(&self, request: &ApprovalRequest) -> Result<bool, DeliveryError> {
         self.hub
-            .post_event(&self.session, HubEvent::approval(request));
+            .post_event(&self.session, HubEvent::approval(&self.session, request));
         Ok(true)
     }
 }
@@ -316,6 +319,10 @@ async fn approval(
     };
     let Some(approvals) = &app.approvals else {
         return error_status(StatusCode::NOT_FOUND, ResolveError::Unknown);
+    };
+    let session = match &app.conversations {
+        Some(conversations) => conversations.current(&session),
+        None => session,
     };
     match approvals.resolve_id(&session, &approval, decision) {
         Ok(request) => {
