@@ -72,12 +72,10 @@ impl Drop for CutShort<'_> {
             completion = usage.completion,
             "LLM call cut short; its estimated usage is recorded."
         );
-        let meter = Arc::clone(&layer.meter);
         let observer = layer.observer.clone();
-        runtime.spawn(async move {
-            meter.append(&record).await;
+        layer.meter.append_later(&runtime, record, move |record| {
             if let Some(observer) = observer {
-                observer.recorded(&record);
+                observer.recorded(record);
             }
         });
     }

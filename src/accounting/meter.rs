@@ -169,6 +169,9 @@ pub struct UsageMeter {
     clock: Arc<dyn Clock>,
     /// A std lock: held only to fold records or read totals, never across an await.
     folded: Mutex<Folded>,
+    /// Appends started where nothing can await them (a call cut short is recorded from a
+    /// `Drop`), which [`UsageMeter::flush`] waits for before the process exits.
+    pending: tokio_util::task::TaskTracker,
 }
 
 impl std::fmt::Debug for UsageMeter {
@@ -191,6 +194,7 @@ impl UsageMeter {
             settings,
             clock,
             folded: Mutex::default(),
+            pending: tokio_util::task::TaskTracker::new(),
         }
     }
 
@@ -345,6 +349,34 @@ impl UsageMeter {
         }
     }
 
+    /// Appends `record` in the background on `runtime`, then hands it to `then`: for a
+    /// caller that cannot await (a `Drop`). [`UsageMeter::flush`] waits for it.
+    pub(crate) fn append_later(
+        self: &Arc<Self>,
+        runtime: &tokio::runtime::Handle,
+        record: UsageRecord,
+        then: impl FnOnce(&UsageRecord) + Send + 'static,
+    ) {
+        let meter = Arc::clone(self);
+        let task = async move {
+            meter.append(&record).await;
+            then(&record);
+        };
+        self.pending.spawn_on(task, runtime);
+    }
+
+    /// Waits up to `limit` for the appends [`UsageMeter::append_later`] started: the gateway
+    /// calls it last, so calls its stop cut short are in the ledger (and the budgets) when
+    /// the process is gone. Whether all were written in time.
+    pub async fn flush(&self, limit: std::time::Duration) -> bool {
+        self.pending.close();
+        let done = tokio::time::timeout(limit, self.pending.wait())
+            .await
+            .is_ok();
+        self.pending.reopen();
+        done
+    }
+
     /// Today's and this month's totals, the budgets and the skips, after a refresh.
     pub async fn status(&self) -> UsageStatus {
         self.refresh().await;
@@ -495,6 +527,7 @@ pub fn estimate(request: &ChatRequest<'_>, response: &ChatResponse) -> TokenUsag
         prompt: prompt as u64,
         completion: answer.div_ceil(4) as u64,
         cached: 0,
+        cache_written: 0,
     }
 }
 
@@ -578,6 +611,7 @@ mod tests {
                 prompt,
                 completion,
                 cached,
+                cache_written: 0,
             }),
             ..ChatResponse::default()
         }
@@ -603,6 +637,7 @@ mod tests {
             prompt: 1_000_000,
             completion: 100_000,
             cached: 400_000,
+            cache_written: 0,
         };
         let cost = price.cost(&usage);
         assert!((cost - (0.6 * 3.0 + 0.4 * 0.3 + 0.1 * 15.0)).abs() < 1e-12);

@@ -45,7 +45,8 @@ use squidbot::gateway::Metrics;
 use squidbot::llm::learned::Learned;
 use squidbot::llm::profile::{TokenLimit, ToolCallIds};
 use squidbot::llm::{
-    Endpoint, LlmPool, OpenAiCompatLlm, Profile, ResponsesLlm, RetryPolicy, Timeouts, http_client,
+    AnthropicLlm, Endpoint, LlmPool, OpenAiCompatLlm, Profile, ResponsesLlm, RetryPolicy, Timeouts,
+    http_client,
 };
 use squidbot::skills::catalog::search_dirs;
 use squidbot::skills::{SkillCatalog, SkilledPrompt, bundled};
@@ -471,6 +472,7 @@ pub fn sandbox_settings(loaded: &LoadedConfig) -> SandboxSettings {
         readable,
         hidden,
         env_passthrough: shell.env_passthrough.clone(),
+        run_as: shell.run_as.clone(),
     }
 }
 
@@ -668,6 +670,7 @@ pub(crate) fn model_client(
             OpenAiCompatLlm::new(client.clone(), endpoint, *timeouts).with_learned(learned.clone()),
         ),
         ProviderApi::Responses => Arc::new(ResponsesLlm::new(client.clone(), endpoint, *timeouts)),
+        ProviderApi::Anthropic => Arc::new(AnthropicLlm::new(client.clone(), endpoint, *timeouts)),
     }
 }
 

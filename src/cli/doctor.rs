@@ -68,6 +68,21 @@ impl Check {
     }
 }
 
+/// What to do about a config that does not load: a variable the file names that is missing
+/// from this environment is not the file's fault, so it is not sent to edit the file.
+fn config_fix(error: &squidbot::config::ConfigError) -> &'static str {
+    let only_environment = matches!(
+        error,
+        squidbot::config::ConfigError::Invalid { problems, .. }
+            if problems.iter().all(|problem| problem.message.starts_with("environment variable "))
+    );
+    if only_environment {
+        "set the variable in this shell, or in the service's env file for the gateway"
+    } else {
+        "fix the file, or run `squidbot onboard`"
+    }
+}
+
 /// Runs every check, prints one line each and returns success only when all pass.
 pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     let mut all_ok = true;
@@ -80,7 +95,7 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
         Err(error) => {
             report(Check::fail(
                 "config",
-                format!("{error} (fix the file, or run `squidbot onboard`)"),
+                format!("{error} ({})", config_fix(&error)),
             ))?;
             return Ok(ExitCode::FAILURE);
         }
@@ -244,22 +259,41 @@ async fn llm_checks(config: &Config, home: &Path) -> Vec<Check> {
 }
 
 /// What to do about a failed ping: the other API when the answer names it (OpenAI's reasoning
-/// models refuse tools on Chat Completions with a 400 that points to `/v1/responses`), else
-/// the usual suspects.
+/// models refuse tools on Chat Completions with a 400 that points to `/v1/responses`;
+/// Anthropic's API wants its key in `x-api-key`) or when the server has no such API, else the
+/// usual suspects.
 fn failed_call_advice(member: &PoolMember<'_>, error: &LlmError) -> String {
     let detail = match error {
-        LlmError::Server { detail, .. } | LlmError::NotFound { detail, .. } => detail.as_str(),
+        LlmError::Server { detail, .. }
+        | LlmError::NotFound { detail, .. }
+        | LlmError::Auth { detail, .. } => detail.as_str(),
         _ => "",
     };
+    let not_found = matches!(error, LlmError::NotFound { .. });
+    let anthropic_host = url::Url::parse(&member.provider.api_base)
+        .is_ok_and(|url| url.host_str() == Some("api.anthropic.com"));
     let provider = &member.model.provider;
     match member.provider.api {
         ProviderApi::Chat if detail.contains("/responses") => format!(
             "{error} (this model needs OpenAI's Responses API: set `api: responses` in \
              llm.providers.{provider})"
         ),
-        ProviderApi::Responses if matches!(error, LlmError::NotFound { .. }) => format!(
+        ProviderApi::Chat | ProviderApi::Responses
+            if detail.contains("x-api-key") || (not_found && anthropic_host) =>
+        {
+            format!(
+                "{error} (this is Anthropic's own API: set `api: anthropic` in \
+                 llm.providers.{provider})"
+            )
+        }
+        ProviderApi::Responses if not_found => format!(
             "{error} (the server has no Responses API: set `api: chat` in \
              llm.providers.{provider}, or check api_base)"
+        ),
+        ProviderApi::Anthropic if not_found => format!(
+            "{error} (the server has no Anthropic Messages API: set `api: chat` in \
+             llm.providers.{provider}, or check api_base; Anthropic's is \
+             https://api.anthropic.com/v1)"
         ),
         _ => format!("{error} (check the server is running, api_base, api_key and model id)"),
     }

@@ -72,6 +72,9 @@ pub(super) fn unbuilt_message(channel: &str) -> String {
     )
 }
 
+/// How long the usage of calls cut short by the stop gets to reach the ledger.
+const LEDGER_FLUSH: Duration = Duration::from_secs(5);
+
 /// How long channels get to stop after the turns drained.
 const CHANNEL_STOP: Duration = Duration::from_secs(5);
 
@@ -175,7 +178,8 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
             approvals: assembly.agent.approvals().cloned(),
             conversations: assembly.agent.conversations().cloned(),
         };
-        directory.register(Arc::new(HttpChannel::new(settings, state.clone())));
+        // Bound before any channel starts: a taken address ends the start with its reason.
+        directory.register(Arc::new(HttpChannel::bind(settings, state.clone())?));
     }
     #[cfg(feature = "matrix")]
     if let Some(matrix) = matrix {
@@ -283,8 +287,18 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     if let Err(error) = activity.save() {
         tracing::warn!(error = %error, "Could not save the last active session.");
     }
-    tracing::info!(drained, "Gateway stopped.");
-    Ok(ExitCode::SUCCESS)
+    if !assembly.usage().flush(LEDGER_FLUSH).await {
+        tracing::warn!("Usage of calls cut short was not all written before the exit.");
+    }
+    if drained {
+        tracing::info!("Gateway stopped.");
+        Ok(ExitCode::SUCCESS)
+    } else {
+        // A supervisor (systemd's Restart=on-failure) and the owner's logs see that turns
+        // were cut, not a clean stop.
+        tracing::warn!("Gateway stopped with turns cut at the end of the grace period.");
+        Ok(ExitCode::FAILURE)
+    }
 }
 
 /// The cron section of `/status`: every job with its next run, last error and skipped slots.

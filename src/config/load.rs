@@ -12,9 +12,11 @@ use super::secret::EnvLookup;
 use super::validate::validate;
 use super::{Config, ConfigError, Problem};
 
-/// The process environment, with empty values treated as unset.
+/// The process environment. An empty value is kept: a secret's variable that is set but empty
+/// is told as such (a service env file with `KEY=`), while the paths treat it as unset
+/// ([`resolve_path_with`]).
 fn process_env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|value| !value.is_empty())
+    std::env::var(name).ok()
 }
 
 /// Where the configuration lives, and the data directory it belongs to.
@@ -76,6 +78,9 @@ pub(crate) fn resolve_path_with(
     explicit: Option<&Path>,
     env: EnvLookup<'_>,
 ) -> Result<ConfigLocation, ConfigError> {
+    // An empty HOME, SQUIDBOT_HOME or SQUIDBOT_CONFIG is no path: as if unset.
+    let set = |name: &str| env(name).filter(|value| !value.is_empty());
+    let env: EnvLookup<'_> = &set;
     let expand = |path: &Path| {
         expand_tilde(path, env)
             .map(|path| absolute(&path))
@@ -247,7 +252,7 @@ fn expand_tilde(path: &Path, env: EnvLookup<'_>) -> Option<PathBuf> {
     let mut components = path.components();
     match components.next() {
         Some(Component::Normal(first)) if first == "~" => {
-            let user_home = env("HOME")?;
+            let user_home = env("HOME").filter(|home| !home.is_empty())?;
             let rest = components.as_path();
             Some(if rest.as_os_str().is_empty() {
                 PathBuf::from(user_home)

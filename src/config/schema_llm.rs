@@ -42,8 +42,8 @@ impl Default for LlmConfig {
     }
 }
 
-/// `llm.providers.<name>`: one OpenAI-compatible endpoint, and the API its models are asked
-/// through.
+/// `llm.providers.<name>`: one endpoint, and the API its models are asked through
+/// (OpenAI-compatible Chat Completions, OpenAI's Responses API or Anthropic's Messages API).
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ProviderConfig {
@@ -60,7 +60,10 @@ pub struct ProviderConfig {
     /// Which API the provider's models are asked through: `chat` (Chat Completions,
     /// `{api_base}/chat/completions`, what every OpenAI-compatible server speaks) or
     /// `responses` (OpenAI's Responses API, `{api_base}/responses`, which OpenAI's current
-    /// reasoning models need to call tools while they reason). Default: `chat`.
+    /// reasoning models need to call tools while they reason) or `anthropic` (Anthropic's
+    /// Messages API, `{api_base}/messages` with the key in `x-api-key`, e.g. `api_base:
+    /// https://api.anthropic.com/v1`: prompt caching, and Claude's thinking kept across tool
+    /// turns). Default: `chat`.
     pub api: ProviderApi,
 }
 
@@ -73,6 +76,8 @@ pub enum ProviderApi {
     Chat,
     /// OpenAI's Responses API.
     Responses,
+    /// Anthropic's Messages API.
+    Anthropic,
 }
 
 /// `llm.models.<name>`: a model at a provider.

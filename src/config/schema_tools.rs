@@ -83,6 +83,10 @@ pub struct ShellToolConfig {
     /// daemon's environment reaches them, and a variable holding a secret is never passed.
     /// Default: none.
     pub env_passthrough: Vec<String>,
+    /// The user commands run as when the gateway runs as root (a container, a VPS): a user
+    /// name or a numeric uid, never root. Ignored when the gateway is not root (commands then
+    /// run as its user). Default: `nobody`.
+    pub run_as: Option<String>,
 }
 
 impl Default for ShellToolConfig {
@@ -97,6 +101,7 @@ impl Default for ShellToolConfig {
             network: true,
             unattended_writes: Vec::new(),
             env_passthrough: Vec::new(),
+            run_as: None,
         }
     }
 }

@@ -257,15 +257,16 @@ pub(crate) fn resolve_secret(
     env_name: &str,
     lookup: EnvLookup<'_>,
 ) -> Result<Secret, SecretError> {
-    let read = |name: &str, in_env_field: bool| {
-        lookup(name)
-            .filter(|value| !value.is_empty())
-            .map(Secret)
-            .ok_or_else(|| SecretError {
-                in_env_field,
-                unset: true,
-                message: format!("environment variable {name} is not set"),
-            })
+    let read = |name: &str, in_env_field: bool| match lookup(name) {
+        Some(value) if !value.is_empty() => Ok(Secret(value)),
+        found => Err(SecretError {
+            in_env_field,
+            unset: true,
+            message: match found {
+                Some(_) => format!("environment variable {name} is set but empty"),
+                None => format!("environment variable {name} is not set"),
+            },
+        }),
     };
     if let Some(name) = secret.env_reference() {
         if !env_name.is_empty() {
@@ -302,7 +303,11 @@ mod tests {
     use super::*;
 
     fn lookup(name: &str) -> Option<String> {
-        (name == "SQUIDBOT_TEST_SECRET_SET").then(|| "s3cret".to_owned())
+        match name {
+            "SQUIDBOT_TEST_SECRET_SET" => Some("s3cret".to_owned()),
+            "SQUIDBOT_TEST_SECRET_EMPTY" => Some(String::new()),
+            _ => None,
+        }
     }
 
     fn check(value: &str, env_name: &str, expected: Result<&str, &str>) {
@@ -326,6 +331,11 @@ mod tests {
             Err("SQUIDBOT_TEST_SECRET_UNSET is not set"),
         );
         check("", "SQUIDBOT_TEST_SECRET_UNSET", Err("is not set"));
+        check(
+            "",
+            "SQUIDBOT_TEST_SECRET_EMPTY",
+            Err("SQUIDBOT_TEST_SECRET_EMPTY is set but empty"),
+        );
         check("x", "SQUIDBOT_TEST_SECRET_SET", Err("not both"));
         check("", "not a name", Err("not an environment variable name"));
         check("pre${X}", "", Ok("pre${X}"));

@@ -41,12 +41,17 @@ impl Config {
         } else {
             format!("      api_key: {}", quote(api_key))
         };
-        // OpenAI's current reasoning models call tools only through the Responses API; every
-        // other OpenAI-compatible server speaks Chat Completions.
-        let api_line = if is_openai(api_base) {
-            "\n      api: responses      # OpenAI's Responses API (chat: Chat Completions)"
-        } else {
-            ""
+        // OpenAI's current reasoning models call tools only through the Responses API, and
+        // Anthropic caches prompts and keeps Claude's thinking only through its own Messages
+        // API; every other OpenAI-compatible server speaks Chat Completions.
+        let api_line = match host(api_base).as_deref() {
+            Some("api.openai.com") => {
+                "\n      api: responses      # OpenAI's Responses API (chat: Chat Completions)"
+            }
+            Some("api.anthropic.com") => {
+                "\n      api: anthropic      # Anthropic's Messages API: prompt caching, thinking kept"
+            }
+            _ => "",
         };
         format!(
             r#"# squidbot configuration. Every field and its default is documented in the reference
@@ -112,11 +117,11 @@ gateway:
     }
 }
 
-/// Whether `api_base` is OpenAI's own API.
-fn is_openai(api_base: &str) -> bool {
+/// The host of `api_base`, which says whose own API it is.
+fn host(api_base: &str) -> Option<String> {
     url::Url::parse(api_base)
         .ok()
-        .is_some_and(|url| url.host_str() == Some("api.openai.com"))
+        .and_then(|url| url.host_str().map(str::to_owned))
 }
 
 /// A YAML double-quoted scalar (a JSON string is one).

@@ -191,7 +191,7 @@ pub struct AddArguments {
     /// The prompt you get when it fires.
     message: String,
     schedule: String,
-    /// IANA zone for cron expressions (default: host local).
+    /// IANA zone of a cron schedule (default: the host's).
     timezone: Option<String>,
     /// Target session id (default: this session).
     channel: Option<String>,
@@ -203,8 +203,7 @@ static ADD_SPEC: LazyLock<TypedSpec<AddArguments>> = LazyLock::new(|| {
     TypedSpec::new(
         "cron_add",
         "Schedule a prompt for yourself; your reply goes to the target session. Schedule: \
-         5-field cron ('0 9 * * 1-5'), 'every N' (seconds) or 'at 2026-05-01T09:00:00+02:00' \
-         (once).",
+         cron ('0 9 * * 1-5'), 'every N' (seconds) or 'at 2026-05-01T09:00:00+02:00'.",
     )
 });
 

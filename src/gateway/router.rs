@@ -68,6 +68,10 @@ struct Queues {
 /// What the person is told when an edit comes after its message was answered (or while it is).
 const CORRECTION_NOTE: &str = "[The person edited an earlier message; this is the corrected text.]";
 
+/// How long turns cancelled at the end of the grace period get to end (see
+/// [`Router::shutdown`]); a cancelled turn ends at its next await, so this is slack.
+const CUT_GRACE: Duration = Duration::from_secs(3);
+
 /// The gateway's dispatcher.
 pub struct Router {
     inner: Arc<Inner>,
@@ -114,7 +118,9 @@ impl Router {
     }
 
     /// Stops accepting and waits up to `grace` for running turns. Returns whether every turn
-    /// finished in time.
+    /// finished in time. Turns still running then are cancelled as `/stop` cancels them and
+    /// get [`CUT_GRACE`] to end that way: their clients get a last event saying so (instead of
+    /// a connection cut without `done` or `error`), and their cut LLM calls are recorded.
     pub async fn shutdown(&self, grace: Duration) -> bool {
         self.inner.closed.store(true, Ordering::SeqCst);
         self.inner.tracker.close();
@@ -122,10 +128,26 @@ impl Router {
             .await
             .is_ok();
         if !finished {
+            let cut: Vec<CancellationToken> = self
+                .inner
+                .running
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .values()
+                .cloned()
+                .collect();
             tracing::warn!(
                 grace_seconds = grace.as_secs(),
-                "Turns still running after the grace period; the gateway stops without waiting for them."
+                turns = cut.len(),
+                "Turns still running after the grace period; cancelling them."
             );
+            cut.iter().for_each(CancellationToken::cancel);
+            if tokio::time::timeout(CUT_GRACE, self.inner.tracker.wait())
+                .await
+                .is_err()
+            {
+                tracing::warn!("Cancelled turns did not end in time; the gateway stops anyway.");
+            }
         }
         finished
     }
@@ -370,7 +392,13 @@ impl Inner {
             }
             Err(TurnError::Cancelled) => {
                 metrics.turn("cancelled", started.elapsed());
-                TurnResult::Failed("The turn was cancelled with /stop.".to_owned())
+                let why = if self.closed.load(Ordering::SeqCst) {
+                    "The gateway stopped before this turn finished (its grace period ran out); \
+                     ask again when it is back."
+                } else {
+                    "The turn was cancelled with /stop."
+                };
+                TurnResult::Failed(why.to_owned())
             }
             Err(TurnError::Persist(error)) => {
                 tracing::error!(session = %session, error = %error, "Inbound message could not be persisted; not acknowledged.");

@@ -1,11 +1,14 @@
 //! The HTTP exchange every API adapter shares ([`crate::llm::openai_compat`] for Chat
-//! Completions, [`crate::llm::responses`] for OpenAI's Responses API): the shared client, one
-//! POST under the first-byte timeout with the key in the `Authorization` header, the mapping
-//! of statuses, `Retry-After` and transport errors to [`LlmError`]s the pool can act on, bodies
-//! read under the idle timeout, and an SSE event stream whose every gap is timed.
+//! Completions, [`crate::llm::responses`] for OpenAI's Responses API,
+//! [`crate::llm::anthropic`] for Anthropic's Messages API): the shared client, one POST under
+//! the first-byte timeout (the key in the `Authorization` header, or in the header an API
+//! names), the mapping of statuses, `Retry-After` and transport errors to [`LlmError`]s the
+//! pool can act on, bodies read under the idle timeout, and an SSE event stream whose every
+//! gap is timed.
 //!
-//! It lives apart from the wire formats so that a second API classifies failures exactly as
-//! the first: a 429 is a rate limit and a 503 is retried whichever API answered it.
+//! It lives apart from the wire formats so that every API classifies failures exactly as the
+//! first: a 429 is a rate limit and a 503 (or Anthropic's 529) is retried whichever API
+//! answered it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -64,8 +67,20 @@ impl ApiUrl {
     }
 }
 
+/// `body` as the JSON bytes of a request, written into a buffer of `capacity` (the size of
+/// the model's last request, so a long history is not copied as the buffer grows).
+pub(crate) fn encode_json(
+    body: &impl serde::Serialize,
+    capacity: usize,
+) -> Result<Vec<u8>, LlmError> {
+    let mut bytes = Vec::with_capacity(capacity);
+    serde_json::to_writer(&mut bytes, body)
+        .map_err(|error| LlmError::Config(format!("the request could not be encoded: {error}")))?;
+    Ok(bytes)
+}
+
 /// Posts the JSON `bytes` to `url` for `endpoint` (its key as a bearer token) and returns the
-/// response if its status is a success; every failure is classified (see [`classify_status`]).
+/// response if its status is a success; every failure is classified (see [`send`]).
 pub(crate) async fn post_json(
     client: &reqwest::Client,
     url: &ApiUrl,
@@ -73,17 +88,38 @@ pub(crate) async fn post_json(
     timeouts: &Timeouts,
     bytes: Vec<u8>,
 ) -> Result<reqwest::Response, LlmError> {
-    let model = endpoint.model_name.as_str();
+    let mut builder = json_post(client, url, bytes);
+    if let Some(key) = &endpoint.api_key {
+        builder = builder.bearer_auth(key);
+    }
+    send(builder, url, &endpoint.model_name, timeouts).await
+}
+
+/// A POST of the JSON `bytes` to `url`, without a key: an API that carries the key in a
+/// header of its own (Anthropic's `x-api-key`) adds it and its other headers, then [`send`]s.
+pub(crate) fn json_post(
+    client: &reqwest::Client,
+    url: &ApiUrl,
+    bytes: Vec<u8>,
+) -> reqwest::RequestBuilder {
     let builder = match &url.parsed {
         Ok(parsed) => client.post(parsed.clone()),
         Err(text) => client.post(text.as_str()),
     };
-    let mut builder = builder
+    builder
         .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-        .body(bytes);
-    if let Some(key) = &endpoint.api_key {
-        builder = builder.bearer_auth(key);
-    }
+        .body(bytes)
+}
+
+/// Sends a request to `url` for `model` under the first-byte timeout and returns the response
+/// if its status is a success; every failure is classified (see [`classify_status`]), with
+/// the provider's words from the error body.
+pub(crate) async fn send(
+    builder: reqwest::RequestBuilder,
+    url: &ApiUrl,
+    model: &str,
+    timeouts: &Timeouts,
+) -> Result<reqwest::Response, LlmError> {
     let response = match tokio::time::timeout(timeouts.first_byte, builder.send()).await {
         Err(_) => {
             return Err(LlmError::Timeout {

@@ -21,9 +21,20 @@ use base64::Engine;
 use tokio::io::AsyncReadExt;
 
 use crate::core::message::{Message, Role, image_type};
+use crate::llm::settings::Endpoint;
 
 /// The most images one request carries (the newest).
 pub const MAX_IMAGES: usize = 4;
+
+/// What [`load`] gives for a request to the model at `endpoint`: nothing for a model that does
+/// not read images (it gets the saved paths in the text).
+pub async fn load_for(endpoint: &Endpoint, messages: &[Arc<Message>]) -> HashMap<String, String> {
+    if endpoint.profile.vision {
+        load(messages, endpoint.max_image_bytes).await
+    } else {
+        HashMap::new()
+    }
+}
 
 /// The `data:` URL of each image of `messages` that goes out, by its saved path.
 pub async fn load(messages: &[Arc<Message>], max_bytes: u64) -> HashMap<String, String> {

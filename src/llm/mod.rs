@@ -1,6 +1,6 @@
-//! The LLM adapter: OpenAI-compatible Chat Completions and OpenAI's Responses API over SSE, and
-//! pools with retry and fallback. All implement the core's
-//! [`LlmClient`](crate::core::ports::llm::LlmClient) port.
+//! The LLM adapter: OpenAI-compatible Chat Completions, OpenAI's Responses API and Anthropic's
+//! Messages API over SSE, and pools with retry and fallback. All implement the core's
+//! [`LlmClient`](crate::core::ports::llm::LlmClient) port, so a pool may mix them.
 //!
 //! - [`settings`]: the plain structs an adapter is built from ([`Endpoint`], [`Timeouts`],
 //!   [`RetryPolicy`]); the config module fills them.
@@ -9,6 +9,8 @@
 //!   API shares.
 //! - [`openai_compat`]: [`OpenAiCompatLlm`], one model behind Chat Completions.
 //! - [`responses`]: [`ResponsesLlm`], one model behind OpenAI's Responses API.
+//! - [`anthropic`]: [`AnthropicLlm`], one model behind Anthropic's Messages API, with prompt
+//!   caching.
 //! - `wire`: request serialization and response shapes.
 //! - `stream`: SSE (or plain JSON) into a `ChatResponse`.
 //! - `assemble`: tool-call fragments into calls, keyed by id and name as well as index.
@@ -17,6 +19,7 @@
 //! - [`pool`]: [`LlmPool`], models tried in order with backoff.
 //! - [`profile`]: [`Profile`], what one model's requests must look like for its provider.
 
+pub mod anthropic;
 mod assemble;
 pub mod http;
 pub mod images;
@@ -30,6 +33,7 @@ mod stream;
 mod think;
 mod wire;
 
+pub use anthropic::AnthropicLlm;
 pub use assemble::parse_arguments as parse_tool_arguments;
 pub use http::http_client;
 pub use openai_compat::OpenAiCompatLlm;

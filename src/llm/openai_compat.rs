@@ -7,14 +7,13 @@
 //! good, see [`Learned`]), and a server that ignores `stream: true` and answers with plain JSON
 //! is read as such. The API key only ever goes into the `Authorization` header.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 
 use crate::core::ports::llm::{ChatRequest, ChatResponse, LlmError, StreamObserver};
-use crate::llm::http::{ApiUrl, ModelClient, is_json, post_json, read_whole};
+use crate::llm::http::{ApiUrl, ModelClient, encode_json, is_json, post_json, read_whole};
 use crate::llm::images;
 use crate::llm::learned::Learned;
 use crate::llm::settings::{Endpoint, Timeouts};
@@ -83,11 +82,7 @@ impl OpenAiCompatLlm {
         request: ChatRequest<'_>,
         observer: StreamObserver<'_>,
     ) -> Result<ChatResponse, LlmError> {
-        let images = if self.endpoint.profile.vision {
-            images::load(request.messages, self.endpoint.max_image_bytes).await
-        } else {
-            HashMap::new()
-        };
+        let images = images::load_for(&self.endpoint, request.messages).await;
         let mut body = RequestBody::new(
             &self.endpoint.model,
             request.messages,
@@ -157,10 +152,7 @@ impl OpenAiCompatLlm {
 
     /// Sends the request and returns the response if its status is a success.
     async fn send(&self, body: &RequestBody<'_>) -> Result<reqwest::Response, LlmError> {
-        let mut bytes = Vec::with_capacity(self.body_hint.load(Ordering::Relaxed));
-        serde_json::to_writer(&mut bytes, body).map_err(|error| {
-            LlmError::Config(format!("the request could not be encoded: {error}"))
-        })?;
+        let bytes = encode_json(body, self.body_hint.load(Ordering::Relaxed))?;
         self.body_hint
             .store(bytes.len() + bytes.len() / 8, Ordering::Relaxed);
         post_json(

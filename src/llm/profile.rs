@@ -181,12 +181,7 @@ pub fn tool_call_id(id: &str, rule: ToolCallIds) -> std::borrow::Cow<'_, str> {
         ToolCallIds::NineAlphanumerics => {
             const ALPHABET: &[u8] =
                 b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-            // FNV-1a: stable across runs and builds (std's hasher is not).
-            let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-            for byte in id.bytes() {
-                hash ^= u64::from(byte);
-                hash = hash.wrapping_mul(0x0100_0000_01b3);
-            }
+            let mut hash = stable_hash(id);
             let mut out = String::with_capacity(9);
             for _ in 0..9 {
                 out.push(char::from(ALPHABET[(hash % 62) as usize]));
@@ -198,6 +193,17 @@ pub fn tool_call_id(id: &str, rule: ToolCallIds) -> std::borrow::Cow<'_, str> {
             std::borrow::Cow::Owned(out)
         }
     }
+}
+
+/// FNV-1a of `text`: stable across runs and builds (std's hasher is not), so an id rewritten
+/// for a provider's rule is the same in every request.
+pub(crate) fn stable_hash(text: &str) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in text.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 
 use crate::core::backoff::Backoff;
 use crate::core::ports::llm::ContextBudget;
+use crate::core::ports::tool::ToolSpec;
 use crate::llm::profile::Profile;
 use std::fmt;
 use std::time::Duration;
@@ -19,7 +20,8 @@ pub struct Endpoint {
     pub model: String,
     /// Base URL up to and including the version, e.g. `https://api.openai.com/v1`.
     pub api_base: String,
-    /// Bearer token; `None` sends no `Authorization` header. Never logged.
+    /// The API key (a bearer token, or Anthropic's `x-api-key`); `None` sends none. Never
+    /// logged.
     pub api_key: Option<String>,
     /// What the requests look like for this model's provider (token-limit field, tool-call
     /// ids, what goes back to it); [`Profile::detect`] unless the configuration says.
@@ -85,6 +87,17 @@ impl Endpoint {
     /// The Responses API's URL: `{api_base}/responses`.
     pub fn responses_url(&self) -> String {
         format!("{}/responses", self.api_base.trim_end_matches('/'))
+    }
+
+    /// The tools a request offers this model: none for a model configured without tools
+    /// (its server would refuse them).
+    pub fn offered<'t>(&self, tools: &'t [&'t ToolSpec]) -> &'t [&'t ToolSpec] {
+        if self.profile.tools { tools } else { &[] }
+    }
+
+    /// Anthropic's Messages URL: `{api_base}/messages`.
+    pub fn messages_url(&self) -> String {
+        format!("{}/messages", self.api_base.trim_end_matches('/'))
     }
 }
 

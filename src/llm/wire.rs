@@ -397,6 +397,7 @@ pub(crate) fn usage_of(usage: &Value) -> Option<TokenUsage> {
         prompt: prompt.unwrap_or(0),
         completion: completion.unwrap_or(0),
         cached,
+        cache_written: 0,
     })
 }
 

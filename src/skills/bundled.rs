@@ -2,7 +2,7 @@
 //!
 //! [`materialize`] writes them to `$SQUIDBOT_HOME/bundled-skills/<name>/SKILL.md` (only when the
 //! content differs, so a normal start writes nothing), so the agent can `read_file` them at the
-//! `<location>` the prompt gives; that directory is readable to the file tools even when they
+//! `file` the prompt gives; that directory is readable to the file tools even when they
 //! are confined to the workspace. The gateway and `squidbot agent` both do this at start (two
 //! versions of the binary may disagree on a skill's text), so it runs under the directory's
 //! lock.
@@ -89,8 +89,8 @@ mod tests {
         let (xml, always) = catalog.prompt();
         assert_eq!(always.len(), 1);
         assert!(always[0].contains("memory_write"));
-        assert!(!xml.contains("<name>memory</name>"));
-        assert!(xml.contains("<name>research</name>"));
+        assert!(!xml.contains("<skill name=\"memory\""));
+        assert!(xml.contains("<skill name=\"research\""));
     }
 
     /// The skills and bootstrap templates are paid for on every turn (TARGETS.md: the whole

@@ -319,31 +319,30 @@ fn is_executable(path: &Path) -> bool {
     }
 }
 
-/// The prompt's skills section: a one-line instruction and the XML of the non-always skills.
+/// The prompt's skills section: a one-line instruction and the XML of the non-always skills,
+/// one element each with its name and file as attributes and its description as text. Every
+/// turn's prompt carries it, so it is as terse as XML allows: an available skill says nothing
+/// about being available, an unavailable one names what it lacks in `requires`.
 fn render_xml(skills: &[Skill]) -> String {
     let listed: Vec<&Skill> = skills.iter().filter(|s| !s.always).collect();
     if listed.is_empty() {
         return String::new();
     }
     let mut xml = String::from(
-        "## Skills\n\nBefore using a skill, read its <location> with read_file.\n\n<skills>",
+        "## Skills\n\nBefore using a skill, read its file with read_file.\n\n<skills>",
     );
     for skill in listed {
         xml.push_str(&format!(
-            "<skill available=\"{}\"><name>{}</name><description>{}</description><location>{}</location>",
-            skill.available(),
+            "\n<skill name=\"{}\" file=\"{}\"",
             escape(&skill.name),
-            escape(&skill.description),
             escape(&skill.location.to_string_lossy()),
         ));
         if !skill.available() {
-            xml.push_str("<requires>");
-            xml.push_str(&escape(&requires_text(skill)));
-            xml.push_str("</requires>");
+            xml.push_str(&format!(" requires=\"{}\"", escape(&requires_text(skill))));
         }
-        xml.push_str("</skill>");
+        xml.push_str(&format!(">{}</skill>", escape(&skill.description)));
     }
-    xml.push_str("</skills>");
+    xml.push_str("\n</skills>");
     xml
 }
 

@@ -158,7 +158,7 @@ fn always_skills_inline_their_body_without_frontmatter_and_leave_the_xml() {
     assert!(!xml.contains("mem"));
     assert!(!xml.contains("gone"));
     assert!(xml.ends_with(&format!(
-        "<skills><skill available=\"true\"><name>tool</name><description>a tool</description><location>{}</location></skill></skills>",
+        "<skills>\n<skill name=\"tool\" file=\"{}\">a tool</skill>\n</skills>",
         location.display()
     )));
 }
@@ -174,10 +174,7 @@ fn xml_escapes_text_and_names_what_is_missing() {
     );
     let (xml, _) = catalog(&[dir.path()], &[], DEFAULT_TTL).prompt();
     assert!(xml.contains(
-        "<skill available=\"false\"><name>x</name><description>Use &lt;b&gt; &amp; &apos;quotes&apos; &quot;here&quot;</description>"
-    ));
-    assert!(xml.contains(
-        "<requires>CLI: squidbot-no-such-bin-4711; env: SQUIDBOT_TEST_UNSET</requires></skill>"
+        "requires=\"CLI: squidbot-no-such-bin-4711; env: SQUIDBOT_TEST_UNSET\">Use &lt;b&gt; &amp; &apos;quotes&apos; &quot;here&quot;</skill>"
     ));
 }
 

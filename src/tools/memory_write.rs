@@ -40,7 +40,7 @@ pub struct Arguments {
 static SPEC: LazyLock<TypedSpec<Arguments>> = LazyLock::new(|| {
     TypedSpec::new(
         "memory_write",
-        "Replace your global memory (shown as '## Your Memory'). Merge new facts into the current text; keep it under ~300 words of bullet points.",
+        "Replace MEMORY.md, your global memory, with the complete new text (merge; ~300 words).",
     )
 });
 

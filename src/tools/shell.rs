@@ -78,7 +78,7 @@ pub struct ShellTool {
 pub struct Arguments {
     /// The command line.
     command: String,
-    /// Timeout in seconds.
+    /// Seconds.
     #[schemars(range(min = 1, max = MAX_TIMEOUT_SECONDS))]
     timeout: Option<u64>,
     /// true: may write and use the network (asks the owner). Else read-only.
@@ -93,8 +93,8 @@ impl ShellTool {
         let spec = TypedSpec::new(
             "shell",
             format!(
-                "Run `bash -c` in the workspace; returns the exit code and stdout+stderr (long \
-                 output keeps start and end). Default timeout {default_timeout}s."
+                "Run `bash -c` in the workspace; returns the exit code and output (long output \
+                 keeps start and end). Default timeout {default_timeout}s."
             ),
         );
         Self {

@@ -225,7 +225,9 @@ fn validate(schema: &Value, value: &Value) -> Result<(), String> {
     for (field, item) in object {
         match properties.and_then(|properties| properties.get(field)) {
             Some(property) => validate(property, item).map_err(|e| format!("{field}: {e}"))?,
-            None if schema.get("additionalProperties") == Some(&json!(false)) => {
+            // Typed tools refuse unknown fields (`deny_unknown_fields`) though their schema no
+            // longer says so; MCP schemas that allow them say `additionalProperties`.
+            None if schema.get("additionalProperties") != Some(&json!(true)) => {
                 return Err(format!("unknown field {field:?}"));
             }
             None => {}
@@ -359,9 +361,13 @@ async fn every_schema_accepts_only_what_its_arguments_type_accepts() {
         FetchUrlTool::new(),
         [
             (
-                json!({"url": "https://example.org", "timeout_seconds": 60, "max_bytes": 1,
-                       "max_chars": 100000, "format": "html"}),
+                json!({"url": "https://example.org", "max_chars": 100000, "format": "html"}),
                 Valid
+            ),
+            // Accepted but kept out of every turn's prompt.
+            (
+                json!({"url": "https://example.org", "timeout_seconds": 60, "max_bytes": 1}),
+                Unadvertised
             ),
             (
                 json!({"url": "https://example.org", "format": "markdown"}),

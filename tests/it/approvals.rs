@@ -141,7 +141,19 @@ async fn an_approved_command_runs_once_and_a_refusal_ends_the_asking() {
     let turn = say_later(&gw, "ops", "write the file");
 
     let first = events.next("approval").await;
-    assert_eq!(first["session"], "ops");
+    // The session as /status names it, and how to answer, for a client that read no docs.
+    assert_eq!(first["session"], "http:ops");
+    let path = format!(
+        "/v1/sessions/ops/approvals/{}",
+        first["id"].as_str().unwrap()
+    );
+    assert_eq!(first["answer"]["path"], path.as_str(), "{first}");
+    assert_eq!(first["answer"]["approve"], json!({"decision": "approve"}));
+    // The plain POST answers at once with the same question, while it is still open.
+    let (code, asked) = turn.await.unwrap();
+    assert_eq!(code, 202, "{asked}");
+    assert_eq!(asked["approval"]["id"], first["id"], "{asked}");
+    assert_eq!(asked["events"], "/v1/sessions/ops/events", "{asked}");
     assert_eq!(first["tool"], "shell");
     assert_eq!(first["command"], "echo ran >> ran.txt");
     assert!(first["expires_at"].as_str().is_some(), "{first}");
@@ -182,8 +194,18 @@ async fn an_approved_command_runs_once_and_a_refusal_ends_the_asking() {
         (200, &json!("approve")),
         "{body}"
     );
-    let (code, _) = decide(&gw, "ops", id, json!({"decision": "approve"})).await;
-    assert_eq!(code, 404, "an answered request cannot be answered again");
+    let (code, body) = decide(&gw, "ops", id, json!({"decision": "deny"})).await;
+    assert_eq!(
+        code, 409,
+        "an answered request cannot be answered again: {body}"
+    );
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("already answered: approved"),
+        "{body}"
+    );
 
     let second = events.next("approval").await;
     assert_eq!(second["command"], "echo again >> ran.txt");
@@ -212,8 +234,8 @@ async fn an_approved_command_runs_once_and_a_refusal_ends_the_asking() {
     .await;
     assert_eq!(code, 200);
 
-    let (code, body) = turn.await.unwrap();
-    assert_eq!((code, &body["reply"]), (200, &json!("done")), "{body}");
+    // The turn's reply, after the answers, on the session's events.
+    assert_eq!(events.next("reply").await["reply"], "done");
     assert_eq!(
         std::fs::read_to_string(workspace.join("ran.txt")).unwrap(),
         "ran\n"
@@ -247,12 +269,23 @@ async fn after_new_an_approval_is_answered_under_the_id_the_client_uses() {
     let mut events = Events::open(&gw, "ops").await;
     let turn = say_later(&gw, "ops", "write the file");
     let request = events.next("approval").await;
-    assert_eq!(request["session"], "ops", "{request}");
+    assert_eq!(request["session"], "http:ops", "{request}");
+    assert_eq!(
+        request["answer"]["path"],
+        format!(
+            "/v1/sessions/ops/approvals/{}",
+            request["id"].as_str().unwrap()
+        ),
+        "{request}"
+    );
     let id = request["id"].as_str().unwrap();
     let (code, body) = decide(&gw, "ops", id, json!({"decision": "approve"})).await;
     assert_eq!(code, 200, "{body}");
-    let (code, body) = turn.await.unwrap();
-    assert_eq!((code, &body["reply"]), (200, &json!("done")), "{body}");
+    let (code, asked) = turn.await.unwrap();
+    assert_eq!(code, 202, "{asked}");
+    assert_eq!(asked["approval"]["session"], "http:ops", "{asked}");
+    assert_eq!(asked["events"], "/v1/sessions/ops/events", "{asked}");
+    assert_eq!(events.next("reply").await["reply"], "done");
     assert!(gw.home().join("workspace/ran.txt").exists());
     assert!(gw.session_file("ops#2").exists());
     assert!(
@@ -272,8 +305,8 @@ async fn an_unanswered_request_expires_and_the_owner_answers_in_words() {
     let mut events = Events::open(&gw, "ops").await;
     let turn = say_later(&gw, "ops", "touch it");
     let approval = events.next("approval").await;
-    let (code, body) = turn.await.unwrap();
-    assert_eq!((code, &body["reply"]), (200, &json!("gave up")), "{body}");
+    assert_eq!(turn.await.unwrap().0, 202);
+    assert_eq!(events.next("reply").await["reply"], "gave up");
     let result = last_result(&llm.requests()[1]);
     assert!(result.contains("did not approve in time"), "{result}");
     let id = approval["id"].as_str().unwrap();
@@ -306,8 +339,8 @@ async fn an_unanswered_request_expires_and_the_owner_answers_in_words() {
         body["reply"].as_str().unwrap().starts_with("Approved"),
         "{body}"
     );
-    let (_, body) = turn.await.unwrap();
-    assert_eq!(body["reply"], "done", "{body}");
+    assert_eq!(turn.await.unwrap().0, 202);
+    assert_eq!(events.next("reply").await["reply"], "done");
     assert!(gw_slow.home().join("workspace/worded.txt").exists());
     let history = std::fs::read_to_string(gw_slow.session_file("ops")).unwrap();
     assert!(
@@ -466,11 +499,13 @@ async fn a_request_open_at_sigterm_is_refused_and_the_asker_told() {
         started.elapsed()
     );
     let (status, body) = turn.await.unwrap();
-    assert_eq!(status, 200, "{body}");
-    let reply = body["reply"].as_str().unwrap_or_default();
+    assert_eq!(status, 202, "{body}");
+    // The asker's POST was answered with the question; the refusal is the turn's reply, kept
+    // in the history (the events stream ends with the gateway).
+    let history = std::fs::read_to_string(gw.session_file("ops")).unwrap();
     assert!(
-        reply.contains("squidbot is stopping") && reply.contains("did not run"),
-        "the asker is told: {body}"
+        history.contains("squidbot is stopping") && history.contains("did not run"),
+        "the asker is told: {history}"
     );
     assert!(!gw.home().join("workspace/late.txt").exists());
     let kept = std::fs::read_to_string(gw.home().join("state/approvals.json")).unwrap();

@@ -85,6 +85,44 @@ async fn an_invalid_config_fails_with_the_config_error() {
     assert_eq!(output.status.code(), Some(1), "{out}");
     assert!(out.starts_with("FAIL config: "), "{out}");
     assert!(out.contains("no_such_field"), "{out}");
+    assert!(out.contains("fix the file"), "{out}");
+}
+
+/// A key variable that is set but empty (`KEY=` in an env file) is named as such, and the fix
+/// points at the environment, not at the file (#40).
+#[tokio::test]
+async fn an_empty_key_variable_is_told_as_empty_and_the_fix_is_the_environment() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("squidbot.yaml"),
+        "llm:
+  providers:
+    local:
+      api_base: \"http://127.0.0.1:9/v1\"
+      api_key_env: SQUIDBOT_TEST_EMPTY_KEY
+  models:
+    small:
+      provider: local
+      model: m
+  pools:
+    default: [small]
+",
+    )
+    .unwrap();
+    let output = squidbot(home.path())
+        .arg("doctor")
+        .env("SQUIDBOT_TEST_EMPTY_KEY", "")
+        .output()
+        .await
+        .unwrap();
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("environment variable SQUIDBOT_TEST_EMPTY_KEY is set but empty"),
+        "{out}"
+    );
+    assert!(out.contains("set the variable in this shell"), "{out}");
+    assert!(!out.contains("fix the file"), "{out}");
 }
 
 #[tokio::test]

@@ -532,3 +532,156 @@ async fn a_cron_job_is_delivered_to_an_http_session_and_an_unroutable_one_is_rep
     );
     assert_eq!(status["channels"]["cron"]["state"], "running");
 }
+
+/// A second gateway on a port the first one holds stops at once with the reason (#40),
+/// instead of retrying the bind forever without HTTP while the first answers.
+#[tokio::test]
+async fn a_second_gateway_on_a_taken_port_exits_with_the_reason() {
+    let llm = ScriptedLlm::start().await;
+    let first = Gateway::start(&llm.url(), "", &[]).await;
+    let address = first.base.trim_start_matches("http://").to_owned();
+    let home = tempfile::tempdir().unwrap();
+    let config = format!(
+        "llm:\n  providers:\n    local:\n      api_base: \"{}\"\n  models:\n    small:\n      provider: local\n      model: m\n  pools:\n    default: [small]\nagents:\n  heartbeat:\n    enabled: false\ngateway:\n  http:\n    listen: {address}\n    token: {TOKEN}\n",
+        llm.url()
+    );
+    std::fs::write(home.path().join("squidbot.yaml"), config).unwrap();
+    let second = tokio::process::Command::new(env!("CARGO_BIN_EXE_squidbot"))
+        .arg("gateway")
+        .env("SQUIDBOT_HOME", home.path())
+        .env("HOME", home.path())
+        .env_remove("SQUIDBOT_CONFIG")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(60), second)
+        .await
+        .expect("the second gateway kept running on a taken port")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot listen on {address} (gateway.http.listen)"))
+            && stderr.contains("another squidbot gateway answers"),
+        "{stderr}"
+    );
+    // The first one never noticed.
+    assert_eq!(
+        first.get_json("/status").await["channels"]["http"]["state"],
+        "running"
+    );
+}
+
+/// SIGTERM past the grace period (#40): the streaming client gets a last `error` event saying
+/// why, the call cut short is in the usage ledger, and the exit is non-zero.
+#[tokio::test]
+async fn sigterm_past_the_grace_period_tells_the_client_records_the_call_and_fails() {
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(|_| Reply::Stall {
+        text: "a long answer begins".to_owned(),
+        for_ms: 60_000,
+    });
+    let url = llm.url();
+    let mut gw = Gateway::start_with_config(
+        move |port| {
+            format!(
+                "llm:\n  providers:\n    local:\n      api_base: \"{url}\"\n  models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\nagents:\n  heartbeat:\n    enabled: false\ngateway:\n  shutdown_grace_seconds: 1\n  http:\n    listen: 127.0.0.1:{port}\n    token: {TOKEN}\n"
+            )
+        },
+        &[],
+        std::process::Stdio::piped(),
+    )
+    .await;
+    let mut stream = gw
+        .http
+        .post(format!("{}/v1/sessions/cut/messages", gw.base))
+        .bearer_auth(TOKEN)
+        .header("Accept", "text/event-stream")
+        .json(&serde_json::json!({ "text": "tell me everything" }))
+        .send()
+        .await
+        .unwrap();
+    while llm.request_count() == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The provider has begun answering (its first words are on the wire).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut seen = String::new();
+    let ledger = gw.home().join("usage");
+    let recorded = || {
+        std::fs::read_dir(&ledger)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|entry| std::fs::read_to_string(entry.path()).unwrap_or_default())
+            .collect::<String>()
+    };
+    assert!(
+        !recorded().contains("\"session\":\"http:cut\""),
+        "nothing recorded yet"
+    );
+
+    assert_eq!(
+        gw.terminate().await,
+        Some(1),
+        "turns were cut: not a clean stop"
+    );
+    while let Ok(Some(chunk)) = stream.chunk().await {
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let events = sse_events(&seen);
+    let (name, data) = events.last().expect("events");
+    assert_eq!(name, "error", "{seen}");
+    assert!(
+        data["error"]
+            .as_str()
+            .unwrap()
+            .contains("grace period ran out"),
+        "{data}"
+    );
+    assert!(
+        recorded().contains("\"session\":\"http:cut\"")
+            && recorded().contains("\"estimated\":true"),
+        "the call cut short is in the ledger: {}",
+        recorded()
+    );
+}
+
+/// A failed turn's `error` over the API is the message, not "Error: …" after a field already
+/// named `error` (#40), plain and streamed.
+#[tokio::test]
+async fn a_failed_turn_answers_502_with_the_plain_message() {
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(|_| Reply::Status {
+        status: 401,
+        body: "{\"error\": {\"message\": \"bad key\"}}".to_owned(),
+        retry_after: None,
+    });
+    let gw = Gateway::start(&llm.url(), "", &[]).await;
+    let (status, body) = gw.say("keys", "hello").await;
+    assert_eq!(status, 502, "{body}");
+    let error = body["error"].as_str().unwrap();
+    assert!(error.starts_with("the LLM rejected the API key"), "{body}");
+    let streamed = gw
+        .http
+        .post(format!("{}/v1/sessions/keys/messages", gw.base))
+        .bearer_auth(TOKEN)
+        .header("Accept", "text/event-stream")
+        .json(&serde_json::json!({ "text": "hello again" }))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let events = sse_events(&streamed);
+    let (name, data) = events.last().unwrap();
+    assert_eq!(name, "error", "{streamed}");
+    assert!(
+        data["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("the LLM rejected"),
+        "{streamed}"
+    );
+}

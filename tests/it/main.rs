@@ -16,6 +16,8 @@ mod provider_replays;
 mod request_shapes;
 // #36: OpenAI's Responses API: recorded streams replayed, and the request's documented shape.
 mod responses_replays;
+// #36: Anthropic's Messages API: recorded streams, request shapes, caching, fallback.
+mod anthropic;
 // #25: images people send reach a model that reads images as images.
 mod vision;
 // The memory system: consolidation, cursor, prompt layout, restarts, concurrency.

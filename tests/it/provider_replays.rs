@@ -25,7 +25,7 @@ pub(crate) fn recording(name: &str) -> String {
 }
 
 /// The recording served as the 200 answer it was.
-fn replay(name: &str) -> Reply {
+pub(crate) fn replay(name: &str) -> Reply {
     let content_type = if name.ends_with(".sse") {
         "text/event-stream"
     } else {
@@ -51,7 +51,7 @@ fn home_for(llm: &ScriptedLlm, model: &str) -> Home {
 }
 
 /// The usage records of the home's ledger: (prompt, completion, estimated).
-fn ledger(home: &Home) -> Vec<(u64, u64, bool)> {
+pub(crate) fn ledger(home: &Home) -> Vec<(u64, u64, bool)> {
     let mut records = Vec::new();
     for entry in std::fs::read_dir(home.path().join("usage")).unwrap() {
         let path = entry.unwrap().path();

@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use squidbot::core::message::{Message, Role, ToolCall};
-use squidbot::core::ports::llm::{ChatRequest, LlmClient};
+use squidbot::core::ports::llm::{ChatRequest, ChatResponse, LlmClient};
 use squidbot::core::ports::tool::ToolSpec;
 use squidbot::core::ports::usage::{CallTag, Purpose};
 use squidbot::llm::{Endpoint, OpenAiCompatLlm, Timeouts, http_client};
@@ -79,22 +79,31 @@ async fn sent(model: &str, adjust: impl FnOnce(&mut Endpoint)) -> Value {
     .into_iter()
     .map(Arc::new)
     .collect();
+    ask_with_shell(&client, &messages).await;
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    let body = requests[0].clone();
+    shared_rules(&body, model);
+    body
+}
+
+/// Asks `client` once with `messages` and a `shell` tool, as a turn does; the client must
+/// answer.
+pub(crate) async fn ask_with_shell(
+    client: &dyn LlmClient,
+    messages: &[Arc<Message>],
+) -> ChatResponse {
     let shell = ToolSpec::new(
         "shell",
         "Run a command.",
         &json!({"type": "object", "properties": {"command": {"type": "string"}}}),
     );
     let request = ChatRequest {
-        messages: &messages,
+        messages,
         tools: &[&shell],
         call: CallTag::new(Purpose::Turn),
     };
-    client.chat(request, &|_| {}).await.unwrap();
-    let requests = server.requests();
-    assert_eq!(requests.len(), 1);
-    let body = requests[0].clone();
-    shared_rules(&body, model);
-    body
+    client.chat(request, &|_| {}).await.unwrap()
 }
 
 /// What every provider's request must look like.

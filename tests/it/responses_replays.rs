@@ -17,13 +17,11 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use squidbot::core::message::{Message, ReasoningState, Role, ToolCall};
-use squidbot::core::ports::llm::{ChatRequest, LlmClient};
-use squidbot::core::ports::tool::ToolSpec;
-use squidbot::core::ports::usage::{CallTag, Purpose};
 use squidbot::llm::{Endpoint, ResponsesLlm, Timeouts, http_client};
 
 use crate::cli::Home;
 use crate::provider_replays::recording;
+use crate::request_shapes::ask_with_shell;
 use crate::support::bin::{stderr, stdout};
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
@@ -328,17 +326,7 @@ async fn a_crossed_history_keeps_the_documented_shape() {
     .into_iter()
     .map(Arc::new)
     .collect();
-    let shell = ToolSpec::new(
-        "shell",
-        "Run a command.",
-        &json!({"type": "object", "properties": {"command": {"type": "string"}}}),
-    );
-    let request = ChatRequest {
-        messages: &messages,
-        tools: &[&shell],
-        call: CallTag::new(Purpose::Turn),
-    };
-    let response = client.chat(request, &|_| {}).await.unwrap();
+    let response = ask_with_shell(&client, &messages).await;
     assert_eq!(response.text, "The final result is **570**.");
     let body = &server.requests()[0];
     documented_rules(body);

@@ -140,14 +140,12 @@ async fn onboard_templates_and_skills_reach_the_agent_prompt() {
     assert!(prompt.contains("- Name: Ada"), "{prompt}");
     assert!(prompt.contains("# First run"), "{prompt}");
     assert!(
-        prompt.contains("<name>mine</name><description>First version.</description>"),
+        prompt.contains("<skill name=\"mine\" file=\"")
+            && prompt.contains("\">First version.</skill>"),
         "{prompt}"
     );
-    assert!(prompt.contains("<name>cron</name>"), "{prompt}");
-    assert!(
-        prompt.contains("## Memory\n\nYou have two levels of memory"),
-        "{prompt}"
-    );
+    assert!(prompt.contains("<skill name=\"cron\""), "{prompt}");
+    assert!(prompt.contains("## Memory\n\n- **MEMORY.md**"), "{prompt}");
     assert!(!prompt.contains("always: true"), "{prompt}");
 
     home.skill(
@@ -158,7 +156,7 @@ async fn onboard_templates_and_skills_reach_the_agent_prompt() {
     assert!(home.run(&["agent", "-m", "again"]).await.status.success());
     let prompt = system_prompt(&llm.requests()[1]);
     assert!(
-        prompt.contains("<description>Second version, longer.</description>"),
+        prompt.contains("\">Second version, longer.</skill>"),
         "{prompt}"
     );
 }

@@ -1,8 +1,11 @@
 //! [`HttpChannel`]: the HTTP listener as a supervised channel.
 //!
-//! It binds `gateway.http.listen`, reports ready once bound, and serves until shutdown, then
-//! stops accepting and lets in-flight requests finish (the router bounds how long turns may
-//! take). A bind failure is a channel error, so the supervisor retries with backoff.
+//! It binds `gateway.http.listen` when the gateway starts ([`HttpChannel::bind`]): an address
+//! that is taken (another gateway already answers there) is the gateway's start-up error, not
+//! a channel failure retried with backoff forever while nothing answers. Run, it serves the
+//! bound socket until shutdown, then stops accepting and lets in-flight requests finish (the
+//! router bounds how long turns may take); a restart after a serve failure serves the same
+//! socket again.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -41,13 +44,22 @@ impl std::fmt::Debug for HttpSettings {
     }
 }
 
-/// Why the HTTP server stopped.
+/// Why the HTTP server could not start or stopped.
 #[derive(Debug, thiserror::Error)]
-enum ServeError {
+pub enum ServeError {
     /// The listening socket could not be opened.
-    #[error("cannot listen on {address}: {source}")]
+    #[error(
+        "cannot listen on {address} (gateway.http.listen): {source}{}",
+        if source.kind() == std::io::ErrorKind::AddrInUse {
+            format!("; another program holds it (another squidbot gateway answers `curl http://{address}/readyz`): stop it or choose another port")
+        } else {
+            String::new()
+        }
+    )]
     Listen {
+        /// The configured address.
         address: SocketAddr,
+        /// What the system said.
         source: std::io::Error,
     },
     /// The server failed while running.
@@ -60,23 +72,31 @@ pub struct HttpChannel {
     settings: HttpSettings,
     state: Arc<GatewayState>,
     hub: Arc<HttpHub>,
-    bound: std::sync::Mutex<Option<SocketAddr>>,
+    /// The socket bound at start, served by every run.
+    listener: std::net::TcpListener,
 }
 
 impl HttpChannel {
-    /// A channel serving `settings` with `state` behind `/status` and `/metrics`.
-    pub fn new(settings: HttpSettings, state: Arc<GatewayState>) -> Self {
-        Self {
+    /// Binds `settings.listen` now, for a channel serving it with `state` behind `/status`
+    /// and `/metrics`; a taken address is an error the gateway stops on (see the module docs).
+    pub fn bind(settings: HttpSettings, state: Arc<GatewayState>) -> Result<Self, ServeError> {
+        let listen = |source| ServeError::Listen {
+            address: settings.listen,
+            source,
+        };
+        let listener = std::net::TcpListener::bind(settings.listen).map_err(listen)?;
+        listener.set_nonblocking(true).map_err(listen)?;
+        Ok(Self {
             settings,
             state,
             hub: Arc::new(HttpHub::new()),
-            bound: std::sync::Mutex::new(None),
-        }
+            listener,
+        })
     }
 
-    /// The address actually bound (useful with port 0), once listening.
-    pub fn local_addr(&self) -> Option<SocketAddr> {
-        *self.bound.lock().unwrap_or_else(|p| p.into_inner())
+    /// The address actually bound (useful with port 0).
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
     }
 }
 
@@ -87,19 +107,13 @@ impl Channel for HttpChannel {
     }
 
     async fn run(&self, context: ChannelContext) -> Result<(), ChannelError> {
-        let listener = tokio::net::TcpListener::bind(self.settings.listen)
-            .await
-            .map_err(|source| {
-                let error = ServeError::Listen {
-                    address: self.settings.listen,
-                    source,
-                };
-                ChannelError::new("http", error)
-            })?;
-        let local = listener
-            .local_addr()
-            .map_err(|error| ChannelError::new("http", error))?;
-        *self.bound.lock().unwrap_or_else(|p| p.into_inner()) = Some(local);
+        let serve_error = |error| ChannelError::new("http", ServeError::Serve(error));
+        let listener = self
+            .listener
+            .try_clone()
+            .and_then(tokio::net::TcpListener::from_std)
+            .map_err(serve_error)?;
+        let local = listener.local_addr().map_err(serve_error)?;
         tracing::info!(listen = %local, message_api = self.settings.token.is_some(), "HTTP API listening.");
         let app = AppState {
             dispatch: context.dispatch.clone(),
@@ -121,7 +135,7 @@ impl Channel for HttpChannel {
         axum::serve(listener, router(app).into_make_service())
             .with_graceful_shutdown(async move { shutdown.cancelled().await })
             .await
-            .map_err(|error| ChannelError::new("http", ServeError::Serve(error)))
+            .map_err(serve_error)
     }
 
     fn outbox(

@@ -47,16 +47,37 @@ impl HubEvent {
     pub fn approval(session: &SessionId, request: &ApprovalRequest) -> Self {
         Self {
             name: "approval",
-            data: json!({
-                "id": request.id,
-                "session": session.key(),
-                "tool": request.tool,
-                "command": request.command,
-                "reason": request.reason,
-                "expires_at": request.expires_at.to_rfc3339(),
-            }),
+            data: approval_json(session, request),
         }
     }
+
+    /// The turn's result after an approval answered a plain `POST` at once: `reply` or
+    /// `error`, on the session's events.
+    pub fn outcome(name: &'static str, data: Value) -> Self {
+        Self { name, data }
+    }
+}
+
+/// An approval request as the API shows it, in the events and in a plain POST's answer: the
+/// session named as `/status` names it, and how to answer (a client that never read the
+/// documentation can still do it). `session` is the API session the client used, which after
+/// `/new` is not the request's own (the route resolves it back).
+pub fn approval_json(session: &SessionId, request: &ApprovalRequest) -> Value {
+    let path = format!("/v1/sessions/{}/approvals/{}", session.key(), request.id);
+    json!({
+        "id": request.id,
+        "session": session.to_string(),
+        "tool": request.tool,
+        "command": request.command,
+        "reason": request.reason,
+        "expires_at": request.expires_at.to_rfc3339(),
+        "answer": {
+            "method": "POST",
+            "path": path,
+            "approve": {"decision": "approve"},
+            "deny": {"decision": "deny"},
+        },
+    })
 }
 
 #[derive(Debug)]

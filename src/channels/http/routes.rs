@@ -28,11 +28,11 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 use subtle::ConstantTimeEq;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::hub::{HttpHub, HubEvent};
+use super::hub::{HttpHub, HubEvent, approval_json};
 use super::sse::{SseSink, event};
 use crate::core::approval::{Approvals, Decision, ResolveError};
 use crate::core::audience::Readers;
@@ -215,10 +215,13 @@ fn session_of(id: &str) -> Result<SessionId, Box<Response>> {
 }
 
 /// A sink that discards output (the JSON answer is built from the turn's result) and posts
-/// approval requests to the session's `events` stream.
+/// approval requests to the session's `events` stream, handing the first to the waiting
+/// `POST` too, which then answers at once with the question instead of hanging until the
+/// client gives up.
 struct QuietSink {
     hub: Arc<HttpHub>,
     session: SessionId,
+    asked: std::sync::Mutex<Option<oneshot::Sender<ApprovalRequest>>>,
 }
 
 #[async_trait::async_trait]
@@ -235,6 +238,10 @@ impl ReplySink for QuietSink {
     async fn ask(&self, request: &ApprovalRequest) -> Result<bool, DeliveryError> {
         self.hub
             .post_event(&self.session, HubEvent::approval(&self.session, request));
+        let waiting = self.asked.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(waiting) = waiting {
+            let _ = waiting.send(request.clone());
+        }
         Ok(true)
     }
 }
@@ -264,20 +271,56 @@ async fn message(
     if wants_stream {
         return stream_reply(app, session, body.text).into_response();
     }
+    let (asked, question) = oneshot::channel();
     let sink = QuietSink {
         hub: app.hub.clone(),
         session: session.clone(),
+        asked: std::sync::Mutex::new(Some(asked)),
     };
-    let inbound = Inbound::new(session, body.text, Origin::owner_as("http"), Arc::new(sink));
-    let Ok(done) = app.dispatch.submit(inbound) else {
+    let inbound = Inbound::new(
+        session.clone(),
+        body.text,
+        Origin::owner_as("http"),
+        Arc::new(sink),
+    );
+    let Ok(mut done) = app.dispatch.submit(inbound) else {
         return unavailable();
     };
-    match done.await {
-        Ok(TurnResult::Replied(reply)) => Json(json!({ "reply": reply })).into_response(),
-        Ok(TurnResult::Failed(error)) => {
-            (StatusCode::BAD_GATEWAY, Json(json!({ "error": error }))).into_response()
+    tokio::select! {
+        result = &mut done => match result {
+            Ok(TurnResult::Replied(reply)) => Json(json!({ "reply": reply })).into_response(),
+            Ok(TurnResult::Failed(error)) => {
+                (StatusCode::BAD_GATEWAY, Json(json!({ "error": api_error(&error) }))).into_response()
+            }
+            Ok(TurnResult::Dropped | TurnResult::Replaced) | Err(_) => unavailable(),
+        },
+        Ok(request) = question => {
+            // The turn waits for the owner; the reply goes to the session's events.
+            let hub = app.hub.clone();
+            let events = format!("/v1/sessions/{}/events", session.key());
+            let approval = approval_json(&session, &request);
+            app.tasks.spawn(async move {
+                let outcome = match done.await {
+                    Ok(TurnResult::Replied(reply)) => HubEvent::outcome("reply", json!({ "reply": reply })),
+                    Ok(TurnResult::Failed(error)) => HubEvent::outcome("error", json!({ "error": api_error(&error) })),
+                    Ok(TurnResult::Dropped | TurnResult::Replaced) | Err(_) => {
+                        HubEvent::outcome("error", json!({ "error": "squidbot is shutting down" }))
+                    }
+                };
+                hub.post_event(&session, outcome);
+            });
+            (
+                StatusCode::ACCEPTED,
+                Json(json!({
+                    "approval": approval,
+                    "events": events,
+                    "note": "The command waits for the owner's answer; answer it with the \
+                             approval's `answer`, then read the reply as a `reply` event on \
+                             `events`.",
+                })),
+            )
+                .into_response()
         }
-        Ok(TurnResult::Dropped | TurnResult::Replaced) | Err(_) => unavailable(),
     }
 }
 
@@ -295,8 +338,8 @@ enum DecisionBody {
     Deny,
 }
 
-/// Answers an approval request of the session: 200 when it was open, 404 when no such
-/// request waits (never existed or already answered), 410 when it expired.
+/// Answers an approval request of the session: 200 when it was open, 409 when it was answered
+/// already (the first answer stands), 410 when it expired, 404 when no such request exists.
 async fn approval(
     State(app): State<AppState>,
     Path((id, approval)): Path<(String, String)>,
@@ -334,8 +377,15 @@ async fn approval(
             Json(json!({ "id": request.id, "decision": decision })).into_response()
         }
         Err(error @ ResolveError::Expired) => error_status(StatusCode::GONE, error),
+        Err(error @ ResolveError::AlreadyDecided(_)) => error_status(StatusCode::CONFLICT, error),
         Err(error) => error_status(StatusCode::NOT_FOUND, error),
     }
+}
+
+/// A turn's failure as the API's `error` field: the text a person is told in a chat starts
+/// with "Error: ", which an `error` field already says.
+fn api_error(told: &str) -> &str {
+    told.strip_prefix("Error: ").unwrap_or(told)
 }
 
 fn error_status(status: StatusCode, error: impl std::fmt::Display) -> Response {
@@ -367,7 +417,9 @@ fn stream_reply(
             app.tasks.spawn(async move {
                 let last = match done.await {
                     Ok(TurnResult::Replied(reply)) => event("done", json!({ "reply": reply })),
-                    Ok(TurnResult::Failed(error)) => event("error", json!({ "error": error })),
+                    Ok(TurnResult::Failed(error)) => {
+                        event("error", json!({ "error": api_error(&error) }))
+                    }
                     Ok(TurnResult::Dropped | TurnResult::Replaced) | Err(_) => {
                         event("error", json!({ "error": "squidbot is shutting down" }))
                     }

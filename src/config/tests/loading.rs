@@ -488,21 +488,23 @@ fn starter_config_loads() {
     );
     let inline_key = Config::starter("https://api.openai.com/v1", "sk-abc\"123", "gpt-4o");
     let no_key = Config::starter("http://localhost:11434/v1", "", "llama3");
-    for (text, key) in [
-        (&env_key, "sk-from-env"),
-        (&inline_key, "sk-abc\"123"),
-        (&no_key, ""),
+    let claude = Config::starter(
+        "https://api.anthropic.com/v1",
+        "sk-ant",
+        "claude-sonnet-4-5",
+    );
+    // OpenAI's own API gets the Responses API its reasoning models need for tools, Anthropic's
+    // its Messages API (prompt caching, thinking kept), every other server Chat Completions.
+    for (text, key, api) in [
+        (&env_key, "sk-from-env", ProviderApi::Chat),
+        (&inline_key, "sk-abc\"123", ProviderApi::Responses),
+        (&no_key, "", ProviderApi::Chat),
+        (&claude, "sk-ant", ProviderApi::Anthropic),
     ] {
         let loaded = check_ok(text);
         assert!(loaded.config.llm_configured(), "{text}");
         let members = loaded.config.pool_members("default").unwrap_or_default();
         assert_eq!(members[0].provider.api_key.expose(), key);
-        // OpenAI's own API gets the Responses API its reasoning models need for tools.
-        let api = if std::ptr::eq(text, &inline_key) {
-            ProviderApi::Responses
-        } else {
-            ProviderApi::Chat
-        };
         assert_eq!(members[0].provider.api, api, "{text}");
         assert!(loaded.warnings.is_empty());
     }

@@ -73,6 +73,13 @@ pub enum ResolveError {
     /// The answer came from someone who is not the owner.
     #[error("only the owner can answer an approval")]
     NotOwner,
+    /// The request was answered already (a second click, a retried request): the first
+    /// answer stands.
+    #[error("the approval was already answered: {}", match .0 {
+        Decision::Approve => "approved",
+        Decision::Deny => "denied",
+    })]
+    AlreadyDecided(Decision),
 }
 
 /// One open request and the tool waiting for it.
@@ -88,6 +95,9 @@ struct Book {
     open: HashMap<String, Open>,
     /// Ids that expired or were recovered after a restart, newest last.
     expired: VecDeque<String>,
+    /// Ids answered since start and their answers, newest last, so a second answer is told
+    /// the first stands instead of "no such request".
+    decided: VecDeque<(String, Decision)>,
     /// Set once the daemon stops: every request is refused and no new one opens.
     stopping: bool,
 }
@@ -210,7 +220,15 @@ impl Approvals {
             None if book.expired.iter().any(|expired| expired == id) => {
                 return Err(ResolveError::Expired);
             }
-            None => return Err(ResolveError::Unknown),
+            None => {
+                return Err(book
+                    .decided
+                    .iter()
+                    .find(|(decided, _)| decided == id)
+                    .map_or(ResolveError::Unknown, |(_, decision)| {
+                        ResolveError::AlreadyDecided(*decision)
+                    }));
+            }
         }
         self.close(&mut book, id, Some(decision))
             .ok_or(ResolveError::Unknown)
@@ -261,6 +279,10 @@ impl Approvals {
         match decision {
             Some(decision) => {
                 let _ = open.answer.send(decision);
+                if book.decided.len() == EXPIRED_KEPT {
+                    book.decided.pop_front();
+                }
+                book.decided.push_back((id.to_owned(), decision));
             }
             None => remember_expired(book, id),
         }

@@ -214,6 +214,11 @@ async fn a_denial_refuses_the_rest_of_the_turn_without_asking() {
         .resolve_id(&session(), &request.id, Decision::Deny)
         .unwrap();
     assert_eq!(first.await.unwrap(), Err(Refusal::Denied));
+    // A second answer (a retried request, another client) is told the first stands.
+    assert_eq!(
+        approvals.resolve_id(&session(), &request.id, Decision::Approve),
+        Err(ResolveError::AlreadyDecided(Decision::Deny))
+    );
     assert_eq!(
         gate.permit("shell", "rm y", "why").await,
         Err(Refusal::EarlierRefusal)

@@ -87,6 +87,10 @@ pub struct TokenUsage {
     pub completion: u64,
     /// Prompt tokens the provider served from its cache (priced lower by most).
     pub cached: u64,
+    /// Prompt tokens written to the provider's cache by this call (Anthropic prices them above
+    /// fresh input); zero where a provider does not report them.
+    #[serde(default)]
+    pub cache_written: u64,
 }
 
 impl TokenUsage {
@@ -170,6 +174,7 @@ impl UsageRecord {
             prompt: self.prompt_tokens,
             completion: self.completion_tokens,
             cached: self.cached_tokens,
+            cache_written: 0,
         }
     }
 }

@@ -13,12 +13,10 @@
 mod request;
 mod stream;
 
-use std::collections::HashMap;
-
 use async_trait::async_trait;
 
 use crate::core::ports::llm::{ChatRequest, ChatResponse, LlmError, StreamObserver};
-use crate::llm::http::{ApiUrl, ModelClient, is_json, post_json, read_whole};
+use crate::llm::http::{ApiUrl, ModelClient, encode_json, is_json, post_json, read_whole};
 use crate::llm::images;
 use crate::llm::settings::{Endpoint, Timeouts};
 use request::RequestBody;
@@ -58,16 +56,8 @@ impl ResponsesLlm {
         request: ChatRequest<'_>,
         observer: StreamObserver<'_>,
     ) -> Result<ChatResponse, LlmError> {
-        let images = if self.endpoint.profile.vision {
-            images::load(request.messages, self.endpoint.max_image_bytes).await
-        } else {
-            HashMap::new()
-        };
-        let tools = if self.endpoint.profile.tools {
-            request.tools
-        } else {
-            &[]
-        };
+        let images = images::load_for(&self.endpoint, request.messages).await;
+        let tools = self.endpoint.offered(request.tools);
         let body = RequestBody::new(
             &self.endpoint.model,
             request.messages,
@@ -75,9 +65,7 @@ impl ResponsesLlm {
             self.endpoint.max_tokens,
             &images,
         );
-        let bytes = serde_json::to_vec(&body).map_err(|error| {
-            LlmError::Config(format!("the request could not be encoded: {error}"))
-        })?;
+        let bytes = encode_json(&body, 0)?;
         let response = post_json(
             &self.client,
             &self.url,

@@ -494,7 +494,8 @@ mod tests {
             Some(TokenUsage {
                 prompt: 10,
                 completion: 3,
-                cached: 4
+                cached: 4,
+                cache_written: 0,
             })
         );
     }

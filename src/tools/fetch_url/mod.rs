@@ -160,9 +160,11 @@ enum Format {
 pub struct Arguments {
     /// The http or https URL.
     url: String,
-    #[schemars(range(min = 1, max = MAX_TIMEOUT_SECONDS), extend("default" = DEFAULT_TIMEOUT_SECONDS))]
+    // Accepted but not shown to the model (the defaults serve; the cut says how to read
+    // more): every turn's prompt carries the schema.
+    #[schemars(skip)]
     timeout_seconds: Option<u64>,
-    #[schemars(range(min = 1, max = MAX_MAX_BYTES), extend("default" = DEFAULT_MAX_BYTES))]
+    #[schemars(skip)]
     max_bytes: Option<u64>,
     #[schemars(range(min = 1, max = MAX_MAX_CHARS), extend("default" = DEFAULT_MAX_CHARS))]
     max_chars: Option<u64>,

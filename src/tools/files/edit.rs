@@ -27,11 +27,11 @@ pub struct EditFileTool {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Arguments {
-    /// File path.
+    // No description for the model: the name says it, and every turn carries the schema.
     path: String,
-    /// The exact text to replace.
+    // Described by the tool.
     old_text: String,
-    /// The replacement (may be empty).
+    // Described by the tool (may be empty).
     new_text: String,
 }
 
@@ -40,8 +40,8 @@ impl EditFileTool {
     pub fn new(guard: Arc<WorkspaceGuard>) -> Self {
         let spec = TypedSpec::new(
             "edit_file",
-            "Replace old_text with new_text in a file. old_text must match exactly and occur \
-             exactly once; include surrounding lines to make it unique.",
+            "Replace old_text, which must occur exactly once (include surrounding lines), with \
+             new_text in a file.",
         );
         Self { guard, spec }
     }

@@ -33,8 +33,7 @@ impl ListFilesTool {
     pub fn new(guard: Arc<WorkspaceGuard>) -> Self {
         let spec = TypedSpec::new(
             "list_files",
-            "List a directory (default: the workspace): 'd name' for directories, 'f name' for \
-             files.",
+            "List a directory (default: the workspace) as 'd name' and 'f name' lines.",
         );
         Self { guard, spec }
     }

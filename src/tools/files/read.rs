@@ -30,12 +30,12 @@ pub struct ReadFileTool {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Arguments {
-    /// File path.
+    // No description for the model: the name says it, and every turn carries the schema.
     path: String,
-    /// First line to return (1-based). Default 1.
+    /// First line (1-based).
     #[schemars(range(min = 1))]
     offset: Option<usize>,
-    /// Most lines to return. Default: up to the size cap.
+    /// Most lines to return.
     #[schemars(range(min = 1))]
     limit: Option<usize>,
 }
@@ -45,8 +45,8 @@ impl ReadFileTool {
     pub fn new(guard: Arc<WorkspaceGuard>) -> Self {
         let spec = TypedSpec::new(
             "read_file",
-            "Read a UTF-8 text file or an image (relative paths are in the workspace). Text \
-             over 256 KiB is cut; offset/limit (lines) read on.",
+            "Read a text file or an image (relative to the workspace). Text over 256 KiB is \
+             cut; offset/limit (lines) read on.",
         );
         Self { guard, spec }
     }

@@ -24,7 +24,7 @@ pub struct WriteFileTool {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Arguments {
-    /// File path.
+    // No description for the model: the name says it, and every turn carries the schema.
     path: String,
     /// The complete new content.
     content: String,
@@ -35,8 +35,8 @@ impl WriteFileTool {
     pub fn new(guard: Arc<WorkspaceGuard>) -> Self {
         let spec = TypedSpec::new(
             "write_file",
-            "Create or overwrite a file with the given content (parent directories are \
-             created). To change part of a file, use edit_file.",
+            "Create or overwrite a file (and its directories); to change part of one, use \
+             edit_file.",
         );
         Self { guard, spec }
     }

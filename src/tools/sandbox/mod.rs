@@ -40,6 +40,7 @@
 //! second program (a re-executed launcher) has to be found and trusted.
 
 pub mod env;
+pub mod identity;
 pub mod rules;
 pub mod ruleset;
 pub mod seccomp;
@@ -54,6 +55,7 @@ use std::sync::Arc;
 use crate::config::ShellSandbox;
 use crate::core::redact::Redactor;
 
+use identity::Identity;
 use rules::PathRule;
 
 /// Why a command cannot be sandboxed; it is then not run.
@@ -104,6 +106,8 @@ pub struct SandboxSettings {
     pub hidden: Vec<PathBuf>,
     /// `tools.shell.env_passthrough`.
     pub env_passthrough: Vec<String>,
+    /// `tools.shell.run_as`: who commands run as when the gateway is root.
+    pub run_as: Option<String>,
 }
 
 /// Which jail a command runs in (see the module docs).
@@ -125,6 +129,8 @@ enum Confinement {
         filters: Arc<seccomp::Filters>,
         /// The watcher's ruleset ([`watch::ruleset`]), open for the sandbox's whole life.
         watch: Arc<OwnedFd>,
+        /// The unprivileged user commands run as, when the gateway is root ([`identity`]).
+        identity: Option<Identity>,
     },
     /// `tools.shell.sandbox: off`.
     Off,
@@ -169,26 +175,7 @@ impl Sandbox {
         );
         let confinement = match settings.mode {
             ShellSandbox::Off => Confinement::Off,
-            ShellSandbox::Auto => match (ruleset::kernel_abi(), seccomp::Filters::new()) {
-                (Err(reason), _) => Confinement::Refused(reason),
-                (_, Err(error)) => Confinement::Refused(error.to_string()),
-                (Ok(abi), Ok(filters)) => match rules::rules_for(
-                    rules::SYSTEM_READ,
-                    &settings.workspace,
-                    &settings.readable,
-                    &settings.hidden,
-                )
-                .and_then(|rules| Ok((rules, watch::ruleset()?)))
-                {
-                    Ok((rules, watch)) => Confinement::Landlock {
-                        abi,
-                        rules,
-                        filters: Arc::new(filters),
-                        watch: Arc::new(watch),
-                    },
-                    Err(error) => Confinement::Refused(error.to_string()),
-                },
-            },
+            ShellSandbox::Auto => Self::jail(settings),
         };
         // Whatever the mode, commands never read the daemon's environment or memory.
         ruleset::protect_daemon();
@@ -201,6 +188,31 @@ impl Sandbox {
             network: settings.network,
             env,
         }
+    }
+
+    /// The jail of `settings`, or why there is none here.
+    fn jail(settings: &SandboxSettings) -> Confinement {
+        let built = ruleset::kernel_abi().and_then(|abi| {
+            let filters = seccomp::Filters::new().map_err(|e| e.to_string())?;
+            let identity =
+                Identity::for_commands(settings.run_as.as_deref()).map_err(|e| e.to_string())?;
+            let rules = rules::rules_for(
+                rules::SYSTEM_READ,
+                &settings.workspace,
+                &settings.readable,
+                &settings.hidden,
+            )
+            .map_err(|e| e.to_string())?;
+            let watch = watch::ruleset().map_err(|e| e.to_string())?;
+            Ok(Confinement::Landlock {
+                abi,
+                rules,
+                filters: Arc::new(filters),
+                watch: Arc::new(watch),
+                identity,
+            })
+        });
+        built.unwrap_or_else(Confinement::Refused)
     }
 
     /// No confinement, the base environment with HOME at `workspace` (the shell tool's default
@@ -218,11 +230,13 @@ impl Sandbox {
     /// (commands are not run).
     pub fn status(&self) -> String {
         match &self.confinement {
-            Confinement::Landlock { abi, .. } if self.network => {
-                format!("landlock+seccomp (ABI {abi})")
-            }
-            Confinement::Landlock { abi, .. } => {
-                format!("landlock+seccomp (ABI {abi}, no network)")
+            Confinement::Landlock { abi, identity, .. } => {
+                let network = if self.network { "" } else { ", no network" };
+                let user = match identity {
+                    Some(identity) => format!(", as uid {}", identity.uid),
+                    None => String::new(),
+                };
+                format!("landlock+seccomp (ABI {abi}{network}{user})")
             }
             Confinement::Off => "off".to_owned(),
             Confinement::Refused(reason) => format!("refused: {reason}"),
@@ -279,6 +293,7 @@ impl Sandbox {
                 rules,
                 filters,
                 watch,
+                identity,
             } => {
                 let writable = jail == Jail::Workspace;
                 let network = writable && self.network;
@@ -287,6 +302,10 @@ impl Sandbox {
                 let watch_raw = watch.as_raw_fd();
                 let filters = filters.clone();
                 let watch = watch.clone();
+                let identity = *identity;
+                if identity.is_some() {
+                    trust_workspace_repositories(command, rules);
+                }
                 // SAFETY: the closure runs in the forked child before exec and only makes
                 // system calls (`restrict_self`: prctl, landlock_restrict_self, fork, seccomp;
                 // no allocation). The descriptor stays open in the parent until `Prepared` is
@@ -295,7 +314,9 @@ impl Sandbox {
                 unsafe {
                     command.pre_exec(move || {
                         let _watch = &watch;
-                        ruleset::restrict_self(raw, watch_raw, &filters, network, !writable)
+                        ruleset::restrict_self(
+                            raw, watch_raw, &filters, network, !writable, identity,
+                        )
                     });
                 }
                 Some(fd)
@@ -304,4 +325,21 @@ impl Sandbox {
         };
         Ok(Prepared { _tmp: tmp, ruleset })
     }
+}
+
+/// Tells git, through its command-line configuration in the environment, that repositories in
+/// the workspace are safe although root owns them and the command runs as another user (git
+/// refuses such "dubious ownership" otherwise, since 2.35.2): the workspace is the owner's.
+/// Only the workspace and its subdirectories are named, never the system's repositories.
+fn trust_workspace_repositories(command: &mut tokio::process::Command, rules: &[PathRule]) {
+    let Some(workspace) = rules.iter().find(|rule| rule.is_workspace) else {
+        return;
+    };
+    let path = workspace.path.to_string_lossy();
+    command
+        .env("GIT_CONFIG_COUNT", "2")
+        .env("GIT_CONFIG_KEY_0", "safe.directory")
+        .env("GIT_CONFIG_VALUE_0", path.as_ref())
+        .env("GIT_CONFIG_KEY_1", "safe.directory")
+        .env("GIT_CONFIG_VALUE_1", format!("{path}/*"));
 }

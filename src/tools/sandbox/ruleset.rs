@@ -18,6 +18,7 @@ use landlock::{
 };
 
 use super::SandboxError;
+use super::identity::Identity;
 use super::rules::{Access, PathRule};
 use super::seccomp::Filters;
 
@@ -187,16 +188,26 @@ pub fn protect_daemon() {
 /// `filters` (with the network filter unless `network`). First it empties the capability
 /// bounding set (a daemon running as root would otherwise hand `CAP_SYS_PTRACE` and the rest
 /// to the command; without `CAP_SETPCAP` there is nothing to drop, and the calls fail
-/// harmlessly), then splits off the watcher ([`super::watch::split`], from the ruleset
-/// `watch`) that ends everything the command starts; only the command goes on from here.
+/// harmlessly) but for what `identity` keeps, then splits off the watcher
+/// ([`super::watch::split`], from the ruleset `watch`) that ends everything the command starts;
+/// only the command goes on from here, and becomes `identity` (when the daemon is root) before
+/// it enters the jail.
 pub fn restrict_self(
     fd: RawFd,
     watch: RawFd,
     filters: &Filters,
     network: bool,
     read_only: bool,
+    identity: Option<Identity>,
 ) -> io::Result<()> {
-    for capability in 0..64 {
+    let keep = match identity {
+        Some(_) => Identity::capabilities(read_only),
+        None => 0,
+    };
+    for capability in 0..64u32 {
+        if keep & (1 << capability) != 0 {
+            continue;
+        }
         // SAFETY: prctl takes integers only; an unknown capability or a missing CAP_SETPCAP
         // is an error that changes nothing.
         unsafe { libc::prctl(libc::PR_CAPBSET_DROP, capability as libc::c_ulong, 0, 0, 0) };
@@ -207,6 +218,9 @@ pub fn restrict_self(
         return Err(io::Error::last_os_error());
     }
     super::watch::split(watch)?;
+    if let Some(identity) = identity {
+        identity.assume(keep)?;
+    }
     // SAFETY: landlock_restrict_self takes a descriptor and flags; the ruleset descriptor is
     // open in this process (inherited from the parent, which keeps it open until spawn ends).
     if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd, 0 as libc::c_uint) } != 0 {

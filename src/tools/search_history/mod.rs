@@ -45,7 +45,6 @@ pub struct SearchHistoryTool {
 pub struct Arguments {
     /// "Quote" a phrase that must appear.
     query: String,
-    /// Default 10.
     #[schemars(range(min = 1, max = MAX_RESULTS))]
     max_results: Option<i64>,
     #[schemars(skip)]
@@ -63,8 +62,8 @@ impl SearchHistoryTool {
     pub fn new(index: Arc<HistoryIndex>, clock: Arc<dyn Clock>) -> Self {
         let spec = TypedSpec::new(
             "search_history",
-            "Search all past conversations and summaries, best match first, with the messages \
-             around each; times UTC. Ask a plain question; name people, places, things.",
+            "Search all past conversations and summaries, best first, with the messages around \
+             each (times UTC). Ask a plain question naming people, places, things.",
         );
         Self { index, clock, spec }
     }

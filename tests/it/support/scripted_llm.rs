@@ -1,7 +1,7 @@
 //! A scripted OpenAI-compatible server for tests: every reply is chosen by the test.
 //!
-//! It serves `POST /v1/chat/completions` (and, for canned bodies, `POST /v1/responses`) on
-//! `127.0.0.1:0` with TCP_NODELAY (without it a client that reuses connections stalls ~40 ms
+//! It serves `POST /v1/chat/completions` (and, for canned bodies, `POST /v1/responses` and
+//! Anthropic's `POST /v1/messages`) on `127.0.0.1:0` with TCP_NODELAY (without it a client that reuses connections stalls ~40 ms
 //! per call on loopback). Replies come from a
 //! per-model queue, then a shared queue, then a handler, then the default (streamed "ok"). Each
 //! reply is rendered as SSE for `stream: true` and as a plain `chat.completion` otherwise, and the
@@ -105,6 +105,8 @@ struct Script {
     per_model: HashMap<String, VecDeque<Reply>>,
     handler: Option<Handler>,
     requests: Vec<Value>,
+    /// The headers of each request, in order, names in lower case.
+    headers: Vec<Vec<(String, String)>>,
     /// Whether answers carry `usage`.
     usage: bool,
     /// Whether a request with `stream_options` is refused with a 400 naming it.
@@ -126,8 +128,9 @@ impl ScriptedLlm {
         let script = Arc::new(Mutex::new(Script::default()));
         let router = Router::new()
             .route("/v1/chat/completions", post(complete))
-            // The Responses API's tests serve recordings verbatim (`Reply::Raw`).
+            // The Responses and Messages APIs' tests serve recordings verbatim (`Reply::Raw`).
             .route("/v1/responses", post(complete))
+            .route("/v1/messages", post(complete))
             .with_state(Arc::clone(&script));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -186,6 +189,11 @@ impl ScriptedLlm {
         self.lock().requests.clone()
     }
 
+    /// The headers of every request received, in order: (name in lower case, value).
+    pub fn request_headers(&self) -> Vec<Vec<(String, String)>> {
+        self.lock().headers.clone()
+    }
+
     /// The text of every user message the LLM was sent, joined by newlines: what reached the
     /// agent, for "this never got through" checks.
     pub fn user_texts(&self) -> String {
@@ -219,7 +227,11 @@ impl Drop for ScriptedLlm {
     }
 }
 
-async fn complete(State(script): State<Arc<Mutex<Script>>>, body: Bytes) -> Response {
+async fn complete(
+    State(script): State<Arc<Mutex<Script>>>,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> Response {
     let request: Value = serde_json::from_slice(&body)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()));
     let model = request["model"].as_str().unwrap_or("").to_owned();
@@ -227,6 +239,15 @@ async fn complete(State(script): State<Arc<Mutex<Script>>>, body: Bytes) -> Resp
     let (reply, usage) = {
         let mut script = script.lock().unwrap_or_else(|poison| poison.into_inner());
         script.requests.push(request.clone());
+        script.headers.push(
+            headers
+                .iter()
+                .map(|(name, value)| {
+                    let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+                    (name.as_str().to_owned(), value)
+                })
+                .collect(),
+        );
         if script.reject_stream_options && request.get("stream_options").is_some() {
             let body = json!({"error": {"message": "Unrecognized request argument supplied: stream_options", "type": "invalid_request_error", "code": 400}});
             return plain_status(400, body.to_string());

@@ -119,6 +119,7 @@ impl World {
             readable: Vec::new(),
             hidden: vec![self.home.clone()],
             env_passthrough: Vec::new(),
+            run_as: None,
         };
         let sandbox = Sandbox::new(&settings, &Redactor::none());
         assert!(sandbox.is_enforced(), "no jail here: {}", sandbox.status());

@@ -10,6 +10,7 @@ use super::*;
 use crate::tools::shell::{OUTPUT_CAP, Run, run};
 
 mod attacks;
+mod identity;
 mod reach;
 
 /// A home with a config and a session, its workspace inside, a skill beside, and a directory
@@ -52,6 +53,7 @@ fn sandbox(layout: &Layout, network: bool) -> Sandbox {
         readable: vec![layout.home.join("skills/bundled")],
         hidden: vec![layout.home.clone()],
         env_passthrough: Vec::new(),
+        run_as: None,
     };
     let sandbox = Sandbox::new(&settings, &Redactor::none());
     assert!(
@@ -149,6 +151,8 @@ async fn each_command_gets_its_own_tmpdir_and_a_clean_environment() {
     let names: Vec<&str> = lines
         .filter_map(|line| line.split_once('=').map(|(name, _)| name))
         .filter(|name| !matches!(*name, "PWD" | "SHLVL" | "_" | "OLDPWD"))
+        // A root gateway's commands are told the workspace's repositories are safe (identity).
+        .filter(|name| !name.starts_with("GIT_CONFIG_"))
         .collect();
     assert_eq!(
         names,
@@ -218,6 +222,7 @@ async fn an_unenforceable_sandbox_refuses_commands() {
         readable: Vec::new(),
         hidden: vec![layout.home.join("squidbot.yaml")],
         env_passthrough: Vec::new(),
+        run_as: None,
     };
     let sandbox = Sandbox::new(&settings, &Redactor::none());
     assert!(
