@@ -10,6 +10,7 @@
 //! still counts it.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Datelike, NaiveDate, Utc};
@@ -20,6 +21,7 @@ use crate::accounting::price::{Price, Totals};
 use crate::core::ports::clock::Clock;
 use crate::core::ports::llm::{ChatRequest, ChatResponse, LlmError};
 use crate::core::ports::usage::{CallTag, SpendReport, TokenUsage, UsageLedger, UsageRecord};
+use crate::core::session::SessionId;
 use crate::core::window::approx_tokens;
 use crate::core::zone::Zone;
 
@@ -87,6 +89,8 @@ pub struct UsageStatus {
 #[derive(Default)]
 struct Folded {
     days: BTreeMap<NaiveDate, Totals>,
+    /// Per session, the records polled (this month and the previous one), for `/usage`.
+    sessions: HashMap<String, Totals>,
     notified: HashSet<(BudgetKind, NaiveDate)>,
     skipped: BTreeMap<&'static str, Skips>,
 }
@@ -151,6 +155,13 @@ impl UsageMeter {
     fn fold(&self, folded: &mut Folded, record: &UsageRecord) {
         let day = budget::local_date(&self.settings.zone, record.time);
         folded.days.entry(day).or_default().add(record);
+        if let Some(session) = &record.session {
+            folded
+                .sessions
+                .entry(session.clone())
+                .or_default()
+                .add(record);
+        }
         while folded.days.len() > KEPT_DAYS {
             folded.days.pop_first();
         }
@@ -399,6 +410,41 @@ impl SpendReport for UsageMeter {
     async fn status_line(&self) -> String {
         self.line().await
     }
+
+    async fn usage_lines(&self, session: &SessionId) -> String {
+        let today = self.status().await.today;
+        let conversation = self
+            .folded()
+            .sessions
+            .get(session.as_str())
+            .copied()
+            .unwrap_or_default();
+        format!(
+            "this conversation (this month and the last): {}\ntoday, all conversations: {}",
+            usage_figures(&conversation),
+            usage_figures(&today)
+        )
+    }
+}
+
+/// One `/usage` line: tokens, cache hit rate, cost, and how many calls were estimated.
+fn usage_figures(totals: &Totals) -> String {
+    let rate = match totals.prompt_tokens {
+        0 => 0.0,
+        prompt => totals.cached_tokens as f64 * 100.0 / prompt as f64,
+    };
+    let mut line = format!(
+        "{} calls, {} prompt tokens ({} cached, {rate:.0} % cache hits), {} completion tokens, cost {:.4}",
+        totals.calls,
+        totals.prompt_tokens,
+        totals.cached_tokens,
+        totals.completion_tokens,
+        totals.cost
+    );
+    if totals.estimated_calls > 0 {
+        let _ = write!(line, " ({} calls estimated)", totals.estimated_calls);
+    }
+    line
 }
 
 /// prompt, the tool schemas and the answer.

@@ -14,6 +14,8 @@ use clap::Args;
 use squidbot::channels::terminal;
 use squidbot::core::agent_loop::TurnRequest;
 use squidbot::core::audience::Audience;
+use squidbot::core::command::ChatCommand;
+use squidbot::core::command_answer;
 use squidbot::core::origin::Origin;
 use squidbot::core::ports::channel::CollectingSink;
 use squidbot::core::session::SessionId;
@@ -34,11 +36,20 @@ pub async fn run(config: Option<&Path>, args: AgentArgs) -> Result<ExitCode> {
     let extra = assembly.extra_tools();
     match args.message {
         Some(text) => {
-            let session = SessionId::cli_local();
-            let mut request = TurnRequest::new(session.clone(), text, Origin::owner());
+            let key = SessionId::cli_local();
+            // A command is answered as in the REPL, without the LLM or the history.
+            if let Some(command) = ChatCommand::parse(&text) {
+                say!(
+                    "{}",
+                    command_answer::answer(&assembly.agent, &key, &command).await
+                )?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            let session = assembly.agent.current_session(&key);
+            let mut request = TurnRequest::new(session, text, Origin::owner());
             // The terminal is the owner's (see `Owner`): the private memory is part of its turns.
             request.audience = Audience::Owner;
-            request.extra_tools = extra(&session);
+            request.extra_tools = extra(&key);
             let sink = Arc::new(CollectingSink::for_owner());
             let result = assembly.agent.run(request, sink.clone()).await;
             match result {

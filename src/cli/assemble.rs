@@ -5,8 +5,9 @@
 //! LLM pools with retry and fallback, the registered tools (shell, files, cron, fetch_url,
 //! web_search, spawn) and the per-turn `memory_write` tool.
 
+use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -23,12 +24,14 @@ use squidbot::config::{
 use squidbot::core::agent_loop::AgentLoop;
 use squidbot::core::approval::{ApprovalMode, ApprovalSettings, Approvals};
 use squidbot::core::backoff::Backoff;
+use squidbot::core::conversation::Conversations;
 use squidbot::core::memory_manager::{MemoryManager, MemorySettings};
 use squidbot::core::origin::Origin;
 use squidbot::core::ports::channel::TurnTools;
 use squidbot::core::ports::clock::Clock;
 use squidbot::core::ports::clock::SystemClock;
 use squidbot::core::ports::llm::LlmClient;
+use squidbot::core::ports::models::{CatalogEntry, ModelCatalog, ModelKind};
 use squidbot::core::ports::prompt::AppendedPrompt;
 use squidbot::core::ports::store::{HistoryStore, MemoryStore};
 use squidbot::core::ports::tool::Tool;
@@ -49,7 +52,9 @@ use squidbot::llm::{
 use squidbot::skills::catalog::search_dirs;
 use squidbot::skills::{SkillCatalog, SkilledPrompt, bundled};
 use squidbot::storage::file_lock::WorkspaceLock;
-use squidbot::storage::{HistoryIndex, JsonlStore, MemoryFile, UsageLedgerFile, WorkspacePrompt};
+use squidbot::storage::{
+    ConversationFiles, HistoryIndex, JsonlStore, MemoryFile, UsageLedgerFile, WorkspacePrompt,
+};
 use squidbot::tools::mcp::{CONNECT_TIMEOUT, McpHub};
 use squidbot::tools::sandbox::{Sandbox, SandboxSettings, rules};
 use squidbot::tools::shell_policy::AllowList;
@@ -85,6 +90,7 @@ pub struct Assembly {
 }
 
 /// What building more pools later needs.
+#[derive(Clone)]
 struct Pools {
     client: reqwest::Client,
     timeouts: Timeouts,
@@ -274,6 +280,20 @@ impl Assembly {
             spawn = Some(hub);
         }
         let approvals = Arc::new(Approvals::new(clock.clone()));
+        let pools = Pools {
+            client,
+            timeouts,
+            metering,
+        };
+        let catalog = ConfiguredModels::new(
+            config,
+            pools.clone(),
+            HashMap::from([(default_pool.clone(), llm.clone())]),
+        );
+        let conversations = Conversations::new(
+            Arc::new(ConversationFiles::new(&loaded.home)),
+            Arc::new(catalog),
+        );
         let agent = AgentLoop::new(
             llm,
             Arc::new(registry),
@@ -282,12 +302,8 @@ impl Assembly {
             clock.clone(),
         )
         .with_approvals(Some(approvals), approval_settings(config))
-        .with_usage(metering.usage.clone());
-        let pools = Pools {
-            client,
-            timeouts,
-            metering,
-        };
+        .with_usage(pools.metering.usage.clone())
+        .with_conversations(Arc::new(conversations));
         Ok(Self {
             agent: Arc::new(agent),
             pool_name: default_pool.clone(),
@@ -515,10 +531,24 @@ fn build_pool(
     timeouts: &Timeouts,
     metering: &Metering,
 ) -> Result<Arc<dyn LlmClient>> {
-    let metrics = metering.metrics.as_ref();
     let Some(members) = config.pool_members(pool) else {
         bail!("LLM pool {pool:?} is not configured");
     };
+    Ok(members_client(
+        config, pool, members, client, timeouts, metering,
+    ))
+}
+
+/// The accounted client of `members`, asked in order, under the name `pool`.
+fn members_client(
+    config: &Config,
+    pool: &str,
+    members: Vec<PoolMember<'_>>,
+    client: &reqwest::Client,
+    timeouts: &Timeouts,
+    metering: &Metering,
+) -> Arc<dyn LlmClient> {
+    let metrics = metering.metrics.as_ref();
     let members: Vec<Arc<dyn LlmClient>> = members
         .into_iter()
         .map(|member| {
@@ -539,10 +569,93 @@ fn build_pool(
     // fallback across the members, then each model's client with its provider's quirks.
     let inner: Arc<dyn LlmClient> = Arc::new(LlmPool::new(pool, members, retry));
     let accounted = AccountedLlm::new(inner, metering.usage.clone(), pool);
-    Ok(Arc::new(match metrics {
+    Arc::new(match metrics {
         Some(metrics) => accounted.with_observer(metrics.clone() as Arc<dyn CallObserver>),
         None => accounted,
-    }))
+    })
+}
+
+/// The configured models and pools for `/model`: each client built on first use, through the
+/// same layers as every pool, then kept, so conversations that pick the same name share it.
+struct ConfiguredModels {
+    config: Config,
+    pools: Pools,
+    entries: Vec<CatalogEntry>,
+    /// A std mutex: held to look up or insert a client; building one does no I/O.
+    built: Mutex<HashMap<String, Arc<dyn LlmClient>>>,
+}
+
+impl ConfiguredModels {
+    /// The catalog of `config`, with the clients already built (the default pool's).
+    fn new(config: &Config, pools: Pools, built: HashMap<String, Arc<dyn LlmClient>>) -> Self {
+        let llm = &config.llm;
+        let pools_listed = llm.pools.iter().map(|(name, entries)| CatalogEntry {
+            name: name.clone(),
+            kind: ModelKind::Pool,
+            detail: entries
+                .iter()
+                .map(|entry| entry.model.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
+        let models_listed = llm.models.iter().map(|(name, model)| CatalogEntry {
+            name: name.clone(),
+            kind: ModelKind::Model,
+            detail: model.model.clone(),
+        });
+        Self {
+            config: config.clone(),
+            pools,
+            entries: pools_listed.chain(models_listed).collect(),
+            built: Mutex::new(built),
+        }
+    }
+}
+
+impl ModelCatalog for ConfiguredModels {
+    fn entries(&self) -> Vec<CatalogEntry> {
+        self.entries.clone()
+    }
+
+    fn default_name(&self) -> &str {
+        &self.config.llm.default_pool
+    }
+
+    fn client(&self, name: &str) -> Option<Arc<dyn LlmClient>> {
+        let mut built = self.built.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(client) = built.get(name) {
+            return Some(client.clone());
+        }
+        let config = &self.config;
+        let members = match config.pool_members(name) {
+            Some(members) => members,
+            None => {
+                let (name, model) = config.llm.models.get_key_value(name)?;
+                let (provider_name, provider) =
+                    config.llm.providers.get_key_value(&model.provider)?;
+                vec![PoolMember {
+                    name,
+                    model,
+                    provider_name,
+                    provider,
+                }]
+            }
+        };
+        if members.is_empty() {
+            return None;
+        }
+        let pools = &self.pools;
+        let client = members_client(
+            config,
+            name,
+            members,
+            &pools.client,
+            &pools.timeouts,
+            &pools.metering,
+        );
+        built.insert(name.to_owned(), client.clone());
+        Some(client)
+    }
 }
 
 /// The client of one model, speaking the API its provider states (`llm.providers.<name>.api`).

@@ -176,6 +176,7 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
             listen: http.listen,
             token,
             approvals: assembly.agent.approvals().cloned(),
+            conversations: assembly.agent.conversations().cloned(),
         };
         // Bound before any channel starts: a taken address ends the start with its reason.
         directory.register(Arc::new(HttpChannel::bind(settings, state.clone())?));

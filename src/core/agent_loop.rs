@@ -30,6 +30,7 @@ use crate::core::approval::{ApprovalSettings, Approvals, TurnApprovals};
 use crate::core::audience::Audience;
 use crate::core::authority::Authority;
 use crate::core::command;
+use crate::core::conversation::Conversations;
 use crate::core::loop_breaker::{self, LoopBreaker, Verdict};
 use crate::core::memory_manager::{Consolidation, MemoryManager};
 use crate::core::message::{Message, Role};
@@ -200,6 +201,7 @@ pub struct AgentLoop {
     approvals: Option<Arc<Approvals>>,
     approval_settings: ApprovalSettings,
     usage: Option<Arc<dyn SpendReport>>,
+    conversations: Option<Arc<Conversations>>,
 }
 
 impl AgentLoop {
@@ -222,6 +224,7 @@ impl AgentLoop {
             approvals: None,
             approval_settings: ApprovalSettings::default(),
             usage: None,
+            conversations: None,
         }
     }
 
@@ -246,6 +249,39 @@ impl AgentLoop {
     pub fn with_usage(mut self, usage: Arc<dyn SpendReport>) -> Self {
         self.usage = Some(usage);
         self
+    }
+
+    /// Lets `/new` and `/model` steer conversations: a turn of a session that picked a model
+    /// uses that model's client unless its request names one.
+    pub fn with_conversations(mut self, conversations: Arc<Conversations>) -> Self {
+        self.conversations = Some(conversations);
+        self
+    }
+
+    /// The conversations' sessions and models, when chat commands may steer them.
+    pub fn conversations(&self) -> Option<&Arc<Conversations>> {
+        self.conversations.as_ref()
+    }
+
+    /// The session conversation `key`'s messages go to now (see [`Conversations::current`]).
+    pub fn current_session(&self, key: &SessionId) -> SessionId {
+        match &self.conversations {
+            Some(conversations) => conversations.current(key),
+            None => key.clone(),
+        }
+    }
+
+    /// The client `session`'s turns use: the model it picked, or the default.
+    pub fn llm_of(&self, session: &SessionId) -> Arc<dyn LlmClient> {
+        self.conversations
+            .as_ref()
+            .and_then(|conversations| conversations.client(session))
+            .unwrap_or_else(|| self.llm.clone())
+    }
+
+    /// The spend report behind `/status` and `/usage`, if usage is metered.
+    pub fn usage(&self) -> Option<&Arc<dyn SpendReport>> {
+        self.usage.as_ref()
     }
 
     /// Overrides the tool-round limit (at least 1).
@@ -287,7 +323,8 @@ impl AgentLoop {
     /// does not wait for the session's running turn.
     pub async fn status_line(&self, session: &SessionId) -> Result<String, StoreError> {
         let tail = self.memory.load_tail(session).await?;
-        let mut line = command::status_line(&self.llm.describe(), &tail, self.clock.now().to_utc());
+        let llm = self.llm_of(session);
+        let mut line = command::status_line(&llm.describe(), &tail, self.clock.now().to_utc());
         if let Some(usage) = &self.usage {
             line.push_str(" · ");
             line.push_str(&usage.status_line().await);
@@ -303,6 +340,12 @@ impl AgentLoop {
     ) -> Result<TurnOutcome, TurnError> {
         let sink = reply.as_ref();
         let session = request.session.clone();
+        if request.llm.is_none() {
+            request.llm = self
+                .conversations
+                .as_ref()
+                .and_then(|conversations| conversations.client(&session));
+        }
         let _guard = self.locks.lock(&session).await;
         let channel = session.channel().to_owned();
         // A heartbeat tick or cron run over budget is skipped before anything is written.

@@ -1,11 +1,12 @@
 //! [`ChatCommand`]: the few commands every channel understands, answered by squidbot itself
-//! without the LLM: `/help`, `/stop` and `/status`.
+//! without the LLM: `/help`, `/stop`, `/status`, `/model`, `/new`, `/compact` and `/usage`.
 //!
 //! A command is control, not conversation: it is not written to the session's history and
 //! never reaches the model, so asking for the status does not cost a turn or change the next
 //! prompt. Only a person's message is read as a command; a heartbeat or cron prompt that
 //! happens to say `/stop` is just text. The text must be the command alone (surrounding
-//! whitespace and letter case aside); `/stop now` or `/shrug` go to the model as usual.
+//! whitespace and letter case aside), `/model` with at most one name after it; `/stop now` or
+//! `/shrug` go to the model as usual. [`crate::core::command_answer`] answers them.
 
 use chrono::{DateTime, TimeDelta, Utc};
 
@@ -13,7 +14,7 @@ use crate::core::ports::store::Tail;
 use crate::core::window;
 
 /// A command a person can send on any channel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ChatCommand {
     /// Lists the commands.
     Help,
@@ -21,21 +22,46 @@ pub enum ChatCommand {
     Stop,
     /// A short line about the session: model, size, last consolidation.
     Status,
+    /// Lists the models and pools (`None`) or switches the conversation to one.
+    Model(Option<String>),
+    /// Starts a fresh conversation; the old history stays.
+    New,
+    /// Summarizes the conversation now.
+    Compact,
+    /// This conversation's and today's tokens, cache hits and cost.
+    Usage,
 }
 
 /// What `/help` answers.
 pub const HELP: &str = "Commands: /help (this list), /stop (cancel the reply I am working on \
-in this conversation), /status (model, conversation size, last summary). Anything else goes to \
-the assistant.";
+in this conversation), /status (model, conversation size, last summary), /model (list the \
+models; /model NAME switches this conversation, /model default goes back), /new (start a fresh \
+conversation here; the old one stays searchable), /compact (summarize this conversation now), \
+/usage (tokens, cache hits and cost of this conversation and today). Anything else goes to the \
+assistant.";
 
 impl ChatCommand {
     /// The command `text` is, if it is one.
     pub fn parse(text: &str) -> Option<Self> {
-        let word = text.trim();
+        let mut words = text.split_whitespace();
+        let word = words.next()?;
+        let argument = words.next();
+        if words.next().is_some() {
+            return None;
+        }
+        if word.eq_ignore_ascii_case("/model") {
+            return Some(Self::Model(argument.map(str::to_owned)));
+        }
+        if argument.is_some() {
+            return None;
+        }
         [
             ("/help", Self::Help),
             ("/stop", Self::Stop),
             ("/status", Self::Status),
+            ("/new", Self::New),
+            ("/compact", Self::Compact),
+            ("/usage", Self::Usage),
         ]
         .into_iter()
         .find(|(name, _)| word.eq_ignore_ascii_case(name))
@@ -101,7 +127,24 @@ mod tests {
         assert_eq!(ChatCommand::parse("/help"), Some(ChatCommand::Help));
         assert_eq!(ChatCommand::parse("  /STOP\n"), Some(ChatCommand::Stop));
         assert_eq!(ChatCommand::parse("/Status"), Some(ChatCommand::Status));
-        for text in ["/stop now", "please /stop", "/shrug", "help", "/", ""] {
+        assert_eq!(ChatCommand::parse(" /new "), Some(ChatCommand::New));
+        assert_eq!(ChatCommand::parse("/compact"), Some(ChatCommand::Compact));
+        assert_eq!(ChatCommand::parse("/usage"), Some(ChatCommand::Usage));
+        assert_eq!(ChatCommand::parse("/model"), Some(ChatCommand::Model(None)));
+        assert_eq!(
+            ChatCommand::parse("/MODEL big"),
+            Some(ChatCommand::Model(Some("big".to_owned())))
+        );
+        for text in [
+            "/stop now",
+            "please /stop",
+            "/shrug",
+            "help",
+            "/",
+            "",
+            "/new chat",
+            "/model big please",
+        ] {
             assert_eq!(ChatCommand::parse(text), None, "{text:?}");
         }
     }

@@ -71,6 +71,8 @@ pub enum Trigger {
     Threshold,
     /// The prompt would not fit the model's context budget.
     TokenBudget,
+    /// A person asked for it (`/compact`).
+    Asked,
 }
 
 /// What a consolidation attempt did.
@@ -369,6 +371,16 @@ impl MemoryManager {
         } else {
             Ok(Consolidation::NotDue)
         }
+    }
+
+    /// Consolidates `tail` now, whatever its size (`/compact`), keeping the newest
+    /// `keep_recent` messages as a due consolidation does. Hold the session's mutex.
+    pub async fn consolidate_now(
+        &self,
+        session: &SessionId,
+        tail: &mut Tail,
+    ) -> Result<Consolidation, StoreError> {
+        self.consolidate(session, tail, Trigger::Asked).await
     }
 
     async fn consolidate(

@@ -7,9 +7,15 @@
 //! bounds how many turns run at once. The queue map's lock is held both for enqueueing and for
 //! a worker's decision to exit, so no message can slip into a queue whose worker just left.
 //!
-//! A person's `/help`, `/stop` or `/status` ([`ChatCommand`]) is answered here, beside the
-//! queue rather than in it: `/stop` must reach the turn it cancels while that turn runs, and
-//! neither of the others should wait behind it. Commands are not written to the history. The
+//! A person's chat command ([`ChatCommand`]: `/stop`, `/status`, `/model`, `/new`, ...) is
+//! answered here, beside the queue rather than in it: `/stop` must reach the turn it cancels
+//! while that turn runs, and the others should not wait behind it (`/compact` waits for the
+//! session's mutex, as a turn's consolidation does). Commands are not written to the history.
+//!
+//! Every other message is first moved from its conversation key (the session id its channel
+//! named) to the key's current session ([`AgentLoop::current_session`], which `/new` changes);
+//! queue, `/stop`, approvals and the turn follow that session, while the activity log and the
+//! turn's tools (`cron_add`'s target) keep the key, which is what routes a message back. The
 //! owner's answer to an open approval (`yes CODE` / `no CODE`) is taken the same way: the turn
 //! waiting for it holds its session's queue.
 //!
@@ -32,7 +38,8 @@ use tokio_util::task::TaskTracker;
 use super::state::GatewayState;
 use crate::core::agent_loop::{AgentLoop, TurnError, TurnRequest};
 use crate::core::approval::{self, Approvals, Decision, ResolveError};
-use crate::core::command::{ChatCommand, HELP};
+use crate::core::command::ChatCommand;
+use crate::core::command_answer;
 use crate::core::loop_breaker;
 use crate::core::memory_manager::Consolidation;
 use crate::core::ports::channel::{
@@ -42,7 +49,10 @@ use crate::core::session::SessionId;
 
 /// One queued message and where to report its end.
 struct Job {
+    /// The message, its session already the conversation's current one.
     inbound: Inbound,
+    /// The session id its channel named: the conversation's key.
+    key: SessionId,
     done: oneshot::Sender<TurnResult>,
 }
 
@@ -153,6 +163,9 @@ impl Dispatch for Router {
         {
             return Ok(self.inner.command(command, inbound));
         }
+        let mut inbound = inbound;
+        let key = inbound.session.clone();
+        inbound.session = self.inner.agent.current_session(&key);
         if inbound.origin.is_person()
             && let Some((decision, code)) = approval::parse_answer(&inbound.text)
             && let Some(approvals) = self.inner.agent.approvals()
@@ -165,7 +178,6 @@ impl Dispatch for Router {
         let (done, receiver) = oneshot::channel();
         let session = inbound.session.clone();
         let mut queues = self.inner.queues.lock().unwrap_or_else(|p| p.into_inner());
-        let mut inbound = inbound;
         if let Some(target) = inbound.corrects.take() {
             let sender = inbound.origin.sender_id();
             match queues.waiting.get_mut(&(session.clone(), target)) {
@@ -183,7 +195,7 @@ impl Dispatch for Router {
                 .waiting
                 .insert((session.clone(), id.clone()), (sender, false));
         }
-        let mut job = Job { inbound, done };
+        let mut job = Job { inbound, key, done };
         if let Some(queue) = queues.senders.get(&session) {
             match queue.send(job) {
                 Ok(()) => return Ok(receiver),
@@ -231,23 +243,18 @@ impl Inner {
         let inner = self.clone();
         self.tracker.spawn(async move {
             let Inbound {
-                session,
+                session: key,
                 reply,
                 persisted,
                 ..
             } = inbound;
             let text = match command {
-                ChatCommand::Help => HELP.to_owned(),
-                ChatCommand::Stop if inner.stop(&session) => {
+                ChatCommand::Stop if inner.stop(&inner.agent.current_session(&key)) => {
+                    tracing::info!(session = %key, "Chat command answered: /stop.");
                     "Stopped: the reply I was working on is cancelled.".to_owned()
                 }
-                ChatCommand::Stop => "Nothing to stop: no reply is being worked on.".to_owned(),
-                ChatCommand::Status => match inner.agent.status_line(&session).await {
-                    Ok(line) => line,
-                    Err(error) => format!("Error: {error}"),
-                },
+                command => command_answer::answer(&inner.agent, &key, &command).await,
             };
-            tracing::info!(session = %session, command = ?command, "Chat command answered.");
             let _ = done.send(handled(persisted, reply.as_ref(), text).await);
         });
         receiver
@@ -338,12 +345,13 @@ impl Inner {
                 let _ = job.done.send(TurnResult::Dropped);
                 continue;
             }
-            let result = self.run(job.inbound).await;
+            let result = self.run(job.inbound, &job.key).await;
             let _ = job.done.send(result);
         }
     }
 
-    async fn run(&self, inbound: Inbound) -> TurnResult {
+    /// Runs `inbound` as a turn of its (current) session; `key` is its conversation's key.
+    async fn run(&self, inbound: Inbound, key: &SessionId) -> TurnResult {
         let Ok(_permit) = self.permits.acquire().await else {
             return TurnResult::Dropped;
         };
@@ -352,12 +360,10 @@ impl Inner {
         if inbound.origin.is_person()
             && let Some(activity) = &self.activity
         {
-            activity.record(&session, &inbound.metadata);
+            activity.record(key, &inbound.metadata);
         }
         let audience = self.agent.audience(&session, inbound.reply.as_ref()).await;
-        let tools = self
-            .tools
-            .for_turn(&session, &inbound.metadata, &inbound.origin);
+        let tools = self.tools.for_turn(key, &inbound.metadata, &inbound.origin);
         let (mut request, reply) = TurnRequest::from_inbound(inbound, tools);
         request.audience = audience;
         self.running

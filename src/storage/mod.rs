@@ -2,6 +2,8 @@
 //!
 //! - [`activity_log`]: the last active session, the heartbeat's default target ([`ActivityFile`]).
 //! - [`approval_file`]: the gateway's open approval requests ([`ApprovalFile`]).
+//! - [`conversation_file`]: each conversation's current session and model, as chat commands
+//!   set them ([`ConversationFiles`]).
 //! - [`safe_id`]: the injective, filesystem-safe encoding of session ids.
 //! - [`atomic`]: whole-file writes that are atomic (temp file, fsync, rename, fsync dir).
 //! - [`file_lock`]: exclusive locks between processes for read-modify-write ([`FileLock`]).
@@ -25,6 +27,7 @@ pub mod approval_file;
 pub mod atomic;
 pub mod beneath;
 pub mod bootstrap;
+pub mod conversation_file;
 pub mod cursor_file;
 pub mod file_lock;
 pub mod history_index;
@@ -41,6 +44,7 @@ pub mod workspace_files;
 pub use activity_log::ActivityFile;
 pub use approval_file::ApprovalFile;
 pub use bootstrap::WorkspacePrompt;
+pub use conversation_file::ConversationFiles;
 pub use file_lock::FileLock;
 pub use history_index::HistoryIndex;
 pub use home_lock::HomeLock;

@@ -256,6 +256,44 @@ async fn an_approved_command_runs_once_and_a_refusal_ends_the_asking() {
     assert_eq!(gw.get_json("/status").await["approvals"], json!([]));
 }
 
+/// After `/new` the turn runs in another session, but the client keeps its API session id:
+/// the request names that id and is answered under it.
+#[tokio::test]
+async fn after_new_an_approval_is_answered_under_the_id_the_client_uses() {
+    let llm = ScriptedLlm::start().await;
+    let gw = Gateway::start(&llm.url(), "", &[]).await;
+    let (code, body) = gw.say("ops", "/new").await;
+    assert_eq!(code, 200, "{body}");
+    llm.enqueue(shell("echo ran >> ran.txt"));
+    llm.enqueue(Reply::Text("done".to_owned()));
+    let mut events = Events::open(&gw, "ops").await;
+    let turn = say_later(&gw, "ops", "write the file");
+    let request = events.next("approval").await;
+    assert_eq!(request["session"], "http:ops", "{request}");
+    assert_eq!(
+        request["answer"]["path"],
+        format!(
+            "/v1/sessions/ops/approvals/{}",
+            request["id"].as_str().unwrap()
+        ),
+        "{request}"
+    );
+    let id = request["id"].as_str().unwrap();
+    let (code, body) = decide(&gw, "ops", id, json!({"decision": "approve"})).await;
+    assert_eq!(code, 200, "{body}");
+    let (code, asked) = turn.await.unwrap();
+    assert_eq!(code, 202, "{asked}");
+    assert_eq!(asked["approval"]["session"], "http:ops", "{asked}");
+    assert_eq!(asked["events"], "/v1/sessions/ops/events", "{asked}");
+    assert_eq!(events.next("reply").await["reply"], "done");
+    assert!(gw.home().join("workspace/ran.txt").exists());
+    assert!(gw.session_file("ops#2").exists());
+    assert!(
+        !gw.session_file("ops").exists(),
+        "the turn ran in the new session"
+    );
+}
+
 #[tokio::test]
 async fn an_unanswered_request_expires_and_the_owner_answers_in_words() {
     let llm = ScriptedLlm::start().await;

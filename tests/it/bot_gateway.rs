@@ -19,6 +19,7 @@ pub(crate) struct BotGateway {
 }
 
 /// The model id asked for unless a test names one (a plain model: no images, no quirks).
+/// Every bot also has a second model, `big` (`big-model`), which only `/model big` picks.
 const DEFAULT_MODEL: &str = "scripted-model";
 
 impl BotGateway {
@@ -92,7 +93,7 @@ impl BotGateway {
             "    device_id: SQUIDBOTTEST\n"
         };
         let config = format!(
-            "llm:\n  providers:\n    local:\n      api_base: \"{llm}\"\n  models:\n    small:\n      provider: local\n      model: \"{model}\"\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\nagents:\n  heartbeat:\n    enabled: false\ngateway:\n  shutdown_grace_seconds: 5\n  http:\n    listen: 127.0.0.1:{port}\n    token: {token}\nchannels:\n  matrix:\n    enabled: true\n    homeserver: \"{}\"\n    user_id: \"{}\"\n    password: \"{}\"\n{device}{matrix_extra}\n",
+            "llm:\n  providers:\n    local:\n      api_base: \"{llm}\"\n  models:\n    small:\n      provider: local\n      model: \"{model}\"\n    big:\n      provider: local\n      model: big-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\nagents:\n  heartbeat:\n    enabled: false\ngateway:\n  shutdown_grace_seconds: 5\n  http:\n    listen: 127.0.0.1:{port}\n    token: {token}\nchannels:\n  matrix:\n    enabled: true\n    homeserver: \"{}\"\n    user_id: \"{}\"\n    password: \"{}\"\n{device}{matrix_extra}\n",
             hs.url,
             bot.user_id,
             bot.password,

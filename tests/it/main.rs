@@ -45,6 +45,8 @@ mod commands;
 mod bot_gateway;
 // The Matrix channel against real Synapse with a real matrix-sdk client as the human.
 mod matrix;
+// Chat commands in a Matrix room: /model and /new.
+mod matrix_commands;
 // Room keys when the bot and a member's device meet: rotated, never re-sent at a later index.
 mod matrix_keys;
 // Sync gaps filled: messages sent while the bot was away, all answered in order.

@@ -246,6 +246,60 @@ async fn chat_commands_are_answered_at_the_terminal_without_the_llm() {
     assert!(!home.path().join("sessions/cli_3Alocal.jsonl").exists());
 }
 
+#[tokio::test]
+async fn model_and_new_steer_the_terminal_conversation_and_last_past_the_repl() {
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(default_reply);
+    let home = Home::new();
+    home.write_config(&llm.url(), "");
+    // A second model, written where the first is.
+    let config = std::fs::read_to_string(home.config()).unwrap().replace(
+        "  pools:\n",
+        "    big:\n      provider: local\n      model: big-model\n  pools:\n",
+    );
+    std::fs::write(home.config(), config).unwrap();
+    let mut repl = Repl::start(&home);
+    repl.prompted(1).await;
+    repl.type_line("/model big").await;
+    repl.stdout_shows("This conversation now uses big (model: big-model).")
+        .await;
+    repl.prompted(2).await;
+    repl.type_line("my fruit is the kumquat").await;
+    repl.stdout_shows("re: my fruit is the kumquat").await;
+    assert_eq!(llm.requests()[0]["model"], "big-model");
+    repl.prompted(3).await;
+    repl.type_line("/new").await;
+    repl.stdout_shows("stays in the history as cli:local").await;
+    repl.prompted(4).await;
+    repl.type_line("what is my fruit?").await;
+    repl.stdout_shows("re: what is my fruit?").await;
+    repl.prompted(5).await;
+    drop(repl.stdin.take());
+    assert_eq!(repl.exit_status().await.code(), Some(0));
+
+    let request = &llm.requests()[1];
+    assert!(
+        !request["messages"].to_string().contains("kumquat"),
+        "{request}"
+    );
+    assert_eq!(request["model"], "big-model", "/new keeps the model");
+    assert_eq!(history(&home).len(), 2, "the old session is untouched");
+    let fresh = home.path().join("sessions/cli_3Alocal_232.jsonl");
+    assert_eq!(std::fs::read_to_string(&fresh).unwrap().lines().count(), 2);
+
+    // A later `agent -m` goes on in the new session, with the model picked.
+    let output = home.run(&["agent", "-m", "one more"]).await;
+    assert!(output.status.success());
+    assert_eq!(std::fs::read_to_string(&fresh).unwrap().lines().count(), 4);
+    assert_eq!(llm.requests()[2]["model"], "big-model");
+    let output = home.run(&["agent", "-m", "/model default"]).await;
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "This conversation is back on the default, default.\n"
+    );
+    assert_eq!(llm.request_count(), 3, "commands never reach the LLM");
+}
+
 /// One shell call as the model's whole round.
 fn shell_call(command: &str) -> Reply {
     Reply::ToolCalls {

@@ -16,6 +16,7 @@ use serde_json::{Map, Value};
 use super::hub::HttpHub;
 use super::routes::{AppState, router};
 use crate::core::approval::Approvals;
+use crate::core::conversation::Conversations;
 use crate::core::ports::channel::{Channel, ChannelContext, ChannelError, ReplySink};
 use crate::core::session::SessionId;
 use crate::gateway::GatewayState;
@@ -29,6 +30,9 @@ pub struct HttpSettings {
     pub token: Option<String>,
     /// Where `POST …/approvals/{id}` answers go.
     pub approvals: Option<Arc<Approvals>>,
+    /// Which session an API session id's messages go to now (`/new`), so an approval
+    /// answered under the id the client uses finds the request its current session opened.
+    pub conversations: Option<Arc<Conversations>>,
 }
 
 impl std::fmt::Debug for HttpSettings {
@@ -120,6 +124,7 @@ impl Channel for HttpChannel {
             tasks: context.tasks.clone(),
             liveness: context.liveness.clone(),
             approvals: self.settings.approvals.clone(),
+            conversations: self.settings.conversations.clone(),
         };
         context.ready.cancel();
         let shutdown = context.shutdown.clone();

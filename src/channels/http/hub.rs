@@ -41,11 +41,13 @@ impl HubEvent {
         }
     }
 
-    /// A request for the owner's approval, answered with `POST …/approvals/{id}`.
-    pub fn approval(request: &ApprovalRequest) -> Self {
+    /// A request for the owner's approval, answered with `POST …/approvals/{id}` under
+    /// `session`, the API's session id the client used (the request's own session is another
+    /// after `/new`).
+    pub fn approval(session: &SessionId, request: &ApprovalRequest) -> Self {
         Self {
             name: "approval",
-            data: approval_json(request),
+            data: approval_json(session, request),
         }
     }
 
@@ -58,16 +60,13 @@ impl HubEvent {
 
 /// An approval request as the API shows it, in the events and in a plain POST's answer: the
 /// session named as `/status` names it, and how to answer (a client that never read the
-/// documentation can still do it).
-pub fn approval_json(request: &ApprovalRequest) -> Value {
-    let path = format!(
-        "/v1/sessions/{}/approvals/{}",
-        request.session.key(),
-        request.id
-    );
+/// documentation can still do it). `session` is the API session the client used, which after
+/// `/new` is not the request's own (the route resolves it back).
+pub fn approval_json(session: &SessionId, request: &ApprovalRequest) -> Value {
+    let path = format!("/v1/sessions/{}/approvals/{}", session.key(), request.id);
     json!({
         "id": request.id,
-        "session": request.session.to_string(),
+        "session": session.to_string(),
         "tool": request.tool,
         "command": request.command,
         "reason": request.reason,
@@ -174,7 +173,7 @@ impl ReplySink for MailboxSink {
 
     async fn ask(&self, request: &ApprovalRequest) -> Result<bool, DeliveryError> {
         self.hub
-            .post_event(&self.session, HubEvent::approval(request));
+            .post_event(&self.session, HubEvent::approval(&self.session, request));
         Ok(true)
     }
 }

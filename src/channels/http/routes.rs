@@ -36,6 +36,7 @@ use super::hub::{HttpHub, HubEvent, approval_json};
 use super::sse::{SseSink, event};
 use crate::core::approval::{Approvals, Decision, ResolveError};
 use crate::core::audience::Readers;
+use crate::core::conversation::Conversations;
 use crate::core::liveness::Liveness;
 use crate::core::origin::Origin;
 use crate::core::ports::approvals::ApprovalRequest;
@@ -60,6 +61,8 @@ pub struct AppState {
     pub liveness: Liveness,
     /// Where approval answers go.
     pub approvals: Option<Arc<Approvals>>,
+    /// The API session ids' current sessions (see `HttpSettings::conversations`).
+    pub conversations: Option<Arc<Conversations>>,
 }
 
 /// The router for `app`.
@@ -234,7 +237,7 @@ impl ReplySink for QuietSink {
 
     async fn ask(&self, request: &ApprovalRequest) -> Result<bool, DeliveryError> {
         self.hub
-            .post_event(&self.session, HubEvent::approval(request));
+            .post_event(&self.session, HubEvent::approval(&self.session, request));
         let waiting = self.asked.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(waiting) = waiting {
             let _ = waiting.send(request.clone());
@@ -294,6 +297,8 @@ async fn message(
         Ok(request) = question => {
             // The turn waits for the owner; the reply goes to the session's events.
             let hub = app.hub.clone();
+            let events = format!("/v1/sessions/{}/events", session.key());
+            let approval = approval_json(&session, &request);
             app.tasks.spawn(async move {
                 let outcome = match done.await {
                     Ok(TurnResult::Replied(reply)) => HubEvent::outcome("reply", json!({ "reply": reply })),
@@ -304,11 +309,10 @@ async fn message(
                 };
                 hub.post_event(&session, outcome);
             });
-            let events = format!("/v1/sessions/{}/events", request.session.key());
             (
                 StatusCode::ACCEPTED,
                 Json(json!({
-                    "approval": approval_json(&request),
+                    "approval": approval,
                     "events": events,
                     "note": "The command waits for the owner's answer; answer it with the \
                              approval's `answer`, then read the reply as a `reply` event on \
@@ -358,6 +362,10 @@ async fn approval(
     };
     let Some(approvals) = &app.approvals else {
         return error_status(StatusCode::NOT_FOUND, ResolveError::Unknown);
+    };
+    let session = match &app.conversations {
+        Some(conversations) => conversations.current(&session),
+        None => session,
     };
     match approvals.resolve_id(&session, &approval, decision) {
         Ok(request) => {

@@ -71,7 +71,7 @@ impl ReplySink for SseSink {
     }
 
     async fn ask(&self, request: &ApprovalRequest) -> Result<bool, DeliveryError> {
-        let approval = HubEvent::approval(request);
+        let approval = HubEvent::approval(&self.session, request);
         let _ = self
             .events
             .send(event(approval.name, approval.data.clone()));

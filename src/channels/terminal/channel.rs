@@ -22,7 +22,8 @@ use crate::console;
 use crate::core::agent_loop::{AgentLoop, TurnError, TurnRequest};
 use crate::core::approval::Decision;
 use crate::core::audience::Audience;
-use crate::core::command::{ChatCommand, HELP};
+use crate::core::command::ChatCommand;
+use crate::core::command_answer;
 use crate::core::origin::Origin;
 use crate::core::ports::approvals::{ApprovalRequest, visible};
 use crate::core::ports::tool::Tool;
@@ -74,7 +75,8 @@ pub async fn run_interactive(
     }
     let mut interrupts = signal(SignalKind::interrupt()).map_err(TerminalError::Signal)?;
     let mut input = LineReader::start("You: ")?;
-    let session = SessionId::cli_local();
+    // The conversation's key; each message goes to its current session, which `/new` changes.
+    let key = SessionId::cli_local();
     let (asks, mut asked) = mpsc::unbounded_channel();
     let sink = Arc::new(TerminalSink::new(tty, asks));
     loop {
@@ -99,24 +101,21 @@ pub async fn run_interactive(
         }
         if let Some(command) = ChatCommand::parse(text) {
             let answer = match command {
-                ChatCommand::Help => HELP.to_owned(),
                 // A turn holds the prompt until it ends; Ctrl-C is this channel's /stop.
                 ChatCommand::Stop => {
                     "Nothing to stop: no reply is being worked on (Ctrl-C cancels one).".to_owned()
                 }
-                ChatCommand::Status => match agent.status_line(&session).await {
-                    Ok(line) => line,
-                    Err(error) => format!("Error: {error}"),
-                },
+                command => command_answer::answer(&agent, &key, &command).await,
             };
             console::out(format_args!("{answer}\n")).map_err(TerminalError::Output)?;
             continue;
         }
         let cancel = CancellationToken::new();
+        let session = agent.current_session(&key);
         let mut request = TurnRequest::new(session.clone(), text, Origin::owner());
         // The terminal is the owner's (see `Owner`): the private memory is part of its turns.
         request.audience = Audience::Owner;
-        request.extra_tools = extra_tools(&session);
+        request.extra_tools = extra_tools(&key);
         request.cancel = cancel.clone();
         let turn = agent.run(request, sink.clone());
         tokio::pin!(turn);

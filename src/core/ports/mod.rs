@@ -6,7 +6,9 @@
 pub mod approvals;
 pub mod channel;
 pub mod clock;
+pub mod conversation;
 pub mod llm;
+pub mod models;
 pub mod prompt;
 pub mod store;
 pub mod tool;

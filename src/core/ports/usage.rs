@@ -213,9 +213,14 @@ pub trait UsageLedger: Send + Sync {
     async fn first_notice(&self, budget: &str, day: NaiveDate) -> Result<bool, LedgerError>;
 }
 
-/// Today's spend in one line for the chat `/status` (the usage meter, outside core).
+/// Today's spend in one line for the chat `/status`, and the chat `/usage` (the usage meter,
+/// outside core).
 #[async_trait]
 pub trait SpendReport: Send + Sync {
     /// Today's and this month's tokens and cost, and a reached daily budget.
     async fn status_line(&self) -> String;
+
+    /// The chat `/usage`: `session`'s and today's tokens (prompt, completion, cached), cache
+    /// hit rate and cost.
+    async fn usage_lines(&self, session: &SessionId) -> String;
 }
