@@ -427,17 +427,16 @@ impl SpendReport for UsageMeter {
     }
 }
 
-/// One `/usage` line: tokens, cache hit rate, cost, and how many calls were estimated.
+/// One `/usage` line: tokens, cache reads, writes and hit rate, cost, and how many calls were
+/// estimated.
 fn usage_figures(totals: &Totals) -> String {
-    let rate = match totals.prompt_tokens {
-        0 => 0.0,
-        prompt => totals.cached_tokens as f64 * 100.0 / prompt as f64,
-    };
     let mut line = format!(
-        "{} calls, {} prompt tokens ({} cached, {rate:.0} % cache hits), {} completion tokens, cost {:.4}",
+        "{} calls, {} prompt tokens ({} cached, {} written to the cache, {:.0} % cache hits), {} completion tokens, cost {:.4}",
         totals.calls,
         totals.prompt_tokens,
         totals.cached_tokens,
+        totals.cache_written_tokens,
+        totals.cache_hit_rate * 100.0,
         totals.completion_tokens,
         totals.cost
     );

@@ -330,13 +330,18 @@ async fn usage_shows_this_conversation_and_today_with_cache_hits() {
     let reported = llm.reported();
     assert_eq!(reported.len(), 3);
     let sum = |calls: &[(String, crate::support::scripted_llm::Reported)]| {
-        calls.iter().fold((0, 0, 0), |(p, c, k), (_, r)| {
-            (p + r.prompt, c + r.completion, k + r.cached)
+        calls.iter().fold((0, 0, 0, 0), |(p, c, k, w), (_, r)| {
+            (
+                p + r.prompt,
+                c + r.completion,
+                k + r.cached,
+                w + r.cache_written,
+            )
         })
     };
-    let line = |(prompt, completion, cached): (u64, u64, u64), calls: usize| {
+    let line = |(prompt, completion, cached, written): (u64, u64, u64, u64), calls: usize| {
         format!(
-            "{calls} calls, {prompt} prompt tokens ({cached} cached, {:.0} % cache hits), {completion} completion tokens, cost 0.0000",
+            "{calls} calls, {prompt} prompt tokens ({cached} cached, {written} written to the cache, {:.0} % cache hits), {completion} completion tokens, cost 0.0000",
             cached as f64 * 100.0 / prompt as f64
         )
     };

@@ -19,7 +19,7 @@ fn history(home: &std::path::Path, id: &str) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn model_and_new_steer_a_room() {
+async fn model_new_usage_and_compact_answer_in_a_room() {
     let dm = Dm::open(false).await;
     let (alice, bot, llm, room_id) = (&dm.alice, &dm.bot, &dm.llm, &dm.room_id);
     let said = |n: usize| async move {
@@ -60,4 +60,20 @@ async fn model_and_new_steer_a_room() {
     let fresh = history(dm.home.path(), &format!("{key}#2"));
     assert_eq!(fresh.len(), 2);
     assert!(fresh[0].contains("what is my fruit?"));
+
+    // `/usage` counts the new conversation's one call; `/compact` has too little to do.
+    alice.say(room_id, "/usage").await;
+    let usage = said(5).await;
+    assert!(
+        usage.starts_with("this conversation (this month and the last): 1 calls,")
+            && usage.contains("today, all conversations: 2 calls,"),
+        "{usage}"
+    );
+    alice.say(room_id, "/compact").await;
+    let compact = said(6).await;
+    assert!(
+        compact.starts_with("Nothing to summarize: 2 messages"),
+        "{compact}"
+    );
+    assert_eq!(llm.requests().len(), 2, "commands never reach the LLM");
 }

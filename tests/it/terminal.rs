@@ -298,6 +298,22 @@ async fn model_and_new_steer_the_terminal_conversation_and_last_past_the_repl() 
         "This conversation is back on the default, default.\n"
     );
     assert_eq!(llm.request_count(), 3, "commands never reach the LLM");
+
+    // `/usage` counts this conversation's two calls; `/compact` has too little to summarize.
+    let output = home.run(&["agent", "-m", "/usage"]).await;
+    let usage = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        usage.starts_with("this conversation (this month and the last): 2 calls,")
+            && usage.contains("today, all conversations: 3 calls,"),
+        "{usage}"
+    );
+    let output = home.run(&["agent", "-m", "/compact"]).await;
+    let compact = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        compact.starts_with("Nothing to summarize: 4 messages"),
+        "{compact}"
+    );
+    assert_eq!(llm.request_count(), 3, "commands never reach the LLM");
 }
 
 /// One shell call as the model's whole round.
