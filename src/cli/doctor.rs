@@ -428,6 +428,19 @@ async fn smtp_login(email: &EmailConfig) -> Check {
     }
 }
 
+/// The setting the Matrix password came from, as the owner wrote it: the variable when it is
+/// read from one, so a fix names what to change.
+fn password_field(matrix: &MatrixConfig) -> String {
+    if matrix.password_env.is_empty() {
+        "channels.matrix.password".to_owned()
+    } else {
+        format!(
+            "channels.matrix.password_env (the variable {})",
+            matrix.password_env
+        )
+    }
+}
+
 /// The device id of doctor's own password login; logged out (so removed) at once.
 const DOCTOR_DEVICE: &str = "SQUIDBOT_DOCTOR";
 
@@ -453,11 +466,12 @@ async fn matrix_password(client: &reqwest::Client, matrix: &MatrixConfig) -> Che
     let body: serde_json::Value = response.json().await.unwrap_or_default();
     if !status.is_success() {
         let code = body["errcode"].as_str().unwrap_or("no errcode");
+        let password = password_field(matrix);
         let fix = match code {
-            "M_FORBIDDEN" => "fix channels.matrix.password (or channels.matrix.user_id)",
-            "M_LIMIT_EXCEEDED" => "the homeserver limits logins; try again in a minute",
-            "M_USER_DEACTIVATED" => "the account is deactivated; use another",
-            _ => "check channels.matrix.user_id and password",
+            "M_FORBIDDEN" => format!("fix {password} (or channels.matrix.user_id)"),
+            "M_LIMIT_EXCEEDED" => "the homeserver limits logins; try again in a minute".to_owned(),
+            "M_USER_DEACTIVATED" => "the account is deactivated; use another".to_owned(),
+            _ => format!("check channels.matrix.user_id and {password}"),
         };
         return Check::fail(
             what,
@@ -535,13 +549,28 @@ async fn matrix_whoami(client: &reqwest::Client, matrix: &MatrixConfig) -> Check
     }
 }
 
-/// Creates (if missing) `dir`, then creates and removes a temp file in it.
+/// Creates and removes a temp file in `dir`, or, while `dir` does not exist yet, in the
+/// nearest directory above it that does (squidbot creates the rest at start): doctor only
+/// looks, it makes no directory.
 fn writable(name: &str, dir: &Path) -> Check {
-    let what = format!("{name} {} writable", dir.display());
-    let probe = dir.join(format!(".squidbot-doctor-{}.tmp", std::process::id()));
-    let result = std::fs::create_dir_all(dir)
-        .and_then(|()| std::fs::write(&probe, b"doctor"))
-        .and_then(|()| std::fs::remove_file(&probe));
+    if dir.exists() && !dir.is_dir() {
+        return Check::fail(
+            format!("{name} {} writable", dir.display()),
+            "it exists but is not a directory (move it away, or point the setting elsewhere)",
+        );
+    }
+    let existing = dir.ancestors().find(|path| path.is_dir()).unwrap_or(dir);
+    let what = if existing == dir {
+        format!("{name} {} writable", dir.display())
+    } else {
+        format!(
+            "{name} {} can be created ({} is writable)",
+            dir.display(),
+            existing.display()
+        )
+    };
+    let probe = existing.join(format!(".squidbot-doctor-{}.tmp", std::process::id()));
+    let result = std::fs::write(&probe, b"doctor").and_then(|()| std::fs::remove_file(&probe));
     match result {
         Ok(()) => Check::ok(what),
         Err(error) => Check::fail(

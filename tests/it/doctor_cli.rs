@@ -46,6 +46,10 @@ async fn all_checks_pass_against_a_working_setup() {
             "no ok line for {what}: {out}"
         );
     }
+    // Doctor looks; it makes no directory (#40).
+    for dir in ["sessions", "workspace"] {
+        assert!(!home.path().join(dir).exists(), "doctor created {dir}");
+    }
     let request = &llm.requests()[0];
     assert_eq!(request["max_tokens"], 1);
     assert_eq!(request["messages"][0]["content"], "ping");
@@ -280,6 +284,26 @@ async fn matrix_password_is_checked_and_leaves_no_device() {
             assert_eq!(output.status.code(), Some(1));
         }
     }
+    // A password read from a variable: the fix names the variable's setting (#40).
+    let home = tempfile::tempdir().unwrap();
+    write_config(home.path(), &llm.url(), "127.0.0.1:0");
+    let mut text = std::fs::read_to_string(home.path().join("squidbot.yaml")).unwrap();
+    text.push_str(&format!(
+        "channels:\n  matrix:\n    enabled: true\n    homeserver: \"{hs}\"\n    user_id: \"{user_id}\"\n    password_env: SQUIDBOT_TEST_MX_PASSWORD\n"
+    ));
+    std::fs::write(home.path().join("squidbot.yaml"), text).unwrap();
+    let output = squidbot(home.path())
+        .arg("doctor")
+        .env("SQUIDBOT_TEST_MX_PASSWORD", "pw-wrong-43")
+        .output()
+        .await
+        .unwrap();
+    let out = stdout(&output);
+    let login = out.lines().find(|l| l.contains("matrix login")).unwrap();
+    assert!(
+        login.contains("fix channels.matrix.password_env (the variable SQUIDBOT_TEST_MX_PASSWORD)"),
+        "{out}"
+    );
     // The account's devices, as the server keeps them: only the one registration made.
     let devices: serde_json::Value = reqwest::Client::new()
         .get(format!("{hs}/_matrix/client/v3/devices"))
@@ -318,6 +342,18 @@ async fn email_logins_are_checked_against_the_real_mail_server() {
                 .find(|l| l.contains(kind))
                 .unwrap_or_else(|| panic!("no {kind} line: {out}"));
             assert_eq!(line.starts_with("ok  "), expect_ok, "{out}");
+        }
+        if !expect_ok {
+            // The server is named; no empty recipient ("SMTP send to  failed", #40).
+            let smtp = out
+                .lines()
+                .find(|l| l.contains("email smtp login"))
+                .unwrap();
+            let server = format!("SMTP server {}:{}", server.host, server.smtp_port);
+            assert!(
+                smtp.contains(&server) && !smtp.contains("send to"),
+                "{smtp}"
+            );
         }
         assert_eq!(output.status.success(), expect_ok, "{out}");
         assert!(!out.contains("pw-wrong-secret"), "a secret leaked: {out}");

@@ -88,6 +88,15 @@ pub enum EmailError {
         /// What was wrong.
         detail: String,
     },
+    /// The SMTP server could not be reached, secured or logged in to (no mail involved: the
+    /// settings or `doctor`'s check).
+    #[error("SMTP server {server}: {detail}")]
+    SmtpServer {
+        /// `smtp_host:smtp_port`.
+        server: String,
+        /// What failed.
+        detail: String,
+    },
     /// The SMTP server refused the mail or the connection failed.
     #[error("SMTP send to {to} failed: {source}")]
     Smtp {

@@ -23,6 +23,8 @@ const SMTP_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct SmtpOutbox {
     transport: AsyncSmtpTransport<Tokio1Executor>,
     from: String,
+    /// `smtp_host:smtp_port`, for errors that concern no recipient.
+    server: String,
 }
 
 impl SmtpOutbox {
@@ -34,9 +36,9 @@ impl SmtpOutbox {
                 .dangerous_accept_invalid_certs(!config.tls_verify)
                 .dangerous_accept_invalid_hostnames(!config.tls_verify)
                 .build_rustls()
-                .map_err(|source| EmailError::Smtp {
-                    to: String::new(),
-                    source,
+                .map_err(|source| EmailError::SmtpServer {
+                    server: format!("{host}:{}", config.smtp_port),
+                    detail: format!("TLS settings: {source}"),
                 })?;
             if config.smtp_starttls {
                 Tls::Required(parameters)
@@ -57,6 +59,7 @@ impl SmtpOutbox {
         Ok(Self {
             transport,
             from: config.from_address.clone(),
+            server: format!("{host}:{}", config.smtp_port),
         })
     }
 
@@ -68,17 +71,14 @@ impl SmtpOutbox {
     /// Connects, negotiates TLS, logs in and quits without sending anything: what `doctor`
     /// runs to prove the settings work before the first reply needs them.
     pub async fn check_login(&self) -> Result<(), EmailError> {
-        let smtp_error = |source| EmailError::Smtp {
-            to: String::new(),
-            source,
+        let server = |detail: String| EmailError::SmtpServer {
+            server: self.server.clone(),
+            detail,
         };
         match self.transport.test_connection().await {
             Ok(true) => Ok(()),
-            Ok(false) => Err(EmailError::Build {
-                to: String::new(),
-                detail: "the SMTP server closed the connection after login".to_owned(),
-            }),
-            Err(source) => Err(smtp_error(source)),
+            Ok(false) => Err(server("it closed the connection after login".to_owned())),
+            Err(source) => Err(server(source.to_string())),
         }
     }
 
