@@ -583,10 +583,22 @@ fn writable(name: &str, dir: &Path) -> Check {
     }
 }
 
+/// What to say of a listen address other machines can reach: the API is the owner's, guarded
+/// by its token alone there (fine in a container behind a published loopback port).
+pub fn exposure(addr: std::net::SocketAddr) -> Option<&'static str> {
+    (!addr.ip().is_loopback()).then_some(
+        "reachable from other machines, guarded by the token alone; use 127.0.0.1 \
+         unless a container or proxy needs it",
+    )
+}
+
 /// The gateway's listen address: free, or already a squidbot gateway answering `/healthz`.
 async fn listen_check(config: &Config) -> Check {
     let addr = config.gateway.http.listen;
-    let what = format!("http listen {addr}");
+    let what = match exposure(addr) {
+        Some(warning) => format!("http listen {addr} (warning: {warning})"),
+        None => format!("http listen {addr}"),
+    };
     match tokio::net::TcpListener::bind(addr).await {
         Ok(listener) => {
             drop(listener);

@@ -178,6 +178,9 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
             approvals: assembly.agent.approvals().cloned(),
             conversations: assembly.agent.conversations().cloned(),
         };
+        if let Some(warning) = super::doctor::exposure(http.listen) {
+            tracing::warn!(listen = %http.listen, "The HTTP API is {warning}.");
+        }
         // Bound before any channel starts: a taken address ends the start with its reason.
         directory.register(Arc::new(HttpChannel::bind(settings, state.clone())?));
     }

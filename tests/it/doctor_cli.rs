@@ -392,3 +392,22 @@ async fn settings_a_provider_refuses_are_named_with_the_fix() {
     assert_eq!(request["max_completion_tokens"], 1, "{request}");
     assert!(request.get("max_tokens").is_none(), "{request}");
 }
+
+/// A listen address other machines can reach is said so, by doctor and at the gateway's
+/// start (#40).
+#[tokio::test]
+async fn a_listen_address_open_to_other_machines_is_warned_about() {
+    let llm = ScriptedLlm::start().await;
+    let home = tempfile::tempdir().unwrap();
+    write_config(home.path(), &llm.url(), "0.0.0.0:0");
+    let output = doctor(home.path()).await;
+    let out = stdout(&output);
+    let line = out.lines().find(|l| l.contains("http listen")).unwrap();
+    assert!(
+        line.starts_with("ok  http listen 0.0.0.0:0 (warning: reachable from other machines"),
+        "{out}"
+    );
+    write_config(home.path(), &llm.url(), "127.0.0.1:0");
+    let out = stdout(&doctor(home.path()).await);
+    assert!(!out.contains("warning: reachable"), "{out}");
+}
