@@ -141,7 +141,10 @@ pub(crate) async fn send(
         .and_then(|value| parse_retry_after(value, Utc::now()));
     let detail = read_body(response, timeouts.idle, ERROR_BODY_BYTES)
         .await
-        .map(|bytes| error_message(&head(String::from_utf8_lossy(&bytes).trim())))
+        .map(|bytes| {
+            let body = String::from_utf8_lossy(&bytes);
+            html_page(&body, url.shown()).unwrap_or_else(|| error_message(&head(body.trim())))
+        })
         .unwrap_or_default();
     Err(classify_status(
         model,
@@ -149,6 +152,37 @@ pub(crate) async fn send(
         status.as_u16(),
         retry_after,
         detail,
+    ))
+}
+
+/// What to say of an error body that is a web page (a proxy's or a web server's, not an LLM
+/// API's JSON): its title and the URL that answered, instead of the page's markup, so the
+/// error and `doctor`'s one line point at `api_base`. `None` for any other body.
+fn html_page(body: &str, url: &str) -> Option<String> {
+    let lower: String = body
+        .trim_start()
+        .chars()
+        .take(512)
+        .collect::<String>()
+        .to_ascii_lowercase();
+    if !(lower.starts_with("<!doctype html")
+        || lower.starts_with("<html")
+        || lower.contains("<body"))
+    {
+        return None;
+    }
+    let title = body
+        .find("<title>")
+        .and_then(|at| {
+            let rest = &body[at + "<title>".len()..];
+            rest.find("</title>").map(|end| rest[..end].trim())
+        })
+        .filter(|title| !title.is_empty())
+        .map(|title| format!(" (\"{}\")", title.chars().take(80).collect::<String>()))
+        .unwrap_or_default();
+    Some(format!(
+        "{url} answered with a web page{title}, not an LLM API's error: check `api_base` \
+         (it usually ends in /v1) and what runs there"
     ))
 }
 

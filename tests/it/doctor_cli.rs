@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Output;
 
 use crate::support::mail_client::MailServer;
-use crate::support::scripted_llm::ScriptedLlm;
+use crate::support::scripted_llm::{Reply, ScriptedLlm};
 use crate::support::testenv;
 
 fn write_config(home: &Path, url: &str, listen: &str) {
@@ -410,4 +410,30 @@ async fn a_listen_address_open_to_other_machines_is_warned_about() {
     write_config(home.path(), &llm.url(), "127.0.0.1:0");
     let out = stdout(&doctor(home.path()).await);
     assert!(!out.contains("warning: reachable"), "{out}");
+}
+
+/// A web page where the LLM API should be (a proxy's 502, a web server at the wrong path) is
+/// named by its title and URL, not pasted into doctor's one line (#40).
+#[tokio::test]
+async fn a_web_page_instead_of_an_llm_api_is_named_with_its_url() {
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(|_| Reply::Status {
+        status: 502,
+        body: "<!DOCTYPE html>\n<html><head><title>502 Bad Gateway</title></head><body><center><h1>502 Bad Gateway</h1></center><hr><center>nginx</center></body></html>".to_owned(),
+        retry_after: None,
+    });
+    let home = tempfile::tempdir().unwrap();
+    write_config(home.path(), &llm.url(), "127.0.0.1:0");
+    let out = stdout(&doctor(home.path()).await);
+    let line = out.lines().find(|l| l.contains("llm model small")).unwrap();
+    assert!(
+        line.starts_with("FAIL")
+            && line.contains(&format!(
+                "{}/chat/completions answered with a web page (\"502 Bad Gateway\")",
+                llm.url()
+            ))
+            && line.contains("check `api_base`")
+            && !line.contains('<'),
+        "{line}"
+    );
 }
