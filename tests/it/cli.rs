@@ -351,3 +351,20 @@ async fn a_fresh_sessions_prompt_with_every_tool_on_stays_under_12k_chars() {
     println!("prompt size with {} tools: {size} chars", names.len());
     assert!(size <= 12_000, "prompt of {size} chars");
 }
+
+/// An answer squidbot cannot use (here a completion without a message) says what was wrong,
+/// not only that it "could not read" it (#40).
+#[tokio::test]
+async fn an_unreadable_answer_says_what_was_wrong() {
+    let llm = ScriptedLlm::start().await;
+    llm.set_handler(|_| Reply::Raw {
+        content_type: "application/json".into(),
+        body: r#"{"id":"x","object":"chat.completion","choices":[]}"#.into(),
+    });
+    let home = Home::new();
+    home.write_config(&llm.url(), "");
+    let output = home.run(&["agent", "-m", "hello"]).await;
+    let said = format!("{}{}", stdout(&output), stderr(&output));
+    assert!(!output.status.success(), "{said}");
+    assert!(said.contains("the completion has no message"), "{said}");
+}

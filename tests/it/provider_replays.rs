@@ -92,7 +92,7 @@ const TEXT_CASES: &[TextCase] = &[
         file: "openai-refusal.sse",
         model: "gpt-4o",
         shown: &["I'm sorry, I can't assist with that request."],
-        hidden: &["could not read"],
+        hidden: &["could not be used"],
         usage: Some((79, 11)),
     },
     TextCase {
