@@ -43,6 +43,9 @@ pub struct OnboardArgs {
     force: bool,
 }
 
+/// `config/example.yaml`, every setting with its default and a comment.
+const EXAMPLE_CONFIG: &str = include_str!("../../config/example.yaml");
+
 /// Runs the onboard command.
 pub fn run(config_path: Option<&Path>, args: OnboardArgs) -> Result<ExitCode> {
     let location = resolve_path(config_path)?;
@@ -99,6 +102,14 @@ pub fn run(config_path: Option<&Path>, args: OnboardArgs) -> Result<ExitCode> {
         say!("Wrote {}", path.display())?;
     } else {
         say!("Kept {}", path.display())?;
+    }
+    // The commented reference of every field, beside the owner's file: an installed binary
+    // has no source tree to point at. Rewritten each time, so it matches this version.
+    if let Some(dir) = path.parent() {
+        let example = dir.join("squidbot.example.yaml");
+        atomic::write(&example, EXAMPLE_CONFIG.as_bytes())
+            .with_context(|| format!("writing {}", example.display()))?;
+        say!("Wrote {} (every setting, commented)", example.display())?;
     }
     let workspace = location.home.join("workspace");
     let templates = squidbot::skills::templates::write_missing(&workspace)

@@ -54,8 +54,8 @@ impl Config {
             _ => "",
         };
         format!(
-            r#"# squidbot configuration. Every field and its default is documented in the reference
-# (the doc comments of src/config/schema*.rs). JSON is accepted too.
+            r#"# squidbot configuration. Every field, its default and what it does: squidbot.example.yaml
+# beside this file (written by `squidbot onboard`), and README "Configuration". JSON works too.
 # Secrets may be written as "${{VAR}}" to read them from the environment.
 
 llm:

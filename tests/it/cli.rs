@@ -180,6 +180,11 @@ async fn onboard_writes_a_config_that_loads_and_does_not_clobber_it() {
     assert!(home.config().exists());
     assert!(home.path().join("workspace").is_dir());
     let first = std::fs::read_to_string(home.config()).unwrap();
+    // The config points at a reference the owner has, not at source files (#40).
+    assert!(!first.contains("src/"), "{first}");
+    assert!(first.contains("squidbot.example.yaml"), "{first}");
+    let example = std::fs::read_to_string(home.path().join("squidbot.example.yaml")).unwrap();
+    assert!(example.contains("run_as:") && example.contains("shutdown_grace_seconds:"));
 
     // The same command again is a no-op that succeeds (idempotent), and so is a bare onboard.
     let same = home
