@@ -555,7 +555,10 @@ impl AgentLoop {
                 if response.text.trim().is_empty() {
                     let error = LlmError::Protocol {
                         model: response.model,
-                        detail: "empty reply".into(),
+                        detail: "it had no text and no tool call (if that repeats, the model may \
+                                 not handle this conversation's length or tools: try /new or \
+                                 another model with /model)"
+                            .into(),
                     };
                     self.sync_before_answer(session).await;
                     self.deliver(sink, &error.user_message()).await;

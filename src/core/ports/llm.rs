@@ -207,7 +207,7 @@ impl LlmError {
                     format!("Error: the LLM refused the request (HTTP {status}){said}. Retrying will not help: check the model's settings (`squidbot doctor`).")
                 }
             }
-            Self::Protocol { detail, .. } => format!("Error: the LLM's answer could not be used: {detail}. Try again; if it happens every time, the server or model is not answering as an OpenAI-compatible chat API does (`squidbot doctor` checks it)."),
+            Self::Protocol { detail, .. } => format!("Error: the LLM's answer could not be used: {detail}. Try again."),
             Self::Config(detail) => format!("Error: LLM configuration problem: {detail}"),
             Self::Budget { message, .. } => message.clone(),
         }
