@@ -21,6 +21,60 @@ pub fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Who the bot is on each enabled channel, who its owner is, and whom it answers: what a new
+/// owner checks first when the bot stays silent (#40).
+fn identity_lines(config: &squidbot::config::Config) -> Vec<String> {
+    let matrix = &config.channels.matrix;
+    let email = &config.channels.email;
+    let list = |items: &[String]| match items {
+        [] => "nobody".to_owned(),
+        items => items.join(", "),
+    };
+    let mut bot = Vec::new();
+    let mut answers = Vec::new();
+    if matrix.enabled {
+        bot.push(format!("matrix {}", matrix.user_id));
+        let policy = match matrix.group_policy {
+            squidbot::config::GroupPolicy::Open => "every message",
+            squidbot::config::GroupPolicy::Mention => "messages that mention it",
+            squidbot::config::GroupPolicy::Allowlist => "the allowlist's messages",
+        };
+        answers.push(format!(
+            "matrix: {} (allowlist), in rooms {policy}",
+            list(&matrix.allowlist)
+        ));
+    }
+    if email.enabled {
+        bot.push(format!("email {}", email.from_address));
+        answers.push(format!("email: {} (allow_from)", list(&email.allow_from)));
+    }
+    let owner = &config.owner;
+    let mut owners: Vec<String> = owner.matrix.iter().chain(&owner.email).cloned().collect();
+    if !owner.aliases.is_empty() {
+        owners.push(format!("{} more in owner.aliases", owner.aliases.len()));
+    }
+    let owner = if owners.is_empty() {
+        "none named (only the terminal and the HTTP API act as the owner)".to_owned()
+    } else {
+        owners.join(", ")
+    };
+    let bot = if bot.is_empty() {
+        "no chat channel enabled (the terminal and the HTTP API)".to_owned()
+    } else {
+        bot.join(", ")
+    };
+    let answers = if answers.is_empty() {
+        "the terminal, and the HTTP API with its token".to_owned()
+    } else {
+        answers.join("; ")
+    };
+    vec![
+        format!("bot:        {bot}"),
+        format!("owner:      {owner}"),
+        format!("answers:    {answers}"),
+    ]
+}
+
 /// The status text (a pure function, so its content is easy to test).
 pub fn render(loaded: &LoadedConfig) -> String {
     let config = &loaded.config;
@@ -85,6 +139,9 @@ pub fn render(loaded: &LoadedConfig) -> String {
         on(config.channels.matrix.enabled),
         on(config.channels.email.enabled)
     );
+    for line in identity_lines(config) {
+        let _ = writeln!(out, "{line}");
+    }
     let hb = &agents.heartbeat;
     let _ = writeln!(
         out,

@@ -158,6 +158,24 @@ async fn status_prints_the_resolved_configuration() {
         !text.contains("test-key"),
         "a secret leaked into status:\n{text}"
     );
+    assert!(text.contains("owner:      none named"), "{text}");
+
+    // Who the bot is, its owner, and whom it answers (#40).
+    home.write_config(
+        &llm.url(),
+        "owner:\n  matrix: [\"@alex:example.org\"]\n  email: [alex@example.org]\nchannels:\n  matrix:\n    enabled: true\n    homeserver: https://matrix.example.org\n    user_id: \"@bot:example.org\"\n    access_token: syt_token\n    allowlist: [\"@alex:example.org\", \"@sam:example.org\"]\n",
+    );
+    let output = home.run(&["status"]).await;
+    let text = stdout(&output);
+    assert!(output.status.success(), "{text}{}", stderr(&output));
+    for line in [
+        "bot:        matrix @bot:example.org",
+        "owner:      @alex:example.org, alex@example.org",
+        "answers:    matrix: @alex:example.org, @sam:example.org (allowlist), in rooms messages that mention it",
+    ] {
+        assert!(text.lines().any(|l| l == line), "no {line:?} in:\n{text}");
+    }
+    assert!(!text.contains("syt_token"), "{text}");
 }
 
 #[tokio::test]
