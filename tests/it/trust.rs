@@ -467,7 +467,14 @@ async fn the_system_secrets_are_hidden_from_every_command() {
     llm.enqueue(Reply::Text("done".to_owned()));
     let (status, body) = gw.say("secrets", "read the system files").await;
     assert_eq!(status, 200, "{body}");
-    let results = results(&llm.requests()[1]);
+    // The request that carries the round's three results (once, under load, a request without
+    // them came second: its index is not what this test is about).
+    let requests = llm.requests();
+    let results = requests
+        .iter()
+        .map(results)
+        .find(|results| results.len() == 3)
+        .unwrap_or_else(|| panic!("no request carried the three results: {requests:?}"));
     for (id, result) in &results[..2] {
         assert!(result.starts_with("Error"), "{id}: {result}");
     }
