@@ -126,13 +126,7 @@ impl Accumulator {
             _ => None,
         };
         if let Some(note) = note {
-            let note = if self.text.trim().is_empty() {
-                note.to_owned()
-            } else {
-                format!("\n\n{note}")
-            };
-            self.text.push_str(&note);
-            observer(StreamEvent::TextDelta(note));
+            append_note(&mut self.text, note, observer);
         }
         let mut tool_calls = self.calls.finish();
         if let Some(first) = tool_calls.first_mut()
@@ -229,6 +223,19 @@ fn collect_text(value: Option<&Value>, into: &mut String) {
         }
         _ => {}
     }
+}
+
+/// Appends `note` (a reply cut, filtered or refused) to the answer's `text` and streams it:
+/// after a blank line when there is text, alone when there is none. Every API ends its
+/// answers this way.
+pub(crate) fn append_note(text: &mut String, note: &str, observer: StreamObserver<'_>) {
+    let note = if text.trim().is_empty() {
+        note.to_owned()
+    } else {
+        format!("\n\n{note}")
+    };
+    text.push_str(&note);
+    observer(StreamEvent::TextDelta(note));
 }
 
 /// `error`, after telling `observer` the `usage` the provider reported before the call

@@ -26,7 +26,7 @@ use crate::core::ports::usage::TokenUsage;
 use crate::llm::anthropic::request::API;
 use crate::llm::assemble::parse_arguments;
 use crate::llm::http::{classify_status, head, parse_json, sse_error, sse_events};
-use crate::llm::stream::CUT_NOTE;
+use crate::llm::stream::{CUT_NOTE, append_note};
 
 /// Said for an answer the model declined with no words of its own (`stop_reason: refusal`).
 const REFUSED_NOTE: &str = "[The model declined to answer this request.]";
@@ -226,12 +226,7 @@ impl MessageAccumulator {
             _ => None,
         };
         if let Some(note) = note {
-            let note = if self.text.trim().is_empty() {
-                note
-            } else {
-                format!("\n\n{note}")
-            };
-            self.push_text(&note, observer);
+            append_note(&mut self.text, &note, observer);
         }
         let mut tool_calls = Vec::new();
         let mut items = Vec::new();

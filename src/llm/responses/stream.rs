@@ -24,7 +24,7 @@ use crate::core::ports::usage::TokenUsage;
 use crate::llm::assemble::{CallAssembler, parse_arguments};
 use crate::llm::http::{head, parse_json, sse_error, sse_events};
 use crate::llm::responses::request::API;
-use crate::llm::stream::{CUT_NOTE, FILTERED_NOTE, billed, markup_calls, take_split};
+use crate::llm::stream::{CUT_NOTE, FILTERED_NOTE, append_note, billed, markup_calls, take_split};
 use crate::llm::think::TagSplitter;
 use crate::llm::wire::usage_of;
 
@@ -322,13 +322,7 @@ impl Accumulator {
             _ => None,
         };
         if let Some(note) = note {
-            let note = if self.text.trim().is_empty() {
-                note.to_owned()
-            } else {
-                format!("\n\n{note}")
-            };
-            self.text.push_str(&note);
-            observer(StreamEvent::TextDelta(note));
+            append_note(&mut self.text, note, observer);
         }
         let mut tool_calls: Vec<ToolCall> = self
             .calls
