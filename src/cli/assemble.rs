@@ -147,6 +147,7 @@ impl Assembly {
     /// is counted.
     pub async fn build(loaded: &LoadedConfig, metrics: Option<Arc<Metrics>>) -> Result<Self> {
         super::private::narrow_home(loaded);
+        loaded.check_agent()?;
         let config = &loaded.config;
         if !config.llm_configured() {
             let what = if loaded.exists {

@@ -22,7 +22,8 @@ use squidbot::channels::email::{EmailError, imap, smtp::SmtpOutbox};
 #[cfg(feature = "email")]
 use squidbot::config::EmailConfig;
 use squidbot::config::{
-    Config, MatrixConfig, PoolMember, ProviderApi, TokenLimitSetting, ToolCallIdsSetting,
+    Config, LoadedConfig, MatrixConfig, PoolMember, ProviderApi, TokenLimitSetting,
+    ToolCallIdsSetting,
 };
 use squidbot::core::message::{Message, Role};
 use squidbot::core::ports::clock::SystemClock;
@@ -114,16 +115,21 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     for warning in &loaded.warnings {
         say!("WARN {warning}")?;
     }
-    if let Err(error) = loaded.check_gateway() {
-        for line in error.to_string().lines() {
+    for (what, checked) in [
+        ("config for the agent", loaded.check_agent()),
+        ("config for the gateway", loaded.check_gateway_secrets()),
+    ] {
+        for line in checked.err().iter().flat_map(lines) {
             report(Check::fail(
-                "config for the gateway",
-                format!("{line} (set the variable, or change the field)"),
+                what,
+                format!(
+                    "{line} (set the variable in this shell, or in the service's env file for the gateway)"
+                ),
             ))?;
         }
     }
     let config = &loaded.config;
-    for check in llm_checks(config, &loaded.home).await {
+    for check in llm_checks(config, &loaded.home, &keyless_providers(&loaded)).await {
         report(check)?;
     }
     for check in channel_checks(config).await {
@@ -167,8 +173,9 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
 /// One `max_tokens: 1` "ping" to each model of every pool (the default pool, the heartbeat's,
 /// the spawn profiles' and any other), each model once, so a fallback or a pool used only at
 /// night fails here rather than when it is needed. The pings go into the usage ledger (purpose
-/// `doctor`, pool `model:<name>`); no budget stops them.
-async fn llm_checks(config: &Config, home: &Path) -> Vec<Check> {
+/// `doctor`, pool `model:<name>`); no budget stops them. Models of a provider in `keyless` (its
+/// key's variable is unset) are reported, not asked: a request without the key proves nothing.
+async fn llm_checks(config: &Config, home: &Path, keyless: &[String]) -> Vec<Check> {
     let pool = &config.llm.default_pool;
     if config.pool_members(pool).is_none_or(|m| m.is_empty()) {
         return vec![Check::fail(
@@ -217,6 +224,16 @@ async fn llm_checks(config: &Config, home: &Path) -> Vec<Check> {
     let learned = Arc::new(squidbot::llm::learned::Learned::load(home));
     let mut checks = Vec::new();
     for member in members {
+        if keyless.iter().any(|name| name == member.provider_name) {
+            checks.push(Check::fail(
+                format!("llm model {}", member.name),
+                format!(
+                    "not asked: the key of provider {:?} is missing (see above)",
+                    member.provider_name
+                ),
+            ));
+            continue;
+        }
         if let Some(problem) = settings_problem(&member) {
             checks.push(Check::fail(
                 format!("llm model {} settings", member.name),
@@ -626,4 +643,25 @@ async fn listen_check(config: &Config) -> Check {
             }
         }
     }
+}
+
+/// The lines of `error`'s message (a configuration error names one problem per line).
+fn lines(error: &impl std::fmt::Display) -> Vec<String> {
+    error.to_string().lines().map(str::to_owned).collect()
+}
+
+/// The providers whose key's environment variable is unset (their problems name
+/// `llm.providers.<name>.api_key` or its `_env` sibling).
+fn keyless_providers(loaded: &LoadedConfig) -> Vec<String> {
+    loaded
+        .agent_problems
+        .iter()
+        .filter_map(|problem| {
+            let rest = problem.field.strip_prefix("llm.providers.")?;
+            let name = rest
+                .strip_suffix(".api_key_env")
+                .or_else(|| rest.strip_suffix(".api_key"))?;
+            Some(name.to_owned())
+        })
+        .collect()
 }

@@ -91,7 +91,12 @@ pub fn render(loaded: &LoadedConfig) -> String {
     for warning in &loaded.warnings {
         let _ = writeln!(out, "warning:    {warning}");
     }
-    if let Err(error) = loaded.check_gateway() {
+    if let Err(error) = loaded.check_agent() {
+        for line in error.to_string().lines() {
+            let _ = writeln!(out, "warning:    {line} (no agent can run)");
+        }
+    }
+    if let Err(error) = loaded.check_gateway_secrets() {
         for line in error.to_string().lines() {
             let _ = writeln!(out, "warning:    {line} (the gateway cannot start)");
         }

@@ -49,18 +49,42 @@ pub struct LoadedConfig {
     /// environment variables are not set: [`LoadedConfig::check_gateway`] fails on them, every
     /// other command runs without them.
     pub gateway_problems: Vec<Problem>,
+    /// Secrets whatever runs the agent needs (the providers' keys, the web search key) whose
+    /// environment variables are not set: [`LoadedConfig::check_agent`] fails on them, so
+    /// `squidbot status` and `cron list` still show the configuration without them.
+    pub agent_problems: Vec<Problem>,
 }
 
 impl LoadedConfig {
     /// Fails, naming file, line and field, when a secret the gateway needs is missing from the
-    /// environment (see [`LoadedConfig::gateway_problems`]).
+    /// environment: its own ([`LoadedConfig::gateway_problems`]) or its agent's
+    /// ([`LoadedConfig::agent_problems`]), all of them at once.
     pub fn check_gateway(&self) -> Result<(), ConfigError> {
-        if self.gateway_problems.is_empty() {
+        let mut problems = self.agent_problems.clone();
+        problems.extend(self.gateway_problems.iter().cloned());
+        problems.sort_by_key(|problem| problem.line);
+        self.invalid(problems)
+    }
+
+    /// Fails, naming file, line and field, when a secret the agent needs (a provider's key, the
+    /// web search key) is missing from the environment (see [`LoadedConfig::agent_problems`]).
+    pub fn check_agent(&self) -> Result<(), ConfigError> {
+        self.invalid(self.agent_problems.clone())
+    }
+
+    /// [`LoadedConfig::check_gateway`] for the gateway's own secrets only (`squidbot status`
+    /// names the agent's apart, since they stop more than the gateway).
+    pub fn check_gateway_secrets(&self) -> Result<(), ConfigError> {
+        self.invalid(self.gateway_problems.clone())
+    }
+
+    fn invalid(&self, problems: Vec<Problem>) -> Result<(), ConfigError> {
+        if problems.is_empty() {
             return Ok(());
         }
         Err(ConfigError::Invalid {
             path: self.path.clone(),
-            problems: self.gateway_problems.clone(),
+            problems,
         })
     }
 }
@@ -204,6 +228,7 @@ pub(crate) fn load_from_str_with(
         exists: true,
         warnings,
         gateway_problems: findings.gateway_only,
+        agent_problems: findings.agent_only,
     })
 }
 

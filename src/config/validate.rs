@@ -19,6 +19,19 @@ struct Checker<'a> {
     /// Secrets only the gateway uses whose variables are not set: they stop the gateway, not
     /// `squidbot agent` or `cron list`.
     gateway_only: Vec<Problem>,
+    /// Secrets only a running agent uses (the providers' keys, the search key) whose variables
+    /// are not set: they stop `squidbot agent`, the gateway and doctor's model checks, not
+    /// `squidbot status` or `cron list`.
+    agent_only: Vec<Problem>,
+}
+
+/// Which commands an unset secret's variable stops (see [`Checker::deferred_secret`]).
+#[derive(Clone, Copy)]
+enum Needed {
+    /// Only the gateway (the channels' credentials, the HTTP token).
+    ByGateway,
+    /// Whatever runs the agent (the providers' keys, the web search key).
+    ByAgent,
 }
 
 /// What validation found.
@@ -29,6 +42,8 @@ pub(crate) struct Findings {
     pub(crate) warnings: Vec<Problem>,
     /// What stops only the gateway (see [`super::LoadedConfig::check_gateway`]).
     pub(crate) gateway_only: Vec<Problem>,
+    /// What stops whatever runs the agent (see [`super::LoadedConfig::check_agent`]).
+    pub(crate) agent_only: Vec<Problem>,
 }
 
 impl Checker<'_> {
@@ -66,23 +81,27 @@ impl Checker<'_> {
         }
     }
 
-    /// Replaces `secret` by its resolved value, or reports why it cannot be resolved.
-    fn secret(&mut self, secret: &mut Secret, env_name: &str, field: &str, env: EnvLookup<'_>) {
-        match resolve_secret(secret, env_name, env) {
-            Ok(value) => *secret = value,
-            Err(error) if error.in_env_field => self.report(&format!("{field}_env"), error.message),
-            Err(error) => self.report(field, error.message),
-        }
-    }
-
-    /// [`Self::secret`] for a secret only the gateway uses: an unset variable is kept for
-    /// [`Findings::gateway_only`] and the secret left empty (never the `${VAR}` text itself).
+    /// [`Self::deferred_secret`] for a secret only the gateway uses.
     fn gateway_secret(
         &mut self,
         secret: &mut Secret,
         env_name: &str,
         field: &str,
         env: EnvLookup<'_>,
+    ) {
+        self.deferred_secret(secret, (env_name, field), env, Needed::ByGateway);
+    }
+
+    /// Replaces `secret` by its resolved value, or reports why it cannot be resolved; for a
+    /// secret some commands do without, an unset variable is kept for
+    /// [`Findings::gateway_only`] or [`Findings::agent_only`] and the secret left empty (never
+    /// the `${VAR}` text itself), so `squidbot status` still shows the configuration.
+    fn deferred_secret(
+        &mut self,
+        secret: &mut Secret,
+        (env_name, field): (&str, &str),
+        env: EnvLookup<'_>,
+        needed: Needed,
     ) {
         match resolve_secret(secret, env_name, env) {
             Ok(value) => *secret = value,
@@ -93,8 +112,11 @@ impl Checker<'_> {
                     field.to_owned()
                 };
                 let line = self.index.line_of(&field);
-                self.gateway_only
-                    .push(Problem::new(line, field, error.message));
+                let list = match needed {
+                    Needed::ByGateway => &mut self.gateway_only,
+                    Needed::ByAgent => &mut self.agent_only,
+                };
+                list.push(Problem::new(line, field, error.message));
                 *secret = Secret::default();
             }
             Err(error) if error.in_env_field => self.report(&format!("{field}_env"), error.message),
@@ -127,6 +149,7 @@ pub(crate) fn validate(config: &mut Config, index: &LineIndex, env: EnvLookup<'_
         index,
         problems: Vec::new(),
         gateway_only: Vec::new(),
+        agent_only: Vec::new(),
     };
     resolve_secrets(config, &mut checker, env);
     check_llm(&config.llm, &mut checker);
@@ -201,25 +224,24 @@ pub(crate) fn validate(config: &mut Config, index: &LineIndex, env: EnvLookup<'_
         problems,
         warnings,
         gateway_only: checker.gateway_only,
+        agent_only: checker.agent_only,
     }
 }
 
 /// Resolves every secret that will be used: providers always, the rest when their feature is on
-/// (a disabled channel's missing variable must not block startup). The channels' and the HTTP
-/// API's secrets are the gateway's alone: their unset variables only stop the gateway.
+/// (a disabled channel's missing variable must not block startup). An unset variable stops only
+/// the commands that use its secret: the providers' and search keys whatever runs the agent, the
+/// channels' and the HTTP API's secrets the gateway alone.
 fn resolve_secrets(config: &mut Config, checker: &mut Checker<'_>, env: EnvLookup<'_>) {
     for (name, provider) in &mut config.llm.providers {
         let field = format!("llm.providers.{name}.api_key");
-        checker.secret(&mut provider.api_key, &provider.api_key_env, &field, env);
+        let names = (provider.api_key_env.as_str(), field.as_str());
+        checker.deferred_secret(&mut provider.api_key, names, env, Needed::ByAgent);
     }
     let search = &mut config.tools.web_search;
     if search.enabled {
-        checker.secret(
-            &mut search.api_key,
-            &search.api_key_env,
-            "tools.web_search.api_key",
-            env,
-        );
+        let names = (search.api_key_env.as_str(), "tools.web_search.api_key");
+        checker.deferred_secret(&mut search.api_key, names, env, Needed::ByAgent);
     }
     let matrix = &mut config.channels.matrix;
     if matrix.enabled {

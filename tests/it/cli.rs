@@ -178,6 +178,55 @@ async fn status_prints_the_resolved_configuration() {
     assert!(!text.contains("syt_token"), "{text}");
 }
 
+/// A key variable that is not set stops what needs the key, not what only reads the
+/// configuration: status shows it all and names the variable; the agent and doctor name the
+/// field and line, and no request reaches the model without its key. See: #40
+#[tokio::test]
+async fn an_unset_key_variable_stops_the_agent_but_not_status() {
+    let llm = ScriptedLlm::start().await;
+    let home = Home::new();
+    home.write_config(&llm.url(), "");
+    let text = std::fs::read_to_string(home.config()).unwrap().replace(
+        "api_key: test-key",
+        "api_key_env: SQUIDBOT_TEST_KEY_NEVER_SET",
+    );
+    std::fs::write(home.config(), text).unwrap();
+    let expected = ":6: llm.providers.local.api_key_env: environment variable SQUIDBOT_TEST_KEY_NEVER_SET is not set";
+
+    let output = home.run(&["status"]).await;
+    let text = stdout(&output);
+    assert!(output.status.success(), "{text}{}", stderr(&output));
+    assert!(
+        text.lines().any(|line| line.starts_with("warning:")
+            && line.ends_with(&format!("{expected} (no agent can run)"))),
+        "{text}"
+    );
+    for needle in [
+        "llm:        default pool \"default\"",
+        "scripted-model",
+        "workspace",
+    ] {
+        assert!(text.contains(needle), "status lacks {needle}:\n{text}");
+    }
+
+    let output = home.run(&["agent", "-m", "hello"]).await;
+    assert!(!output.status.success());
+    assert!(stderr(&output).contains(expected), "{}", stderr(&output));
+
+    let output = home.run(&["doctor"]).await;
+    let text = format!("{}{}", stdout(&output), stderr(&output));
+    assert!(!output.status.success(), "{text}");
+    assert!(
+        text.contains("config for the agent") && text.contains(expected),
+        "{text}"
+    );
+    assert!(
+        text.contains("not asked: the key of provider \"local\" is missing"),
+        "{text}"
+    );
+    assert_eq!(llm.request_count(), 0, "a request went out without its key");
+}
+
 #[tokio::test]
 async fn onboard_writes_a_config_that_loads_and_does_not_clobber_it() {
     let llm = ScriptedLlm::start().await;
