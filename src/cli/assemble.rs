@@ -16,6 +16,7 @@ use squidbot::accounting::budget::Budgets;
 use squidbot::accounting::layer::{AccountedLlm, CallObserver};
 use squidbot::accounting::meter::{MeterSettings, UsageMeter};
 use squidbot::accounting::price::Price;
+use squidbot::channels::Routes;
 use squidbot::channels::terminal::ExtraTools;
 use squidbot::config::{
     ApprovalConfig, Config, LoadedConfig, PoolMember, ProviderApi, TokenLimitSetting,
@@ -40,6 +41,7 @@ use squidbot::core::session::SessionId;
 use squidbot::core::session_locks::SessionLocks;
 use squidbot::core::tool_registry::ToolRegistry;
 use squidbot::core::zone::Zone;
+use squidbot::cron::admin::JobRoutes;
 use squidbot::cron::store::CronJobs;
 use squidbot::cron::tools::{CronAddTool, registry_tools};
 use squidbot::gateway::Metrics;
@@ -103,6 +105,8 @@ struct Pools {
 struct AgentTurnTools {
     memory: Arc<dyn MemoryStore>,
     cron: CronJobs,
+    /// How each channel routes a job aimed at it (see `cron_add`).
+    routes: Arc<dyn JobRoutes>,
     clock: Arc<dyn Clock>,
     mcp: Arc<McpHub>,
 }
@@ -121,6 +125,7 @@ impl TurnTools for AgentTurnTools {
         if origin.may_schedule() {
             tools.push(Arc::new(CronAddTool::new(
                 self.cron.clone(),
+                self.routes.clone(),
                 self.clock.clone(),
                 session.clone(),
                 metadata.clone(),
@@ -148,17 +153,7 @@ impl Assembly {
     pub async fn build(loaded: &LoadedConfig, metrics: Option<Arc<Metrics>>) -> Result<Self> {
         super::private::narrow_home(loaded);
         let config = &loaded.config;
-        if !config.llm_configured() {
-            let what = if loaded.exists {
-                "has no usable LLM configured"
-            } else {
-                "does not exist"
-            };
-            bail!(
-                "{} {what}.\nConfigure an OpenAI-compatible endpoint with:\n  squidbot onboard --api-base https://api.openai.com/v1 --model gpt-4o-mini --api-key-env OPENAI_API_KEY\n(or edit the file: llm.providers, llm.models, llm.pools, llm.default_pool; see config/example.yaml).",
-                loaded.path.display()
-            );
-        }
+        require_llm(loaded)?;
         let timeouts = timeouts(config);
         let client = http_client(&timeouts).context("building the HTTP client")?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
@@ -190,16 +185,17 @@ impl Assembly {
             summary_word_limit: config.agents.summary_word_limit,
         };
         let history: Arc<dyn HistoryStore> = Arc::new(JsonlStore::new(&loaded.home));
+        let prompt = Arc::new(SkilledPrompt::new(
+            Arc::new(AppendedPrompt::new(
+                Arc::new(WorkspacePrompt::main_agent(workspace)),
+                profiles_prompt(&config.tools.spawn),
+            )),
+            skills.clone(),
+        ));
         let manager = MemoryManager::new(
             history.clone(),
             memory.clone(),
-            Arc::new(SkilledPrompt::new(
-                Arc::new(AppendedPrompt::new(
-                    Arc::new(WorkspacePrompt::main_agent(workspace)),
-                    profiles_prompt(&config.tools.spawn),
-                )),
-                skills.clone(),
-            )),
+            prompt,
             Some(consolidation_llm),
             settings,
         );
@@ -224,28 +220,7 @@ impl Assembly {
         for tool in registry_tools(&cron, &clock) {
             registry.register(tool)?;
         }
-        if config.tools.fetch_url.enabled {
-            registry.register(Arc::new(FetchUrlTool::new()))?;
-        }
-        if config.tools.web_search.enabled {
-            let tool = WebSearchTool::from_config(&config.tools.web_search)
-                .context("setting up tools.web_search")?;
-            registry.register(Arc::new(tool))?;
-        }
-        let mut history_index = None;
-        if config.tools.search_history.enabled {
-            // The index is a cache: if it cannot be opened, the agent runs without the tool.
-            match HistoryIndex::open(&loaded.home) {
-                Ok(index) => {
-                    let tool = Arc::new(SearchHistoryTool::new(Arc::new(index), clock.clone()));
-                    history_index = Some(tool.clone());
-                    registry.register(tool)?;
-                }
-                Err(error) => {
-                    tracing::warn!(error = %error, "History index unavailable; search_history disabled.");
-                }
-            }
-        }
+        let history_index = register_web_and_history_tools(&mut registry, loaded, &clock)?;
         // MCP servers connect concurrently, each bounded by a timeout; one that is down only
         // warns. Their tools join before spawn copies the registry, so sub-agents get them too.
         let mcp = Arc::new(McpHub::connect(&config.tools.mcp_servers, CONNECT_TIMEOUT).await);
@@ -269,10 +244,9 @@ impl Assembly {
                 workspace: workspace.clone(),
                 locks: locks.clone(),
             };
-            let hub = SpawnHub::new(&config.tools.spawn, parts, SpawnLimits::default(), |pool| {
-                build_pool(config, pool, &client, &timeouts, &metering)
-            })
-            .context("setting up tools.spawn")?;
+            let build = |pool: &str| build_pool(config, pool, &client, &timeouts, &metering);
+            let hub = SpawnHub::new(&config.tools.spawn, parts, SpawnLimits::default(), build)
+                .context("setting up tools.spawn")?;
             let hub = Arc::new(hub);
             for tool in spawn_tools(&hub) {
                 registry.register(tool)?;
@@ -385,6 +359,7 @@ impl Assembly {
         Arc::new(AgentTurnTools {
             memory: self.memory.clone(),
             cron: self.cron.clone(),
+            routes: Arc::new(Routes::new()),
             clock: self.clock.clone(),
             mcp: self.mcp.clone(),
         })
@@ -405,6 +380,55 @@ impl Assembly {
         let tools = self.turn_tools();
         let owner = Origin::owner();
         Arc::new(move |session| tools.for_turn(session, &serde_json::Map::new(), &owner))
+    }
+}
+
+/// Fails, saying how to configure one, when `loaded` has no usable LLM.
+fn require_llm(loaded: &LoadedConfig) -> Result<()> {
+    if loaded.config.llm_configured() {
+        return Ok(());
+    }
+    let what = if loaded.exists {
+        "has no usable LLM configured"
+    } else {
+        "does not exist"
+    };
+    bail!(
+        "{} {what}.\nConfigure an OpenAI-compatible endpoint with:\n  squidbot onboard --api-base https://api.openai.com/v1 --model gpt-4o-mini --api-key-env OPENAI_API_KEY\n(or edit the file: llm.providers, llm.models, llm.pools, llm.default_pool; see config/example.yaml).",
+        loaded.path.display()
+    );
+}
+
+/// Registers `fetch_url`, `web_search` and `search_history` as configured; returns the last,
+/// whose index the long-lived commands warm up.
+fn register_web_and_history_tools(
+    registry: &mut ToolRegistry,
+    loaded: &LoadedConfig,
+    clock: &Arc<dyn Clock>,
+) -> Result<Option<Arc<SearchHistoryTool>>> {
+    let config = &loaded.config;
+    if config.tools.fetch_url.enabled {
+        registry.register(Arc::new(FetchUrlTool::new()))?;
+    }
+    if config.tools.web_search.enabled {
+        let tool = WebSearchTool::from_config(&config.tools.web_search)
+            .context("setting up tools.web_search")?;
+        registry.register(Arc::new(tool))?;
+    }
+    if !config.tools.search_history.enabled {
+        return Ok(None);
+    }
+    // The index is a cache: if it cannot be opened, the agent runs without the tool.
+    match HistoryIndex::open(&loaded.home) {
+        Ok(index) => {
+            let tool = Arc::new(SearchHistoryTool::new(Arc::new(index), clock.clone()));
+            registry.register(tool.clone())?;
+            Ok(Some(tool))
+        }
+        Err(error) => {
+            tracing::warn!(error = %error, "History index unavailable; search_history disabled.");
+            Ok(None)
+        }
     }
 }
 
@@ -437,7 +461,7 @@ fn approval_settings(config: &Config) -> ApprovalSettings {
 /// The redactor of every secret the configuration knows (see `Config::secret_values`); the
 /// fields of secrets too short to redact are named in the log.
 fn redactor(config: &Config) -> Redactor {
-    let secrets = config.secret_values();
+    let secrets = config.secret_values(&squidbot::channels::registry::secret_fields(config));
     for (field, value) in &secrets {
         if Redactor::too_short(value) {
             tracing::warn!(field = %field, "Secret too short to be redacted from tool output.");
