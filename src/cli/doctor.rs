@@ -28,7 +28,7 @@ use squidbot::llm::profile::{TokenLimit, ToolCallIds};
 use squidbot::llm::{Profile, Timeouts, http_client};
 use squidbot::tools::sandbox::Sandbox;
 
-use super::assemble::usage_meter;
+use super::usage::usage_meter;
 
 /// The outcome of one check.
 struct Check {
