@@ -51,9 +51,7 @@ use squidbot::llm::{
 use squidbot::skills::catalog::search_dirs;
 use squidbot::skills::{SkillCatalog, SkilledPrompt, bundled};
 use squidbot::storage::file_lock::WorkspaceLock;
-use squidbot::storage::{
-    ConversationFiles, HistoryIndex, JsonlStore, MemoryFile, UsageLedgerFile, WorkspacePrompt,
-};
+use squidbot::storage::{ConversationFiles, HistoryIndex, JsonlStore, MemoryFile, WorkspacePrompt};
 use squidbot::tools::mcp::{CONNECT_TIMEOUT, McpHub};
 use squidbot::tools::sandbox::{Sandbox, SandboxSettings, rules};
 use squidbot::tools::shell_policy::AllowList;
