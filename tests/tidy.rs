@@ -23,6 +23,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
+#[path = "tidy/channel_names.rs"]
+mod channel_names;
+
 const MAX_LINES: usize = 800;
 
 fn root() -> PathBuf {

@@ -7,10 +7,13 @@
 //! - [`http`]: the HTTP API (operator routes and the `/v1` message API).
 //! - [`matrix`]: Matrix rooms (encrypted ones too), through matrix-sdk.
 //! - [`owner`]: who the owner is on each channel, decided at the channel's edge.
+//! - [`plugin`]: [`ChannelPlugin`](plugin::ChannelPlugin), all a channel brings, built from
+//!   one context; each channel's folder has its own.
+//! - [`registry`]: [`plugins`], the one list of channel plug-ins, and what is asked of all.
 //! - [`terminal`]: `squidbot agent`, the interactive REPL and the one-shot `-m` mode.
 //!
 //! `email` and `matrix` are cargo features (both on by default), so an owner can build without
-//! the channels they do not use.
+//! the channels they do not use; the list of plug-ins names them either way.
 
 pub mod attachments;
 #[cfg(feature = "email")]
@@ -21,7 +24,10 @@ pub mod http;
 #[cfg(feature = "matrix")]
 pub mod matrix;
 pub mod owner;
+pub mod plugin;
+pub mod registry;
 pub mod terminal;
 
 #[cfg(feature = "email")]
 pub use email::EmailChannel;
+pub use registry::{Routes, owner_target, plugins};

@@ -12,10 +12,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
-use squidbot::accounting::budget::Budgets;
 use squidbot::accounting::layer::{AccountedLlm, CallObserver};
-use squidbot::accounting::meter::{MeterSettings, UsageMeter};
-use squidbot::accounting::price::Price;
+use squidbot::accounting::meter::UsageMeter;
+use squidbot::channels::Routes;
 use squidbot::channels::terminal::ExtraTools;
 use squidbot::config::{
     ApprovalConfig, Config, LoadedConfig, PoolMember, ProviderApi, TokenLimitSetting,
@@ -39,7 +38,7 @@ use squidbot::core::redact::Redactor;
 use squidbot::core::session::SessionId;
 use squidbot::core::session_locks::SessionLocks;
 use squidbot::core::tool_registry::ToolRegistry;
-use squidbot::core::zone::Zone;
+use squidbot::cron::admin::JobRoutes;
 use squidbot::cron::store::CronJobs;
 use squidbot::cron::tools::{CronAddTool, registry_tools};
 use squidbot::gateway::Metrics;
@@ -52,9 +51,7 @@ use squidbot::llm::{
 use squidbot::skills::catalog::search_dirs;
 use squidbot::skills::{SkillCatalog, SkilledPrompt, bundled};
 use squidbot::storage::file_lock::WorkspaceLock;
-use squidbot::storage::{
-    ConversationFiles, HistoryIndex, JsonlStore, MemoryFile, UsageLedgerFile, WorkspacePrompt,
-};
+use squidbot::storage::{ConversationFiles, HistoryIndex, JsonlStore, MemoryFile, WorkspacePrompt};
 use squidbot::tools::mcp::{CONNECT_TIMEOUT, McpHub};
 use squidbot::tools::sandbox::{Sandbox, SandboxSettings, rules};
 use squidbot::tools::shell_policy::AllowList;
@@ -97,12 +94,42 @@ struct Pools {
     metering: Metering,
 }
 
+impl Pools {
+    /// The HTTP client, timeouts and metering of every pool of `loaded`: the ledger and
+    /// budgets, and with `metrics` every model call counted.
+    fn new(
+        loaded: &LoadedConfig,
+        metrics: Option<Arc<Metrics>>,
+        clock: &Arc<dyn Clock>,
+    ) -> Result<Self> {
+        let timeouts = timeouts(&loaded.config);
+        let client = http_client(&timeouts).context("building the HTTP client")?;
+        let metering = Metering {
+            usage: super::usage::usage_meter(&loaded.config, &loaded.home, clock.clone()),
+            metrics,
+            learned: Arc::new(Learned::load(&loaded.home)),
+        };
+        Ok(Self {
+            client,
+            timeouts,
+            metering,
+        })
+    }
+
+    /// The client of pool `name` of `config`.
+    fn build(&self, config: &Config, name: &str) -> Result<Arc<dyn LlmClient>> {
+        build_pool(config, name, &self.client, &self.timeouts, &self.metering)
+    }
+}
+
 /// The tools built for each turn: `memory_write` bound to the turn's session, `cron_add`
 /// bound to its session and routing metadata (not in cron and heartbeat turns), and the tools
 /// of MCP servers that came up after startup.
 struct AgentTurnTools {
     memory: Arc<dyn MemoryStore>,
     cron: CronJobs,
+    /// How each channel routes a job aimed at it (see `cron_add`).
+    routes: Arc<dyn JobRoutes>,
     clock: Arc<dyn Clock>,
     mcp: Arc<McpHub>,
 }
@@ -121,6 +148,7 @@ impl TurnTools for AgentTurnTools {
         if origin.may_schedule() {
             tools.push(Arc::new(CronAddTool::new(
                 self.cron.clone(),
+                self.routes.clone(),
                 self.clock.clone(),
                 session.clone(),
                 metadata.clone(),
@@ -149,32 +177,16 @@ impl Assembly {
         super::private::narrow_home(loaded);
         loaded.check_agent()?;
         let config = &loaded.config;
-        if !config.llm_configured() {
-            let what = if loaded.exists {
-                "has no usable LLM configured"
-            } else {
-                "does not exist"
-            };
-            bail!(
-                "{} {what}.\nConfigure an OpenAI-compatible endpoint with:\n  squidbot onboard --api-base https://api.openai.com/v1 --model gpt-4o-mini --api-key-env OPENAI_API_KEY\n(or edit the file: llm.providers, llm.models, llm.pools, llm.default_pool; see config/example.yaml).",
-                loaded.path.display()
-            );
-        }
-        let timeouts = timeouts(config);
-        let client = http_client(&timeouts).context("building the HTTP client")?;
+        require_llm(loaded)?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let metering = Metering {
-            usage: usage_meter(config, &loaded.home, clock.clone()),
-            metrics,
-            learned: Arc::new(Learned::load(&loaded.home)),
-        };
+        let pools = Pools::new(loaded, metrics, &clock)?;
         let default_pool = &config.llm.default_pool;
-        let llm = build_pool(config, default_pool, &client, &timeouts, &metering)?;
+        let llm = pools.build(config, default_pool)?;
         let consolidation_pool = config.pool_or_default(&config.agents.consolidation_pool);
         let consolidation_llm = if consolidation_pool == default_pool {
             llm.clone()
         } else {
-            build_pool(config, consolidation_pool, &client, &timeouts, &metering)?
+            pools.build(config, consolidation_pool)?
         };
 
         let workspace = &config.agents.workspace;
@@ -191,16 +203,11 @@ impl Assembly {
             summary_word_limit: config.agents.summary_word_limit,
         };
         let history: Arc<dyn HistoryStore> = Arc::new(JsonlStore::new(&loaded.home));
+        let prompt = main_prompt(config, &skills);
         let manager = MemoryManager::new(
             history.clone(),
             memory.clone(),
-            Arc::new(SkilledPrompt::new(
-                Arc::new(AppendedPrompt::new(
-                    Arc::new(WorkspacePrompt::main_agent(workspace)),
-                    profiles_prompt(&config.tools.spawn),
-                )),
-                skills.clone(),
-            )),
+            prompt,
             Some(consolidation_llm),
             settings,
         );
@@ -225,36 +232,9 @@ impl Assembly {
         for tool in registry_tools(&cron, &clock) {
             registry.register(tool)?;
         }
-        if config.tools.fetch_url.enabled {
-            registry.register(Arc::new(FetchUrlTool::new()))?;
-        }
-        if config.tools.web_search.enabled {
-            let tool = WebSearchTool::from_config(&config.tools.web_search)
-                .context("setting up tools.web_search")?;
-            registry.register(Arc::new(tool))?;
-        }
-        let mut history_index = None;
-        if config.tools.search_history.enabled {
-            // The index is a cache: if it cannot be opened, the agent runs without the tool.
-            match HistoryIndex::open(&loaded.home) {
-                Ok(index) => {
-                    let tool = Arc::new(SearchHistoryTool::new(Arc::new(index), clock.clone()));
-                    history_index = Some(tool.clone());
-                    registry.register(tool)?;
-                }
-                Err(error) => {
-                    tracing::warn!(error = %error, "History index unavailable; search_history disabled.");
-                }
-            }
-        }
-        // MCP servers connect concurrently, each bounded by a timeout; one that is down only
-        // warns. Their tools join before spawn copies the registry, so sub-agents get them too.
-        let mcp = Arc::new(McpHub::connect(&config.tools.mcp_servers, CONNECT_TIMEOUT).await);
-        for tool in mcp.tools() {
-            if let Err(error) = registry.register(tool) {
-                tracing::warn!(error = %error, "MCP tool skipped.");
-            }
-        }
+        let history_index = register_web_and_history_tools(&mut registry, loaded, &clock)?;
+        // Their tools join before spawn copies the registry, so sub-agents get them too.
+        let mcp = connect_mcp(config, &mut registry).await;
         let locks = Arc::new(SessionLocks::new());
         let mut spawn = None;
         if config.tools.spawn.enabled {
@@ -270,22 +250,9 @@ impl Assembly {
                 workspace: workspace.clone(),
                 locks: locks.clone(),
             };
-            let hub = SpawnHub::new(&config.tools.spawn, parts, SpawnLimits::default(), |pool| {
-                build_pool(config, pool, &client, &timeouts, &metering)
-            })
-            .context("setting up tools.spawn")?;
-            let hub = Arc::new(hub);
-            for tool in spawn_tools(&hub) {
-                registry.register(tool)?;
-            }
-            spawn = Some(hub);
+            spawn = Some(spawn_hub(config, parts, &pools, &mut registry)?);
         }
         let approvals = Arc::new(Approvals::new(clock.clone()));
-        let pools = Pools {
-            client,
-            timeouts,
-            metering,
-        };
         let catalog = ConfiguredModels::new(
             config,
             pools.clone(),
@@ -371,14 +338,7 @@ impl Assembly {
 
     /// A client for another pool of the configuration (heartbeat, spawn profiles).
     pub fn pool(&self, config: &Config, name: &str) -> Result<Arc<dyn LlmClient>> {
-        let pools = &self.pools;
-        build_pool(
-            config,
-            name,
-            &pools.client,
-            &pools.timeouts,
-            &pools.metering,
-        )
+        self.pools.build(config, name)
     }
 
     /// The per-turn tools for the gateway's router.
@@ -386,6 +346,7 @@ impl Assembly {
         Arc::new(AgentTurnTools {
             memory: self.memory.clone(),
             cron: self.cron.clone(),
+            routes: Arc::new(Routes::new()),
             clock: self.clock.clone(),
             mcp: self.mcp.clone(),
         })
@@ -406,6 +367,94 @@ impl Assembly {
         let tools = self.turn_tools();
         let owner = Origin::owner();
         Arc::new(move |session| tools.for_turn(session, &serde_json::Map::new(), &owner))
+    }
+}
+
+/// The main agent's system prompt: the workspace's bootstrap files with the spawn profiles,
+/// then the skills.
+fn main_prompt(config: &Config, skills: &SkillCatalog) -> Arc<SkilledPrompt> {
+    let workspace = Arc::new(WorkspacePrompt::main_agent(&config.agents.workspace));
+    let profiles = profiles_prompt(&config.tools.spawn);
+    let prompt = Arc::new(AppendedPrompt::new(workspace, profiles));
+    Arc::new(SkilledPrompt::new(prompt, skills.clone()))
+}
+
+/// Connects the MCP servers, concurrently, each bounded by a timeout (one that is down only
+/// warns), and registers their tools.
+async fn connect_mcp(config: &Config, registry: &mut ToolRegistry) -> Arc<McpHub> {
+    let mcp = Arc::new(McpHub::connect(&config.tools.mcp_servers, CONNECT_TIMEOUT).await);
+    for tool in mcp.tools() {
+        if let Err(error) = registry.register(tool) {
+            tracing::warn!(error = %error, "MCP tool skipped.");
+        }
+    }
+    mcp
+}
+
+/// The sub-agent hub over `parts`, its pools built from `pools`, with `spawn` and
+/// `spawn_await` registered.
+fn spawn_hub(
+    config: &Config,
+    parts: SubAgentParts,
+    pools: &Pools,
+    registry: &mut ToolRegistry,
+) -> Result<Arc<SpawnHub>> {
+    let build = |pool: &str| pools.build(config, pool);
+    let hub = SpawnHub::new(&config.tools.spawn, parts, SpawnLimits::default(), build)
+        .context("setting up tools.spawn")?;
+    let hub = Arc::new(hub);
+    for tool in spawn_tools(&hub) {
+        registry.register(tool)?;
+    }
+    Ok(hub)
+}
+
+/// Fails, saying how to configure one, when `loaded` has no usable LLM.
+fn require_llm(loaded: &LoadedConfig) -> Result<()> {
+    if loaded.config.llm_configured() {
+        return Ok(());
+    }
+    let what = if loaded.exists {
+        "has no usable LLM configured"
+    } else {
+        "does not exist"
+    };
+    bail!(
+        "{} {what}.\nConfigure an OpenAI-compatible endpoint with:\n  squidbot onboard --api-base https://api.openai.com/v1 --model gpt-4o-mini --api-key-env OPENAI_API_KEY\n(or edit the file: llm.providers, llm.models, llm.pools, llm.default_pool; see config/example.yaml).",
+        loaded.path.display()
+    );
+}
+
+/// Registers `fetch_url`, `web_search` and `search_history` as configured; returns the last,
+/// whose index the long-lived commands warm up.
+fn register_web_and_history_tools(
+    registry: &mut ToolRegistry,
+    loaded: &LoadedConfig,
+    clock: &Arc<dyn Clock>,
+) -> Result<Option<Arc<SearchHistoryTool>>> {
+    let config = &loaded.config;
+    if config.tools.fetch_url.enabled {
+        registry.register(Arc::new(FetchUrlTool::new()))?;
+    }
+    if config.tools.web_search.enabled {
+        let tool = WebSearchTool::from_config(&config.tools.web_search)
+            .context("setting up tools.web_search")?;
+        registry.register(Arc::new(tool))?;
+    }
+    if !config.tools.search_history.enabled {
+        return Ok(None);
+    }
+    // The index is a cache: if it cannot be opened, the agent runs without the tool.
+    match HistoryIndex::open(&loaded.home) {
+        Ok(index) => {
+            let tool = Arc::new(SearchHistoryTool::new(Arc::new(index), clock.clone()));
+            registry.register(tool.clone())?;
+            Ok(Some(tool))
+        }
+        Err(error) => {
+            tracing::warn!(error = %error, "History index unavailable; search_history disabled.");
+            Ok(None)
+        }
     }
 }
 
@@ -438,7 +487,7 @@ fn approval_settings(config: &Config) -> ApprovalSettings {
 /// The redactor of every secret the configuration knows (see `Config::secret_values`); the
 /// fields of secrets too short to redact are named in the log.
 fn redactor(config: &Config) -> Redactor {
-    let secrets = config.secret_values();
+    let secrets = config.secret_values(&squidbot::channels::registry::secret_fields(config));
     for (field, value) in &secrets {
         if Redactor::too_short(value) {
             tracing::warn!(field = %field, "Secret too short to be redacted from tool output.");
@@ -684,44 +733,6 @@ struct Metering {
     usage: Arc<UsageMeter>,
     /// What the home learned about the servers (see `Learned`).
     learned: Arc<Learned>,
-}
-
-/// The usage meter of `config`: the ledger under `home`, the models' prices, the budgets in
-/// the owner's zone.
-pub fn usage_meter(config: &Config, home: &Path, clock: Arc<dyn Clock>) -> Arc<UsageMeter> {
-    let b = &config.budgets;
-    let limit = |n: u64| (n > 0).then_some(n);
-    let budgets = Budgets {
-        daily_tokens: limit(b.daily_tokens),
-        daily_cost: (b.daily_cost > 0.0).then_some(b.daily_cost),
-        turn_tokens: limit(b.turn_tokens),
-        heartbeat_tokens: limit(b.heartbeat_tokens),
-        cron_tokens: limit(b.cron_tokens),
-    };
-    let prices = config
-        .llm
-        .models
-        .iter()
-        .filter_map(|(name, model)| {
-            let price = model.price?;
-            let price = Price {
-                input: price.input,
-                output: price.output,
-                cached_input: price.cached_input.unwrap_or(price.input),
-                cache_write: price.cache_write.unwrap_or(price.input),
-            };
-            Some((name.clone(), price))
-        })
-        .collect();
-    // Validation has checked the zone; `local` is only the fallback of an impossible case.
-    let zone = Zone::parse(b.zone_name(config)).unwrap_or(Zone::Local);
-    let settings = MeterSettings {
-        budgets,
-        prices,
-        zone,
-    };
-    let ledger = Arc::new(UsageLedgerFile::new(home));
-    Arc::new(UsageMeter::new(ledger, settings, clock))
 }
 
 /// The endpoint of one pool member, its reply limited to `max_tokens`: the provider's URL and

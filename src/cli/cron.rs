@@ -4,7 +4,8 @@
 //! the loaded configuration, so `--config` and `SQUIDBOT_HOME` are honoured), through the same
 //! locked updates, so an edit made here while the daemon runs is neither lost nor loses one.
 //! A Matrix target gets its room from the session id, so jobs added here are deliverable.
-//! Without `--target` a job goes to the owner's own conversation (`cron::owner_target`),
+//! Without `--target` a job goes to the owner's own conversation (`squidbot::channels::owner_target`, each enabled
+//! channel saying where its owner talks),
 //! and the output says which; jobs are named by id or by name.
 
 use std::process::ExitCode;
@@ -13,9 +14,9 @@ use anyhow::Result;
 use chrono::Utc;
 use clap::{Args, Subcommand};
 
+use squidbot::channels::{Routes, owner_target};
 use squidbot::core::session::SessionId;
-use squidbot::cron::admin::{self, target_metadata};
-use squidbot::cron::owner_target::{owner_target, shell_quoted};
+use squidbot::cron::admin::{self, shell_quoted, target_metadata};
 use squidbot::cron::store::{CronJobs, NewJob};
 use squidbot::cron::{CronError, format_jobs};
 
@@ -140,7 +141,7 @@ async fn add(
             (found.session, Some(found.why))
         }
     };
-    let metadata = target_metadata(&session, &name, None)?;
+    let metadata = target_metadata(&Routes::new(), &session, &name, None)?;
     let new = NewJob {
         name,
         message,

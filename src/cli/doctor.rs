@@ -2,28 +2,24 @@
 //!
 //! Each line is `ok  <what>` or `FAIL <what>: <the fix>`; the exit code is 0 only when every
 //! check passes. Checks: the config loads; each model of every pool answers a one-token call;
-//! the enabled channels' servers are reachable (Matrix `GET /_matrix/client/versions`, and
-//! `whoami` with the access token; email IMAP and SMTP each logged in to with the configured TLS
-//! mode, then logged out of); home, `sessions/`, the workspace and `cron/` are
-//! writable; the HTTP listen address is free or already served by a squidbot gateway; the
-//! shell's jail can be built (a `FAIL` naming why when it cannot: the shell tool is then off).
+//! each enabled channel's own checks, which its plug-in makes (the HTTP listen address is free
+//! or already served by a squidbot gateway; the Matrix homeserver answers and the login works;
+//! email IMAP and SMTP each logged in to); home, `sessions/`, the workspace and `cron/` are
+//! writable; the shell's jail can be built (a `FAIL` naming why when it cannot: the shell tool
+//! is then off).
 
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Result;
 use chrono::Utc;
 
 use squidbot::accounting::layer::AccountedLlm;
-#[cfg(feature = "email")]
-use squidbot::channels::email::{EmailError, imap, smtp::SmtpOutbox};
-#[cfg(feature = "email")]
-use squidbot::config::EmailConfig;
+use squidbot::channels::plugin::PROBE_TIMEOUT;
+use squidbot::channels::plugins;
 use squidbot::config::{
-    Config, LoadedConfig, MatrixConfig, PoolMember, ProviderApi, TokenLimitSetting,
-    ToolCallIdsSetting,
+    Config, LoadedConfig, PoolMember, ProviderApi, TokenLimitSetting, ToolCallIdsSetting,
 };
 use squidbot::core::message::{Message, Role};
 use squidbot::core::ports::clock::SystemClock;
@@ -34,10 +30,7 @@ use squidbot::llm::profile::{TokenLimit, ToolCallIds};
 use squidbot::llm::{Profile, Timeouts, http_client};
 use squidbot::tools::sandbox::Sandbox;
 
-use super::assemble::usage_meter;
-
-/// The limit for one network probe (LLM call, HTTP GET, TCP connect).
-const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+use super::usage::usage_meter;
 
 /// The outcome of one check.
 struct Check {
@@ -132,8 +125,16 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     for check in llm_checks(config, &loaded.home, &keyless_providers(&loaded)).await {
         report(check)?;
     }
-    for check in channel_checks(config).await {
-        report(check)?;
+    // Each enabled channel checks its own servers (one this build left out fails by name).
+    for plugin in plugins() {
+        if plugin.enabled(config) {
+            for probe in plugin.doctor(config).await {
+                report(Check {
+                    what: probe.what,
+                    fix: probe.fix,
+                })?;
+            }
+        }
     }
     let dirs = [
         ("home", loaded.home.clone()),
@@ -143,9 +144,6 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     ];
     for (name, dir) in dirs {
         report(writable(name, &dir))?;
-    }
-    if config.gateway.http.enabled {
-        report(listen_check(config).await)?;
     }
     if config.tools.shell.enabled {
         let settings = super::assemble::sandbox_settings(&loaded);
@@ -342,230 +340,6 @@ fn settings_problem(member: &PoolMember<'_>) -> Option<String> {
     None
 }
 
-/// The enabled channels' servers.
-async fn channel_checks(config: &Config) -> Vec<Check> {
-    let mut checks = Vec::new();
-    for channel in super::gateway::unbuilt_channels(config) {
-        checks.push(Check::fail(
-            format!("{channel} channel"),
-            super::gateway::unbuilt_message(channel),
-        ));
-    }
-    let matrix = &config.channels.matrix;
-    if matrix.enabled && cfg!(feature = "matrix") {
-        let url = format!(
-            "{}/_matrix/client/versions",
-            matrix.homeserver.trim_end_matches('/')
-        );
-        let what = format!("matrix homeserver {}", matrix.homeserver);
-        let client = reqwest::Client::builder().timeout(PROBE_TIMEOUT).build();
-        let client = match client {
-            Ok(client) => client,
-            Err(error) => return vec![Check::fail(what, error.to_string())],
-        };
-        let result = client.get(&url).send().await.map_err(|e| e.to_string());
-        let reachable = matches!(&result, Ok(response) if response.status().is_success());
-        checks.push(match result {
-            Ok(response) if response.status().is_success() => Check::ok(what),
-            Ok(response) => Check::fail(
-                what,
-                format!(
-                    "GET {url} answered {} (is channels.matrix.homeserver a Matrix server?)",
-                    response.status()
-                ),
-            ),
-            Err(error) => Check::fail(
-                what,
-                format!("GET {url} failed: {error} (check channels.matrix.homeserver)"),
-            ),
-        });
-        if reachable && !matrix.access_token.is_empty() {
-            checks.push(matrix_whoami(&client, matrix).await);
-        } else if reachable && !matrix.password.is_empty() {
-            checks.push(matrix_password(&client, matrix).await);
-        }
-    }
-    #[cfg(feature = "email")]
-    if config.channels.email.enabled {
-        let email = &config.channels.email;
-        checks.push(imap_login(email).await);
-        checks.push(smtp_login(email).await);
-    }
-    checks
-}
-
-/// Connects to the IMAP server with the configured TLS mode, logs in and logs out.
-#[cfg(feature = "email")]
-async fn imap_login(email: &EmailConfig) -> Check {
-    let what = format!(
-        "email imap login {}@{}:{}",
-        email.username, email.imap_host, email.imap_port
-    );
-    match imap::connect(email).await {
-        Ok(session) => {
-            imap::logout(session).await;
-            Check::ok(what)
-        }
-        Err(error) => Check::fail(
-            what,
-            format!(
-                "{error} (check channels.email.imap_host/imap_port, tls/imap_starttls, \
-                 username and password)"
-            ),
-        ),
-    }
-}
-
-/// Connects to the SMTP server with the configured TLS mode, logs in and quits.
-#[cfg(feature = "email")]
-async fn smtp_login(email: &EmailConfig) -> Check {
-    let what = format!(
-        "email smtp login {}@{}:{}",
-        email.username, email.smtp_host, email.smtp_port
-    );
-    let checked = match SmtpOutbox::new(email) {
-        Ok(outbox) => tokio::time::timeout(PROBE_TIMEOUT * 2, outbox.check_login())
-            .await
-            .unwrap_or_else(|_| {
-                Err(EmailError::Timeout {
-                    command: "SMTP connect and login".to_owned(),
-                })
-            }),
-        Err(error) => Err(error),
-    };
-    match checked {
-        Ok(()) => Check::ok(what),
-        Err(error) => Check::fail(
-            what,
-            format!(
-                "{error} (check channels.email.smtp_host/smtp_port, tls/smtp_starttls, \
-                 username and password)"
-            ),
-        ),
-    }
-}
-
-/// The setting the Matrix password came from, as the owner wrote it: the variable when it is
-/// read from one, so a fix names what to change.
-fn password_field(matrix: &MatrixConfig) -> String {
-    if matrix.password_env.is_empty() {
-        "channels.matrix.password".to_owned()
-    } else {
-        format!(
-            "channels.matrix.password_env (the variable {})",
-            matrix.password_env
-        )
-    }
-}
-
-/// The device id of doctor's own password login; logged out (so removed) at once.
-const DOCTOR_DEVICE: &str = "SQUIDBOT_DOCTOR";
-
-/// The password is accepted: a login as a device of doctor's own, logged out at once (which
-/// deletes the device), so the check leaves nothing on the account and never touches the
-/// gateway's device or its keys.
-async fn matrix_password(client: &reqwest::Client, matrix: &MatrixConfig) -> Check {
-    let what = format!("matrix login {}", matrix.user_id);
-    let base = matrix.homeserver.trim_end_matches('/');
-    let body = serde_json::json!({
-        "type": "m.login.password",
-        "identifier": {"type": "m.id.user", "user": matrix.user_id},
-        "password": matrix.password.expose(),
-        "device_id": DOCTOR_DEVICE,
-        "initial_device_display_name": "squidbot doctor (logged out at once)",
-    });
-    let url = format!("{base}/_matrix/client/v3/login");
-    let response = match client.post(&url).json(&body).send().await {
-        Ok(response) => response,
-        Err(error) => return Check::fail(what, format!("POST {url} failed: {error}")),
-    };
-    let status = response.status();
-    let body: serde_json::Value = response.json().await.unwrap_or_default();
-    if !status.is_success() {
-        let code = body["errcode"].as_str().unwrap_or("no errcode");
-        let password = password_field(matrix);
-        let fix = match code {
-            "M_FORBIDDEN" => format!("fix {password} (or channels.matrix.user_id)"),
-            "M_LIMIT_EXCEEDED" => "the homeserver limits logins; try again in a minute".to_owned(),
-            "M_USER_DEACTIVATED" => "the account is deactivated; use another".to_owned(),
-            _ => format!("check channels.matrix.user_id and {password}"),
-        };
-        return Check::fail(
-            what,
-            format!("the password login was refused ({status}, {code}); {fix}"),
-        );
-    }
-    let Some(token) = body["access_token"].as_str() else {
-        return Check::fail(what, format!("POST {url} gave no access_token"));
-    };
-    let logout = format!("{base}/_matrix/client/v3/logout");
-    match client
-        .post(&logout)
-        .bearer_auth(token)
-        .json(&serde_json::json!({}))
-        .send()
-        .await
-    {
-        Ok(response) if response.status().is_success() => Check::ok(what),
-        Ok(response) => Check::fail(
-            what,
-            format!(
-                "the password works, but logging doctor's device out answered {}; remove the \
-                 device {DOCTOR_DEVICE} from the account in your client",
-                response.status()
-            ),
-        ),
-        Err(error) => Check::fail(
-            what,
-            format!(
-                "the password works, but logging doctor's device out failed: {error}; remove \
-                 the device {DOCTOR_DEVICE} from the account in your client"
-            ),
-        ),
-    }
-}
-
-/// The access token is accepted and belongs to `channels.matrix.user_id`.
-async fn matrix_whoami(client: &reqwest::Client, matrix: &MatrixConfig) -> Check {
-    let what = format!("matrix login {}", matrix.user_id);
-    let url = format!(
-        "{}/_matrix/client/v3/account/whoami",
-        matrix.homeserver.trim_end_matches('/')
-    );
-    let response = client
-        .get(&url)
-        .bearer_auth(matrix.access_token.expose())
-        .send()
-        .await;
-    let response = match response {
-        Ok(response) => response,
-        Err(error) => return Check::fail(what, format!("GET {url} failed: {error}")),
-    };
-    let status = response.status();
-    let body: serde_json::Value = response.json().await.unwrap_or_default();
-    if !status.is_success() {
-        let code = body["errcode"].as_str().unwrap_or("no errcode");
-        return Check::fail(
-            what,
-            format!(
-                "the access token was refused ({status}, {code}); get a new one and set \
-                 channels.matrix.access_token"
-            ),
-        );
-    }
-    match body["user_id"].as_str() {
-        Some(user) if user == matrix.user_id => Check::ok(what),
-        Some(user) => Check::fail(
-            what,
-            format!(
-                "the access token belongs to {user}, not {}; fix channels.matrix.user_id or the token",
-                matrix.user_id
-            ),
-        ),
-        None => Check::fail(what, format!("GET {url} gave no user_id")),
-    }
-}
-
 /// Creates and removes a temp file in `dir`, or, while `dir` does not exist yet, in the
 /// nearest directory above it that does (squidbot creates the rest at start): doctor only
 /// looks, it makes no directory.
@@ -597,51 +371,6 @@ fn writable(name: &str, dir: &Path) -> Check {
                 dir.display()
             ),
         ),
-    }
-}
-
-/// What to say of a listen address other machines can reach: the API is the owner's, guarded
-/// by its token alone there (fine in a container behind a published loopback port).
-pub fn exposure(addr: std::net::SocketAddr) -> Option<&'static str> {
-    (!addr.ip().is_loopback()).then_some(
-        "reachable from other machines, guarded by the token alone; use 127.0.0.1 \
-         unless a container or proxy needs it",
-    )
-}
-
-/// The gateway's listen address: free, or already a squidbot gateway answering `/healthz`.
-async fn listen_check(config: &Config) -> Check {
-    let addr = config.gateway.http.listen;
-    let what = match exposure(addr) {
-        Some(warning) => format!("http listen {addr} (warning: {warning})"),
-        None => format!("http listen {addr}"),
-    };
-    match tokio::net::TcpListener::bind(addr).await {
-        Ok(listener) => {
-            drop(listener);
-            Check::ok(format!("{what} (free)"))
-        }
-        Err(bind_error) => {
-            let url = format!("http://{addr}/healthz");
-            let client = reqwest::Client::builder().timeout(PROBE_TIMEOUT).build();
-            let healthy = match client {
-                Ok(client) => match client.get(&url).send().await {
-                    Ok(response) => response.status().is_success(),
-                    Err(_) => false,
-                },
-                Err(_) => false,
-            };
-            if healthy {
-                Check::ok(format!("{what} (a gateway is already running there)"))
-            } else {
-                Check::fail(
-                    what,
-                    format!(
-                        "cannot bind: {bind_error} (stop what uses it, or change gateway.http.listen)"
-                    ),
-                )
-            }
-        }
     }
 }
 

@@ -1,7 +1,8 @@
 //! `squidbot gateway`: the daemon.
 //!
-//! It assembles the agent with metered LLM pools, builds the router, the live state and the
-//! enabled channels, and hands them to the supervisor. SIGTERM or SIGINT stops accepting,
+//! It assembles the agent with metered LLM pools, builds the live state, the enabled channels
+//! (one loop over the list of channel plug-ins, `squidbot::channels::plugins`), cron and the
+//! router, and hands them to the supervisor. SIGTERM or SIGINT stops accepting,
 //! drains in-flight turns within `gateway.shutdown_grace_seconds`, lets the channels stop, and
 //! exits 0. Before anything else it claims the home ([`HomeLock`]): a second gateway on the same
 //! `$SQUIDBOT_HOME` exits 1 naming the first one's pid.
@@ -16,12 +17,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use squidbot::accounting::meter::UsageMeter;
-#[cfg(feature = "email")]
-use squidbot::channels::email::EmailChannel;
-use squidbot::channels::heartbeat::HeartbeatChannel;
-use squidbot::channels::http::{HttpChannel, HttpSettings};
-#[cfg(feature = "matrix")]
-use squidbot::channels::matrix::{MatrixChannel, MatrixTurnTools};
+use squidbot::channels::plugin::{ChannelTools, PluginContext, unbuilt_message};
+use squidbot::channels::registry::{plugins, unbuilt};
+use squidbot::config::{Config, LoadedConfig};
+use squidbot::core::ports::approvals::ApprovalRequest;
 use squidbot::core::ports::channel::{ActivityLog, Channel, Dispatch, Outboxes, TurnTools};
 use squidbot::cron::CronChannel;
 use squidbot::gateway::approval_notice;
@@ -36,40 +35,11 @@ use super::assemble::Assembly;
 
 /// Refuses a configuration that enables a channel this build left out (a cargo feature), so
 /// the gateway does not run without a channel its owner expects to work.
-fn built_with(config: &squidbot::config::Config) -> Result<()> {
-    match unbuilt_channels(config).next() {
+fn built_with(config: &Config) -> Result<()> {
+    match unbuilt(config).first() {
         Some(channel) => anyhow::bail!("{}", unbuilt_message(channel)),
         None => Ok(()),
     }
-}
-
-/// The channels `config` enables that this build left out (`doctor` names them too).
-pub(super) fn unbuilt_channels(
-    config: &squidbot::config::Config,
-) -> impl Iterator<Item = &'static str> {
-    [
-        (
-            "matrix",
-            config.channels.matrix.enabled,
-            cfg!(feature = "matrix"),
-        ),
-        (
-            "email",
-            config.channels.email.enabled,
-            cfg!(feature = "email"),
-        ),
-    ]
-    .into_iter()
-    .filter(|(_, enabled, built)| *enabled && !built)
-    .map(|(channel, _, _)| channel)
-}
-
-/// What to do about an enabled `channel` this build left out.
-pub(super) fn unbuilt_message(channel: &str) -> String {
-    format!(
-        "channels.{channel}.enabled is true, but this squidbot was built without {channel} \
-         (rebuild with `--features {channel}`, or set channels.{channel}.enabled: false)"
-    )
 }
 
 /// How long the usage of calls cut short by the stop gets to reach the ledger.
@@ -94,46 +64,23 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     let assembly = Assembly::build(&loaded, Some(metrics.clone())).await?;
     metrics.register_tool("memory_write");
     let state = Arc::new(GatewayState::new(metrics).with_redactor(assembly.redactor().clone()));
-    state.add_section(Arc::new(SkillsSection(assembly.skills().clone())));
-    let sandbox = assembly.sandbox().clone();
-    let shell_enabled = config.tools.shell.enabled;
-    state.add_section(Arc::new(status_fn("sandbox", move || {
-        if shell_enabled {
-            sandbox.status()
-        } else {
-            "off (no shell tool)".to_owned()
-        }
-    })));
-    state.add_section(Arc::new(UsageSection(assembly.usage().clone())));
-    if !config.tools.mcp_servers.is_empty() {
-        state.add_section(Arc::new(McpSection(assembly.mcp())));
-    }
-    if let Some(hub) = assembly.spawn() {
-        let hub = hub.clone();
-        state.add_section(Arc::new(status_fn("spawn", move || hub.status())));
-    }
+    add_sections(&state, &assembly, config);
     let activity = Arc::new(ActivityFile::new(&loaded.home));
     let activity_log: Arc<dyn ActivityLog> = activity.clone();
-    #[cfg(feature = "matrix")]
-    let matrix = config.channels.matrix.enabled.then(|| {
-        let workspace = &config.agents.workspace;
-        Arc::new(
-            MatrixChannel::new(&config.channels.matrix, &loaded.home, workspace)
-                .with_redactor(assembly.redactor().clone())
-                .with_owner(&config.owner()),
-        )
-    });
-    #[cfg(feature = "matrix")]
-    let turn_tools: Arc<dyn TurnTools> = match &matrix {
-        Some(matrix) => Arc::new(MatrixTurnTools::new(
-            assembly.turn_tools(),
-            matrix.client_slot(),
-            config.agents.workspace.clone(),
-        )),
-        None => assembly.turn_tools(),
+    let directory = Arc::new(ChannelDirectory::new(state.clone()));
+    let outboxes: Arc<dyn Outboxes> = directory.clone();
+    // Before any turn can open a request: what the last run left open is expired now.
+    let expired_approvals = recover_approvals(&state, &assembly, &loaded.home);
+    let wiring = Wiring {
+        loaded: &loaded,
+        assembly: &assembly,
+        state: &state,
+        directory: &directory,
+        outboxes: &outboxes,
+        activity: &activity_log,
     };
-    #[cfg(not(feature = "matrix"))]
-    let turn_tools: Arc<dyn TurnTools> = assembly.turn_tools();
+    let turn_tools = wiring.plug_channels()?;
+    wiring.plug_cron();
     let router = Arc::new(Router::new(
         assembly.agent.clone(),
         turn_tools,
@@ -141,100 +88,6 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
         state.clone(),
         config.gateway.max_parallel_sessions,
     ));
-    let directory = Arc::new(ChannelDirectory::new(state.clone()));
-    let outboxes: Arc<dyn Outboxes> = directory.clone();
-    // Before any turn can open a request: what the last run left open is expired now.
-    let expired_approvals = match assembly.agent.approvals() {
-        Some(approvals) => {
-            let status = approvals.clone();
-            // The one-time codes stay out: `/status` needs no token.
-            let open = move || {
-                let open = status.open().into_iter().map(|request| {
-                    serde_json::json!({
-                        "id": request.id,
-                        "session": request.session,
-                        "tool": request.tool,
-                        "command": request.command,
-                        "expires_at": request.expires_at,
-                    })
-                });
-                open.collect::<Vec<_>>()
-            };
-            state.add_section(Arc::new(status_fn("approvals", open)));
-            approvals.recover(Arc::new(ApprovalFile::new(&loaded.home)))
-        }
-        None => Vec::new(),
-    };
-
-    let http = &config.gateway.http;
-    if http.enabled {
-        let token = (!http.token.is_empty()).then(|| http.token.expose().to_owned());
-        if token.is_none() {
-            tracing::info!("No gateway.http.token configured; the /v1 message API is off.");
-        }
-        let settings = HttpSettings {
-            listen: http.listen,
-            token,
-            approvals: assembly.agent.approvals().cloned(),
-            conversations: assembly.agent.conversations().cloned(),
-        };
-        if let Some(warning) = super::doctor::exposure(http.listen) {
-            tracing::warn!(listen = %http.listen, "The HTTP API is {warning}.");
-        }
-        // Bound before any channel starts: a taken address ends the start with its reason.
-        directory.register(Arc::new(HttpChannel::bind(settings, state.clone())?));
-    }
-    #[cfg(feature = "matrix")]
-    if let Some(matrix) = matrix {
-        let status = matrix.clone();
-        state.add_section(Arc::new(status_fn("matrix", move || status.status())));
-        directory.register(matrix);
-    }
-    let heartbeat = &config.agents.heartbeat;
-    if heartbeat.enabled {
-        let pool = config.pool_or_default(&heartbeat.pool);
-        let llm = (pool != config.llm.default_pool)
-            .then(|| assembly.pool(config, pool))
-            .transpose()?;
-        let channel = Arc::new(HeartbeatChannel::new(
-            heartbeat,
-            config.agents.workspace.clone(),
-            activity_log.clone(),
-            outboxes.clone(),
-            llm,
-        )?);
-        let status = channel.clone();
-        state.add_section(Arc::new(status_fn("heartbeat", move || status.status())));
-        directory.register(channel);
-    }
-    #[cfg(feature = "email")]
-    if config.channels.email.enabled {
-        let email = &config.channels.email;
-        let workspace = &config.agents.workspace;
-        let channel = Arc::new(
-            EmailChannel::new(email, &loaded.home, workspace)?.with_owner(&config.owner()),
-        );
-        let status = channel.clone();
-        state.add_section(Arc::new(status_fn("email", move || status.status())));
-        directory.register(channel);
-    }
-    let cron = Arc::new(CronChannel::new(
-        assembly.cron().clone(),
-        assembly.clock().clone(),
-        config.cron.missed_runs,
-        outboxes.clone(),
-    ));
-    state.add_section(Arc::new(CronSection(cron.clone())));
-    directory.register(cron);
-    if let Ok(spec) = std::env::var("SQUIDBOT_FAULT_CHANNEL") {
-        match FaultChannel::parse(&spec) {
-            Some(fault) => directory.register(Arc::new(fault)),
-            None => tracing::warn!(
-                spec,
-                "Ignored SQUIDBOT_FAULT_CHANNEL: expected panic:<ms> or error:<ms>."
-            ),
-        }
-    }
 
     let channels: Vec<Arc<dyn Channel>> = directory.all();
     let names: Vec<&str> = channels.iter().map(|c| c.name()).collect();
@@ -260,6 +113,157 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     });
 
     stop.cancelled().await;
+    let drained = drain(&assembly, &router, config, supervised).await;
+    signals.abort();
+    if let Err(error) = activity.save() {
+        tracing::warn!(error = %error, "Could not save the last active session.");
+    }
+    if !assembly.usage().flush(LEDGER_FLUSH).await {
+        tracing::warn!("Usage of calls cut short was not all written before the exit.");
+    }
+    if drained {
+        tracing::info!("Gateway stopped.");
+        Ok(ExitCode::SUCCESS)
+    } else {
+        // A supervisor (systemd's Restart=on-failure) and the owner's logs see that turns
+        // were cut, not a clean stop.
+        tracing::warn!("Gateway stopped with turns cut at the end of the grace period.");
+        Ok(ExitCode::FAILURE)
+    }
+}
+
+/// The `/status` sections of the agent's parts: skills, sandbox, usage, MCP servers, spawn.
+fn add_sections(state: &GatewayState, assembly: &Assembly, config: &Config) {
+    state.add_section(Arc::new(SkillsSection(assembly.skills().clone())));
+    let sandbox = assembly.sandbox().clone();
+    let shell_enabled = config.tools.shell.enabled;
+    state.add_section(Arc::new(status_fn("sandbox", move || {
+        if shell_enabled {
+            sandbox.status()
+        } else {
+            "off (no shell tool)".to_owned()
+        }
+    })));
+    state.add_section(Arc::new(UsageSection(assembly.usage().clone())));
+    if !config.tools.mcp_servers.is_empty() {
+        state.add_section(Arc::new(McpSection(assembly.mcp())));
+    }
+    if let Some(hub) = assembly.spawn() {
+        let hub = hub.clone();
+        state.add_section(Arc::new(status_fn("spawn", move || hub.status())));
+    }
+}
+
+/// `/status` → `approvals`, and what the last run left open, expired now (to tell the owner).
+fn recover_approvals(
+    state: &GatewayState,
+    assembly: &Assembly,
+    home: &Path,
+) -> Vec<ApprovalRequest> {
+    let Some(approvals) = assembly.agent.approvals() else {
+        return Vec::new();
+    };
+    let status = approvals.clone();
+    // The one-time codes stay out: `/status` needs no token.
+    let open = move || {
+        let open = status.open().into_iter().map(|request| {
+            serde_json::json!({
+                "id": request.id,
+                "session": request.session,
+                "tool": request.tool,
+                "command": request.command,
+                "expires_at": request.expires_at,
+            })
+        });
+        open.collect::<Vec<_>>()
+    };
+    state.add_section(Arc::new(status_fn("approvals", open)));
+    approvals.recover(Arc::new(ApprovalFile::new(home)))
+}
+
+/// What the channels are built from and registered with.
+struct Wiring<'a> {
+    loaded: &'a LoadedConfig,
+    assembly: &'a Assembly,
+    state: &'a Arc<GatewayState>,
+    directory: &'a Arc<ChannelDirectory>,
+    outboxes: &'a Arc<dyn Outboxes>,
+    activity: &'a Arc<dyn ActivityLog>,
+}
+
+impl Wiring<'_> {
+    /// Builds every enabled channel of the one list, registers it with its `/status` section,
+    /// and returns the turn tools: everyone's and the channels' own.
+    fn plug_channels(&self) -> Result<Arc<dyn TurnTools>> {
+        let config = &self.loaded.config;
+        let agent = &self.assembly.agent;
+        let pool = |name: &str| {
+            self.assembly
+                .pool(config, name)
+                .map_err(squidbot::core::ports::channel::Cause::from)
+        };
+        let context = PluginContext {
+            config,
+            home: &self.loaded.home,
+            owner: &config.owner(),
+            redactor: self.assembly.redactor(),
+            state: self.state,
+            outboxes: self.outboxes,
+            activity: self.activity,
+            approvals: agent.approvals(),
+            conversations: agent.conversations(),
+            pool: &pool,
+        };
+        let mut tools = Vec::new();
+        for plugin in plugins() {
+            if !plugin.enabled(config) {
+                continue;
+            }
+            let plugged = plugin.build(&context)?;
+            if let Some(section) = plugged.status {
+                self.state.add_section(section);
+            }
+            tools.extend(plugged.tools);
+            self.directory.register(plugged.channel);
+        }
+        Ok(Arc::new(ChannelTools {
+            base: self.assembly.turn_tools(),
+            channels: tools,
+        }))
+    }
+
+    /// Cron, which delivers through the other channels' outboxes, and the fault channel the
+    /// supervisor's tests plant with `SQUIDBOT_FAULT_CHANNEL`.
+    fn plug_cron(&self) {
+        let cron = Arc::new(CronChannel::new(
+            self.assembly.cron().clone(),
+            self.assembly.clock().clone(),
+            self.loaded.config.cron.missed_runs,
+            self.outboxes.clone(),
+        ));
+        self.state.add_section(Arc::new(CronSection(cron.clone())));
+        self.directory.register(cron);
+        if let Ok(spec) = std::env::var("SQUIDBOT_FAULT_CHANNEL") {
+            match FaultChannel::parse(&spec) {
+                Some(fault) => self.directory.register(Arc::new(fault)),
+                None => tracing::warn!(
+                    spec,
+                    "Ignored SQUIDBOT_FAULT_CHANNEL: expected panic:<ms> or error:<ms>."
+                ),
+            }
+        }
+    }
+}
+
+/// After the stop signal: refuses the approvals still waiting, drains the turns and the
+/// sub-agents within the grace period, and gives the channels `CHANNEL_STOP` to stop. Whether
+/// every turn finished.
+async fn drain(
+    assembly: &Assembly,
+    router: &Router,
+    config: &Config,
+    supervised: tokio::task::JoinHandle<()>,
+) -> bool {
     // A turn waiting for the owner would hold the drain for the whole grace period and then
     // be cut off: refuse what waits, so each such turn ends now and tells its asker.
     if let Some(approvals) = assembly.agent.approvals() {
@@ -286,22 +290,7 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     {
         tracing::warn!("Channels and their tasks did not stop in time; exiting anyway.");
     }
-    signals.abort();
-    if let Err(error) = activity.save() {
-        tracing::warn!(error = %error, "Could not save the last active session.");
-    }
-    if !assembly.usage().flush(LEDGER_FLUSH).await {
-        tracing::warn!("Usage of calls cut short was not all written before the exit.");
-    }
-    if drained {
-        tracing::info!("Gateway stopped.");
-        Ok(ExitCode::SUCCESS)
-    } else {
-        // A supervisor (systemd's Restart=on-failure) and the owner's logs see that turns
-        // were cut, not a clean stop.
-        tracing::warn!("Gateway stopped with turns cut at the end of the grace period.");
-        Ok(ExitCode::FAILURE)
-    }
+    drained
 }
 
 /// The cron section of `/status`: every job with its next run, last error and skipped slots.

@@ -9,9 +9,11 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
-use squidbot::config::{ApprovalConfig, LoadedConfig, ShellSandbox};
+use squidbot::channels::plugin::{Identity, on};
+use squidbot::channels::{owner_target, plugins};
+use squidbot::config::{ApprovalConfig, Config, LoadedConfig, ShellSandbox};
 use squidbot::core::redact::Redactor;
-use squidbot::cron::owner_target::{owner_target, shell_quoted};
+use squidbot::cron::admin::shell_quoted;
 use squidbot::tools::sandbox::Sandbox;
 
 /// Runs the status command.
@@ -22,32 +24,12 @@ pub fn run(config_path: Option<&Path>) -> Result<ExitCode> {
 }
 
 /// Who the bot is on each enabled channel, who its owner is, and whom it answers: what a new
-/// owner checks first when the bot stays silent (#40).
-fn identity_lines(config: &squidbot::config::Config) -> Vec<String> {
-    let matrix = &config.channels.matrix;
-    let email = &config.channels.email;
-    let list = |items: &[String]| match items {
-        [] => "nobody".to_owned(),
-        items => items.join(", "),
-    };
-    let mut bot = Vec::new();
-    let mut answers = Vec::new();
-    if matrix.enabled {
-        bot.push(format!("matrix {}", matrix.user_id));
-        let policy = match matrix.group_policy {
-            squidbot::config::GroupPolicy::Open => "every message",
-            squidbot::config::GroupPolicy::Mention => "messages that mention it",
-            squidbot::config::GroupPolicy::Allowlist => "the allowlist's messages",
-        };
-        answers.push(format!(
-            "matrix: {} (allowlist), in rooms {policy}",
-            list(&matrix.allowlist)
-        ));
-    }
-    if email.enabled {
-        bot.push(format!("email {}", email.from_address));
-        answers.push(format!("email: {} (allow_from)", list(&email.allow_from)));
-    }
+/// owner checks first when the bot stays silent (#40). Each channel says its own part.
+fn identity_lines(config: &Config) -> Vec<String> {
+    let identities: Vec<Identity> = plugins()
+        .iter()
+        .filter_map(|plugin| plugin.identity(config))
+        .collect();
     let owner = &config.owner;
     let mut owners: Vec<String> = owner.matrix.iter().chain(&owner.email).cloned().collect();
     if !owner.aliases.is_empty() {
@@ -58,14 +40,16 @@ fn identity_lines(config: &squidbot::config::Config) -> Vec<String> {
     } else {
         owners.join(", ")
     };
-    let bot = if bot.is_empty() {
+    let bot = if identities.is_empty() {
         "no chat channel enabled (the terminal and the HTTP API)".to_owned()
     } else {
-        bot.join(", ")
+        let bots: Vec<&str> = identities.iter().map(|i| i.bot.as_str()).collect();
+        bots.join(", ")
     };
-    let answers = if answers.is_empty() {
+    let answers = if identities.is_empty() {
         "the terminal, and the HTTP API with its token".to_owned()
     } else {
+        let answers: Vec<&str> = identities.iter().map(|i| i.answers.as_str()).collect();
         answers.join("; ")
     };
     vec![
@@ -137,26 +121,18 @@ pub fn render(loaded: &LoadedConfig) -> String {
         config.pool_or_default(&agents.consolidation_pool),
         agents.summary_word_limit
     );
-    let on = |enabled: bool| if enabled { "enabled" } else { "disabled" };
-    let _ = writeln!(
-        out,
-        "channels:   matrix {}, email {}",
-        on(config.channels.matrix.enabled),
-        on(config.channels.email.enabled)
-    );
+    let plugins = plugins();
+    let summaries: Vec<String> = plugins.iter().filter_map(|p| p.summary(config)).collect();
+    let _ = writeln!(out, "channels:   {}", summaries.join(", "));
     for line in identity_lines(config) {
         let _ = writeln!(out, "{line}");
     }
-    let hb = &agents.heartbeat;
-    let _ = writeln!(
-        out,
-        "heartbeat:  {} every {} min, {}-{} {}",
-        on(hb.enabled),
-        hb.interval_minutes,
-        hb.active_hours_start,
-        hb.active_hours_end,
-        hb.timezone
-    );
+    for line in plugins
+        .iter()
+        .flat_map(|plugin| plugin.status_lines(config))
+    {
+        let _ = writeln!(out, "{line}");
+    }
     // The session `cron add` uses without --target, in the form --target takes back.
     let cron_target = match owner_target(config, &loaded.home) {
         Ok(found) => format!(
@@ -167,6 +143,14 @@ pub fn render(loaded: &LoadedConfig) -> String {
         Err(reason) => reason,
     };
     let _ = writeln!(out, "cron:       default target {cron_target}");
+    out.push_str(&tools_and_budgets(loaded));
+    out
+}
+
+/// The shell tool (its jail as it is here) and the budgets.
+fn tools_and_budgets(loaded: &LoadedConfig) -> String {
+    let config = &loaded.config;
+    let mut out = String::new();
     let shell = &config.tools.shell;
     let allow = match &shell.allow {
         Some(entries) => format!("{} allowed commands", entries.len()),

@@ -9,13 +9,17 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use chrono::{Days, NaiveDate, Utc};
 use clap::{Args, ValueEnum};
 
-use squidbot::accounting::budget::local_date;
-use squidbot::accounting::price::Totals;
+use squidbot::accounting::budget::{Budgets, local_date};
+use squidbot::accounting::meter::{MeterSettings, UsageMeter};
+use squidbot::accounting::price::{Price, Totals};
+use squidbot::config::Config;
+use squidbot::core::ports::clock::Clock;
 use squidbot::core::ports::usage::UsageRecord;
 use squidbot::core::zone::Zone;
 use squidbot::storage::UsageLedgerFile;
@@ -174,6 +178,44 @@ fn table(
         );
     }
     out
+}
+
+/// The usage meter of `config`: the ledger under `home`, the models' prices, the budgets in
+/// the owner's zone.
+pub fn usage_meter(config: &Config, home: &Path, clock: Arc<dyn Clock>) -> Arc<UsageMeter> {
+    let b = &config.budgets;
+    let limit = |n: u64| (n > 0).then_some(n);
+    let budgets = Budgets {
+        daily_tokens: limit(b.daily_tokens),
+        daily_cost: (b.daily_cost > 0.0).then_some(b.daily_cost),
+        turn_tokens: limit(b.turn_tokens),
+        heartbeat_tokens: limit(b.heartbeat_tokens),
+        cron_tokens: limit(b.cron_tokens),
+    };
+    let prices = config
+        .llm
+        .models
+        .iter()
+        .filter_map(|(name, model)| {
+            let price = model.price?;
+            let price = Price {
+                input: price.input,
+                output: price.output,
+                cached_input: price.cached_input.unwrap_or(price.input),
+                cache_write: price.cache_write.unwrap_or(price.input),
+            };
+            Some((name.clone(), price))
+        })
+        .collect();
+    // Validation has checked the zone; `local` is only the fallback of an impossible case.
+    let zone = Zone::parse(b.zone_name(config)).unwrap_or(Zone::Local);
+    let settings = MeterSettings {
+        budgets,
+        prices,
+        zone,
+    };
+    let ledger = Arc::new(UsageLedgerFile::new(home));
+    Arc::new(UsageMeter::new(ledger, settings, clock))
 }
 
 #[cfg(test)]

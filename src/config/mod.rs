@@ -46,7 +46,7 @@ pub use schema_tools::{
     ApprovalConfig, McpServerConfig, McpTransport, ShellSandbox, ShellToolConfig, SpawnConfig,
     SpawnProfile, ToolToggle, ToolsConfig, WebSearchConfig, WebSearchProvider,
 };
-pub use secret::Secret;
+pub use secret::{Secret, SecretField};
 
 /// Why the configuration could not be loaded. Startup stops on any of these: running with a
 /// half-understood config would do the wrong thing quietly.

@@ -74,16 +74,36 @@ pub fn is_secret_name(name: &str) -> bool {
     SECRET_NAME_WORDS.iter().any(|word| upper.contains(word))
 }
 
+/// One secret setting of a channel: where it is written, its value (or `${VAR}`), and the
+/// variable its `*_env` field names (empty for none).
+#[derive(Debug, Clone)]
+pub struct SecretField<'a> {
+    /// The setting's path (`channels.matrix.password`).
+    pub field: String,
+    /// Its value.
+    pub secret: &'a Secret,
+    /// The variable the matching `*_env` setting names.
+    pub env: &'a str,
+}
+
+impl<'a> SecretField<'a> {
+    /// The secret at `field`, also read from the variable `env` names.
+    pub fn new(field: String, secret: &'a Secret, env: &'a str) -> Self {
+        Self { field, secret, env }
+    }
+}
+
 impl Config {
     /// Every secret value squidbot knows, each with the field (or variable) it comes from:
-    /// the providers' API keys, the Matrix access token, password, recovery key and store
-    /// passphrase, the mail password, the HTTP token and the web-search key (resolved by
+    /// the providers' API keys, the web-search key and the `channels`' secret settings (each
+    /// channel's plug-in lists its own: tokens, passwords, passphrases) (resolved by
     /// loading, and read again from the variables their `${VAR}` or `*_env` name when loading
     /// left them unresolved, as it does for disabled features), the secret-named `env` of MCP
     /// servers, and the daemon's own secret-named variables (see [`is_secret_name`]). Built
     /// once at assembly into the redactor of tool output. Empty values are left out.
-    pub fn secret_values(&self) -> Vec<(String, String)> {
-        self.secret_values_with(&|name| std::env::var(name).ok(), std::env::vars())
+    pub fn secret_values(&self, channels: &[SecretField<'_>]) -> Vec<(String, String)> {
+        let lookup = |name: &str| std::env::var(name).ok();
+        self.secret_values_with(&lookup, std::env::vars(), channels)
     }
 
     /// [`Config::secret_values`] with the environment read through `lookup` and listed by
@@ -92,6 +112,7 @@ impl Config {
         &self,
         lookup: EnvLookup<'_>,
         vars: impl Iterator<Item = (String, String)>,
+        channels: &[SecretField<'_>],
     ) -> Vec<(String, String)> {
         let mut found = Vec::new();
         let mut add = |field: String, secret: &Secret, env_name: &str| {
@@ -118,36 +139,9 @@ impl Config {
             &search.api_key,
             &search.api_key_env,
         );
-        let matrix = &self.channels.matrix;
-        let field = "channels.matrix.";
-        add(
-            format!("{field}access_token"),
-            &matrix.access_token,
-            &matrix.access_token_env,
-        );
-        add(
-            format!("{field}password"),
-            &matrix.password,
-            &matrix.password_env,
-        );
-        add(
-            format!("{field}recovery_key"),
-            &matrix.recovery_key,
-            &matrix.recovery_key_env,
-        );
-        add(
-            format!("{field}store_passphrase"),
-            &matrix.store_passphrase,
-            "",
-        );
-        let email = &self.channels.email;
-        add(
-            "channels.email.password".into(),
-            &email.password,
-            &email.password_env,
-        );
-        let http = &self.gateway.http;
-        add("gateway.http.token".into(), &http.token, &http.token_env);
+        for channel in channels {
+            add(channel.field.clone(), channel.secret, channel.env);
+        }
         for (server, config) in &self.tools.mcp_servers {
             for (name, value) in config.env.iter().flatten() {
                 if is_secret_name(name) && !value.is_empty() {
@@ -354,7 +348,8 @@ mod tests {
             ("OPENAI_API_KEY".to_owned(), "sk-daemon-env".to_owned()),
             ("LANG".to_owned(), "C.UTF-8".to_owned()),
         ];
-        let found = config.secret_values_with(&lookup, vars.into_iter());
+        let channels = crate::channels::registry::secret_fields(&config);
+        let found = config.secret_values_with(&lookup, vars.into_iter(), &channels);
         let values: Vec<&str> = found.iter().map(|(_, value)| value.as_str()).collect();
         assert_eq!(
             values,

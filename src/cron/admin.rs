@@ -13,54 +13,44 @@ use super::CronError;
 use super::schedule::validate;
 use super::scheduler::next_run;
 use super::store::{CronJob, CronJobs, NewJob};
-use crate::core::ports::channel::routing;
 use crate::core::session::SessionId;
 
-/// Checks `target` and returns the metadata a job for it needs.
-///
-/// `current` is the session (and its metadata) the job is created from, if any: a Matrix job
-/// for that same session keeps its room and thread. Otherwise a Matrix room comes from the
-/// session id itself (`matrix:!room:server`). Email jobs get the subject `[squidbot] <name>`.
+/// How the channels route scheduled replies: each channel says what a job aimed at one of
+/// its sessions carries (its routing keys are its own), so cron has no arm per channel.
+pub trait JobRoutes: Send + Sync {
+    /// The routing data a job named `name` aimed at `target` needs, or why it cannot be aimed
+    /// there. `current` is the session (and its metadata) the job is created from, if any.
+    fn route(
+        &self,
+        target: &SessionId,
+        name: &str,
+        current: Option<(&SessionId, &Map<String, Value>)>,
+    ) -> Result<Map<String, Value>, String>;
+}
+
+/// Checks `target` and returns the metadata a job for it needs, as its channel in `routes`
+/// says (a channel no route knows needs none). The terminal's own session is refused: nothing
+/// delivers to it while no one types.
 pub fn target_metadata(
+    routes: &dyn JobRoutes,
     target: &SessionId,
     name: &str,
     current: Option<(&SessionId, &Map<String, Value>)>,
 ) -> Result<Map<String, Value>, CronError> {
-    let mut metadata = Map::new();
-    match target.channel() {
-        "matrix" => {
-            let same = current.filter(|(session, _)| *session == target);
-            if let Some((_, current)) = same
-                && let Some(room) = current.get(routing::MATRIX_ROOM_ID)
-            {
-                metadata.insert(routing::MATRIX_ROOM_ID.into(), room.clone());
-                if let Some(root) = current.get(routing::MATRIX_THREAD_ROOT) {
-                    metadata.insert(routing::MATRIX_THREAD_ROOT.into(), root.clone());
-                }
-            } else if target.key().starts_with('!') {
-                metadata.insert(routing::MATRIX_ROOM_ID.into(), Value::from(target.key()));
-            } else {
-                return Err(CronError::InvalidTarget {
-                    target: target.to_string(),
-                    reason: "a Matrix target must name a room: matrix:!room:server".into(),
-                });
-            }
-        }
-        "email" => {
-            metadata.insert(
-                routing::EMAIL_SUBJECT.into(),
-                Value::from(format!("[squidbot] {name}")),
-            );
-        }
-        "cli" => {
-            return Err(CronError::InvalidTarget {
-                target: target.to_string(),
-                reason: "the terminal cannot receive scheduled replies; name a matrix: or email: session".into(),
-            });
-        }
-        _ => {}
+    if target.channel() == SessionId::cli_local().channel() {
+        return Err(CronError::InvalidTarget {
+            target: target.to_string(),
+            reason:
+                "the terminal cannot receive scheduled replies; name a matrix: or email: session"
+                    .into(),
+        });
     }
-    Ok(metadata)
+    routes
+        .route(target, name, current)
+        .map_err(|reason| CronError::InvalidTarget {
+            target: target.to_string(),
+            reason,
+        })
 }
 
 /// Validates and stores a new job; returns it. `new.metadata` is used as given.
@@ -200,7 +190,7 @@ pub fn format_jobs(jobs: &[CronJob], now: DateTime<Utc>) -> String {
             status.schedule,
             status.timezone,
             // As `--target` takes it, pasted into a shell.
-            super::owner_target::shell_quoted(&status.target)
+            shell_quoted(&status.target)
         );
         let _ = writeln!(out, "       message:  {}", job.message);
         if let Some(by) = &job.created_by {
@@ -228,4 +218,17 @@ pub fn format_jobs(jobs: &[CronJob], now: DateTime<Utc>) -> String {
     }
     out.truncate(out.trim_end().len());
     out
+}
+
+/// `session` as it can be pasted into a shell: single-quoted when it has characters a shell
+/// reads (a Matrix room id's `!` is history expansion in an interactive bash).
+pub fn shell_quoted(session: &str) -> String {
+    let plain = session
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "@%+=:,./_-".contains(c));
+    if plain {
+        session.to_owned()
+    } else {
+        format!("'{}'", session.replace('\'', r"'\''"))
+    }
 }

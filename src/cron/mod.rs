@@ -10,15 +10,13 @@
 //! - [`channel`]: [`CronChannel`], the running task that sleeps until the next slot and submits
 //!   due jobs through the dispatcher, reporting jobs whose target cannot be reached.
 //! - [`admin`]: adding, removing, toggling and listing jobs; shared by the agent's cron tools
-//!   and `squidbot cron`.
-//! - [`owner_target`]: the owner's own conversation, the default target of `squidbot cron
-//!   add`, and session ids quoted for pasting into a shell.
+//!   and `squidbot cron`. A job's routing data comes from its target's channel
+//!   ([`admin::JobRoutes`]), so cron has no arm per channel.
 //! - [`tools`]: `cron_list`, `cron_remove`, `cron_set_enabled` (registered) and `cron_add`
 //!   (built per turn with the turn's session and routing metadata).
 
 pub mod admin;
 pub mod channel;
-pub mod owner_target;
 pub mod schedule;
 pub mod scheduler;
 pub mod store;

@@ -13,7 +13,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::admin::{self, target_metadata};
+use super::admin::{self, JobRoutes, target_metadata};
 use super::store::{CronJobs, NewJob};
 use super::{CronError, format_jobs};
 use crate::core::authority::{Effect, Effects};
@@ -175,6 +175,8 @@ impl TypedTool for CronSetEnabledTool {
 /// told otherwise.
 pub struct CronAddTool {
     store: CronJobs,
+    /// How each channel routes a job aimed at one of its sessions.
+    routes: Arc<dyn JobRoutes>,
     clock: Arc<dyn Clock>,
     session: SessionId,
     metadata: Map<String, Value>,
@@ -209,9 +211,10 @@ static ADD_SPEC: LazyLock<TypedSpec<AddArguments>> = LazyLock::new(|| {
 
 impl CronAddTool {
     /// The tool for one turn of `session` with the channel's routing `metadata`, asked for
-    /// by `creator` (a sender id).
+    /// by `creator` (a sender id); `routes` fill in what the target's channel needs.
     pub fn new(
         store: CronJobs,
+        routes: Arc<dyn JobRoutes>,
         clock: Arc<dyn Clock>,
         session: SessionId,
         metadata: Map<String, Value>,
@@ -219,6 +222,7 @@ impl CronAddTool {
     ) -> Self {
         Self {
             store,
+            routes,
             clock,
             session,
             metadata,
@@ -243,7 +247,8 @@ impl CronAddTool {
             _ => self.session.clone(),
         };
         let name = arguments.name.trim().to_owned();
-        let metadata = target_metadata(&target, &name, Some((&self.session, &self.metadata)))?;
+        let current = Some((&self.session, &self.metadata));
+        let metadata = target_metadata(self.routes.as_ref(), &target, &name, current)?;
         let new = NewJob {
             name,
             message: arguments.message,
@@ -328,6 +333,7 @@ mod tests {
     fn add_tool(store: &CronJobs, clock: Arc<dyn Clock>, session: &SessionId) -> CronAddTool {
         CronAddTool::new(
             store.clone(),
+            Arc::new(crate::channels::Routes::new()),
             clock,
             session.clone(),
             Map::new(),
@@ -343,6 +349,7 @@ mod tests {
         let metadata = metadata.as_object().unwrap().clone();
         let tool = CronAddTool::new(
             store.clone(),
+            Arc::new(crate::channels::Routes::new()),
             clock,
             session.clone(),
             metadata,

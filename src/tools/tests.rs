@@ -344,7 +344,14 @@ async fn every_schema_accepts_only_what_its_arguments_type_accepts() {
         ]
     );
     check!(
-        CronAddTool::new(cron, clock.clone(), session.clone(), Map::new(), "owner"),
+        CronAddTool::new(
+            cron,
+            Arc::new(crate::channels::Routes::new()),
+            clock.clone(),
+            session.clone(),
+            Map::new(),
+            "owner"
+        ),
         [
             (
                 json!({"name": "n", "message": "m", "schedule": "every 60", "timezone": "UTC",

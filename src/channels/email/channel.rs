@@ -28,6 +28,7 @@ use super::imap::{self, Fetched, ImapSession};
 use super::parse::{self, ParsedMail};
 use super::progress::{MessageState, Progress, ProgressSummary};
 use super::reply::{META_FROM, META_MESSAGE_ID, META_REFERENCES, META_UID};
+use super::routing;
 use super::sink::{EmailReply, Mailer};
 use super::smtp::SmtpOutbox;
 use super::{EmailError, auth};
@@ -37,9 +38,7 @@ use crate::config::EmailConfig;
 use crate::core::audience::Readers;
 use crate::core::backoff::Backoff;
 use crate::core::origin::Origin;
-use crate::core::ports::channel::{
-    Channel, ChannelContext, ChannelError, Inbound, ReplySink, routing,
-};
+use crate::core::ports::channel::{Channel, ChannelContext, ChannelError, Inbound, ReplySink};
 use crate::core::session::SessionId;
 use crate::core::untrusted;
 use crate::gateway::fault;

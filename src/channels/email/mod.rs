@@ -20,12 +20,17 @@
 //! - [`tls`]: the rustls client configuration shared by the IMAP side.
 //! - `tests`: the MIME parsing unit tests on literal mails.
 //! - [`channel`]: [`EmailChannel`], the running task, its reply sinks and its status.
+//! - [`plugin`]: [`EmailPlugin`], the channel on the list of plug-ins.
+//! - [`doctor`]: `squidbot doctor`'s IMAP and SMTP login checks.
+//! - [`routing`]: the routing key of a mail turn's metadata.
 
 pub mod auth;
 pub mod channel;
+pub mod doctor;
 pub mod guard;
 pub mod imap;
 pub mod parse;
+pub mod plugin;
 pub mod progress;
 pub mod quote;
 pub mod reply;
@@ -38,6 +43,14 @@ pub mod uuencode;
 mod tests;
 
 pub use channel::{EmailChannel, EmailStatus};
+pub use plugin::EmailPlugin;
+
+/// The routing-metadata key of a mail turn. The channel writes it on every mail, a scheduled
+/// job carries it ([`EmailPlugin`]), and a reply reuses it.
+pub mod routing {
+    /// The subject of a mail, which a reply or a job's mail reuses.
+    pub const EMAIL_SUBJECT: &str = "email_subject";
+}
 
 /// What can go wrong in the email channel.
 #[derive(Debug, thiserror::Error)]

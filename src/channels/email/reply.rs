@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::EmailError;
+use super::routing;
 use crate::channels::format::markdown_to_html;
-use crate::core::ports::channel::routing;
 
 /// The metadata keys of an inbound mail, kept for the reply.
 pub const META_MESSAGE_ID: &str = "email_message_id";

@@ -13,15 +13,18 @@
 //! - [`window`]: [`ActiveHours`] and [`Zone`], the daily window and its time zone.
 //! - [`checklist`]: the HEARTBEAT.md emptiness rule and the `HEARTBEAT_OK` rule.
 //! - [`channel`]: [`HeartbeatChannel`], the running task, and its [`HeartbeatStatus`].
+//! - [`plugin`]: [`HeartbeatPlugin`], the heartbeat on the list of channel plug-ins.
 
 pub mod channel;
 pub mod checklist;
+pub mod plugin;
 pub mod window;
 
 #[cfg(test)]
 mod tests;
 
 pub use channel::{HeartbeatChannel, HeartbeatStatus, TickOutcome};
+pub use plugin::HeartbeatPlugin;
 pub use window::{ActiveHours, Zone, parse_zone};
 
 /// Why the heartbeat could not be set up.

@@ -6,14 +6,17 @@
 //! - `hub.rs`: [`HttpHub`], mailboxes for proactive messages (cron, heartbeat) to HTTP sessions,
 //!   read through `GET /v1/sessions/{id}/events`.
 //! - `sse.rs`: the streaming reply sink behind `Accept: text/event-stream`.
+//! - `plugin.rs`: [`HttpPlugin`], the API on the list of channel plug-ins, and its doctor check.
 //!
 //! The server binds to loopback by default; without a configured token the `/v1` routes do not
 //! exist at all.
 
 mod channel;
 mod hub;
+mod plugin;
 mod routes;
 mod sse;
 
 pub use channel::{HttpChannel, HttpSettings};
 pub use hub::HttpHub;
+pub use plugin::{HttpPlugin, exposure};

@@ -31,6 +31,7 @@ use super::edits::Edits;
 use super::media::ClientSlot;
 use super::policy::{MessageFacts, RoomPolicy, Verdict};
 use super::room_keys::{Connected, RoomKeys};
+use super::routing;
 use super::sink::{MatrixReplySink, ThreadRef};
 use super::store_check;
 use super::sync_state::SyncState;
@@ -40,7 +41,7 @@ use crate::channels::attachments::AttachmentStore;
 use crate::channels::owner::{Ids, Owner, OwnerIds};
 use crate::config::MatrixConfig;
 use crate::core::backoff::Backoff;
-use crate::core::ports::channel::{Channel, ChannelContext, ChannelError, ReplySink, routing};
+use crate::core::ports::channel::{Channel, ChannelContext, ChannelError, ReplySink};
 use crate::core::redact::Redactor;
 use crate::core::session::SessionId;
 

@@ -21,10 +21,11 @@ use serde_json::Map;
 use super::channel::{Loop, MatrixChannel, NAME};
 use super::edits::Edits;
 use super::policy::{MessageFacts, Verdict, mentions_bot};
+use super::routing;
 use super::sink::{MatrixReplySink, ThreadRef, joined_members};
 use super::{media, relations};
 use crate::core::approval;
-use crate::core::ports::channel::{ChannelContext, Inbound, routing};
+use crate::core::ports::channel::{ChannelContext, Inbound};
 use crate::core::session::SessionId;
 
 impl MatrixChannel {

@@ -21,10 +21,11 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::room_keys::Connected;
+use super::routing;
 use crate::channels::attachments::AttachmentStore;
 use crate::core::authority::{Effect, Effects};
 use crate::core::origin::Origin;
-use crate::core::ports::channel::{TurnTools, routing};
+use crate::core::ports::channel::TurnTools;
 use crate::core::ports::tool::{Tool, ToolContext, ToolOutput, TypedSpec, TypedTool};
 use crate::core::session::SessionId;
 use crate::workspace::{Access, WorkspaceGuard};

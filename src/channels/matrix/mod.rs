@@ -25,14 +25,20 @@
 //! - [`verification_desk`]: where the gateway shows the emoji and `squidbot matrix verify`
 //!   gives the owner's answer.
 //! - [`channel`]: [`MatrixChannel`], login, the sync loop with backoff, and its status.
+//! - [`plugin`]: [`MatrixPlugin`], the channel on the list of plug-ins: how it is built,
+//!   described, checked and aimed at by scheduled jobs.
+//! - [`doctor`]: `squidbot doctor`'s homeserver and login checks.
+//! - [`routing`]: the routing keys of a Matrix turn's metadata.
 
 pub mod backfill;
 pub mod channel;
 pub mod device;
+pub mod doctor;
 mod edits;
 pub mod identity;
 mod inbound;
 pub mod media;
+pub mod plugin;
 pub mod policy;
 pub mod relations;
 pub mod room_keys;
@@ -45,7 +51,18 @@ pub mod verification_desk;
 
 pub use channel::{MatrixChannel, MatrixStatus};
 pub use media::MatrixTurnTools;
+pub use plugin::MatrixPlugin;
 pub use sink::MatrixReplySink;
+
+/// The routing-metadata keys of a Matrix turn: where its reply goes. The channel writes them
+/// on every message, a scheduled job carries them ([`MatrixPlugin`]), and the file tool reads
+/// them.
+pub mod routing {
+    /// The Matrix room a reply goes to.
+    pub const MATRIX_ROOM_ID: &str = "matrix_room_id";
+    /// The Matrix thread a reply belongs to (its root event).
+    pub const MATRIX_THREAD_ROOT: &str = "matrix_thread_root";
+}
 
 /// What went wrong in the Matrix channel.
 #[derive(Debug, thiserror::Error)]

@@ -3,8 +3,8 @@
 //! - [`ReplySink`]: where one turn's output goes (streamed text, typing, the final reply).
 //! - [`Inbound`]: one received message, with its reply sink and its acknowledgement hook.
 //! - [`Dispatch`]: the router's entry point; channels submit inbound messages through it.
-//! - [`Channel`]: a long-running source of messages (Matrix, email, HTTP, heartbeat, cron),
-//!   run and restarted by the gateway's supervisor, which can also ask it for an outbox to
+//! - [`Channel`]: a long-running source of messages (each channel of
+//!   `crate::channels::plugins`, and cron), run and restarted by the gateway's supervisor, which can also ask it for an outbox to
 //!   send proactive messages (cron, heartbeat) to one of its sessions.
 //!
 //! The acknowledgement rule: a channel acknowledges a message (read marker, `\Seen`, HTTP
@@ -136,18 +136,6 @@ impl ReplySink for CollectingSink {
             .push(text.to_owned());
         Ok(())
     }
-}
-
-/// The routing-metadata keys more than one adapter reads or writes. Each channel owns the rest
-/// of its keys; these are the ones cron (which aims jobs at rooms and mailboxes) and import
-/// (which restores rooms from the original's records) must spell as the channel does.
-pub mod routing {
-    /// The Matrix room a reply goes to.
-    pub const MATRIX_ROOM_ID: &str = "matrix_room_id";
-    /// The Matrix thread a reply belongs to (its root event).
-    pub const MATRIX_THREAD_ROOT: &str = "matrix_thread_root";
-    /// The subject of a mail, which a reply or a job's mail reuses.
-    pub const EMAIL_SUBJECT: &str = "email_subject";
 }
 
 /// How a dispatched turn ended, for submitters that wait for it.
@@ -298,8 +286,8 @@ pub struct ChannelContext {
 /// A long-running message source, run by the supervisor.
 #[async_trait]
 pub trait Channel: Send + Sync {
-    /// The channel's name (`http`, `matrix`, `email`, `heartbeat`, `cron`); also the session
-    /// prefix it serves.
+    /// The channel's name; also the session prefix it serves. Routing keys, owner ids and
+    /// names are the channel's own: core never spells one.
     fn name(&self) -> &str;
 
     /// Runs until `context.shutdown` is cancelled (then returns `Ok`) or it fails (then the

@@ -36,7 +36,6 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::core::message::{Message, Role};
-use crate::core::ports::channel::routing;
 use crate::core::ports::store::{HistoryStore, StoreError};
 use crate::core::session::SessionId;
 use crate::cron::store::{CronJob, CronJobs, CronStoreError};
@@ -318,7 +317,8 @@ fn session_for(message: &Message, metadata: Option<&Value>) -> SessionId {
     let sender = message.sender_id.as_deref().unwrap_or("").trim();
     let channel = message.channel.as_deref().unwrap_or("cli");
     let room = metadata.and_then(|m| {
-        [routing::MATRIX_ROOM_ID, "room_id"]
+        // The original's record format, which named the room either way.
+        ["matrix_room_id", "room_id"]
             .iter()
             .find_map(|key| m.get(key).and_then(Value::as_str))
     });
