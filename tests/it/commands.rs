@@ -8,8 +8,8 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use crate::daemon::{Gateway, TOKEN};
 use crate::harness::default_reply;
+use crate::support::daemon::{Gateway, TOKEN};
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 #[tokio::test]

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::daemon::{Gateway, TOKEN, sse_events};
 use crate::harness::{default_reply, system_text};
+use crate::support::daemon::{Gateway, TOKEN, sse_events};
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 #[tokio::test]
@@ -253,7 +253,7 @@ async fn status_and_metrics_describe_the_running_gateway() {
             .http
             .get(format!("{}{path}", gw.base))
             .header("Host", "rebind.attacker.example:8765")
-            .bearer_auth(crate::daemon::TOKEN)
+            .bearer_auth(crate::support::daemon::TOKEN)
             .send()
             .await
             .unwrap();

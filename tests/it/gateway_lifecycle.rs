@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::daemon::{Gateway, TOKEN, sse_events};
+use crate::support::daemon::{Gateway, TOKEN, sse_events};
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 /// A second gateway on a port the first one holds stops at once with the reason (#40),

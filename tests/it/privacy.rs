@@ -24,9 +24,9 @@ use squidbot::gateway::{GatewayState, Metrics, Router};
 use squidbot::storage::{HistoryIndex, MemoryFile};
 use squidbot::tools::{MemoryWriteTool, SearchHistoryTool};
 
-use crate::daemon::Gateway;
 use crate::harness::{Harness, default_reply, system_text};
 use crate::support::bin::{squidbot, stderr, tool_names};
+use crate::support::daemon::Gateway;
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 const OWNER: &str = "@alex:example.org";

@@ -7,8 +7,8 @@ use std::process::Stdio;
 
 use serde_json::{Value, json};
 
-use crate::daemon::{Gateway, TOKEN};
 use crate::harness::system_text;
+use crate::support::daemon::{Gateway, TOKEN};
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 /// The provider's key, given to the daemon through `api_key_env`.
@@ -380,7 +380,7 @@ async fn secrets_are_redacted_from_replies_streams_history_and_prompts() {
         .send()
         .await
         .unwrap();
-    let events = crate::daemon::sse_events(&response.text().await.unwrap());
+    let events = crate::support::daemon::sse_events(&response.text().await.unwrap());
     let deltas: String = events
         .iter()
         .filter(|(name, _)| name == "delta")

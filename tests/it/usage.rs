@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::cli::Home;
-use crate::daemon::{Gateway, TOKEN, sse_events};
 use crate::harness::default_reply;
 use crate::support::bin::{stderr, stdout};
+use crate::support::daemon::{Gateway, TOKEN, sse_events};
+use crate::support::home::Home;
 use crate::support::scripted_llm::{Reply, Reported, ScriptedLlm};
 
 /// Every record of the ledger under `home`, in file order.

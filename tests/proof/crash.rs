@@ -23,8 +23,8 @@ use squidbot::storage::cursor_file::CursorFile;
 use squidbot::storage::{JsonlStore, safe_id};
 use tokio::process::{Child, Command};
 
+use crate::support::free_port;
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
-use crate::support::testenv::free_port;
 
 const TOKEN: &str = "crash-token-0b7e";
 const SESSIONS: usize = 6;

@@ -232,7 +232,7 @@ pub fn write_config(
     bot: &(String, String),
     allow_from: &str,
 ) -> u16 {
-    let port = testenv::free_port();
+    let port = crate::support::free_port();
     let (address, password) = bot;
     let config = format!(
         "llm:\n  providers:\n    local:\n      api_base: \"{llm_url}\"\n  models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\n\

@@ -5,10 +5,12 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 use tokio::process::{Child, Command};
+
+use super::free_port;
 
 pub const TOKEN: &str = "test-token-5f2a";
 
@@ -51,14 +53,6 @@ fn spawn_gateway(home: &Path, env: &[(String, String)], log: Stdio, trace: Optio
         command.env(key, value);
     }
     command.spawn().unwrap()
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// The config of a gateway talking to `llm_url` on the port it is given, the message API with
@@ -176,16 +170,7 @@ impl Gateway {
     }
 
     async fn wait_ready(&self) {
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < deadline {
-            if let Ok(response) = self.http.get(format!("{}/healthz", self.base)).send().await
-                && response.status().is_success()
-            {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("gateway did not come up");
+        super::bin::wait_ready(&self.http, &self.base, self.home.path()).await;
     }
 
     pub fn home(&self) -> &Path {

@@ -9,7 +9,6 @@ use serde_json::Value;
 use tokio::process::{Child, Command};
 
 use crate::support::matrix_client::{Account, Homeserver};
-use crate::support::testenv;
 
 /// A gateway with the Matrix channel, on a home the test owns (so it can be restarted).
 pub(crate) struct BotGateway {
@@ -85,7 +84,7 @@ impl BotGateway {
         bot: &Account,
         matrix_extra: &str,
     ) -> Self {
-        let port = testenv::free_port();
+        let port = crate::support::free_port();
         // A test may set its own `device_id` (`""`: one chosen per home, as by default).
         let device = if matrix_extra.contains("device_id:") {
             ""
@@ -97,7 +96,7 @@ impl BotGateway {
             hs.url,
             bot.user_id,
             bot.password,
-            token = crate::daemon::TOKEN,
+            token = crate::support::daemon::TOKEN,
         );
         std::fs::write(home.join("squidbot.yaml"), config).unwrap();
         let log = std::fs::OpenOptions::new()
@@ -128,7 +127,7 @@ impl BotGateway {
         let response = self
             .http
             .get(format!("{}/status", self.base))
-            .bearer_auth(crate::daemon::TOKEN)
+            .bearer_auth(crate::support::daemon::TOKEN)
             .send()
             .await
             .unwrap();
@@ -140,7 +139,7 @@ impl BotGateway {
         let response = self
             .http
             .get(format!("{}{path}", self.base))
-            .bearer_auth(crate::daemon::TOKEN)
+            .bearer_auth(crate::support::daemon::TOKEN)
             .send()
             .await
             .unwrap();

@@ -37,9 +37,3 @@ pub fn run_script(script: &str, args: &[&str]) -> String {
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
-
-/// A loopback TCP port nothing listens on right now.
-pub fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    listener.local_addr().expect("local addr").port()
-}
