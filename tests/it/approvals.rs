@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::process::Command;
 
+use crate::support::config::TestConfig;
 use crate::support::daemon::{Gateway, TOKEN};
 use crate::support::gateway::{Events, decide, last_result, say_later, shell, shell_then_result};
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
@@ -312,25 +313,14 @@ async fn a_scheduled_job_never_asks_and_never_runs_what_is_not_allowed() {
     let llm = ScriptedLlm::start().await;
     llm.set_handler(shell_then_result("touch cron.txt"));
     let gw = Gateway::start(&llm.url(), "", &[]).await;
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_squidbot"))
-        .args([
-            "cron",
-            "add",
-            "touch",
-            "touch the file",
-            "every 1",
-            "--target",
-            "http:jobs",
-        ])
-        .env("SQUIDBOT_HOME", gw.home())
-        .env_remove("SQUIDBOT_CONFIG")
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    gw.cron(&[
+        "add",
+        "touch",
+        "touch the file",
+        "every 1",
+        "--target",
+        "http:jobs",
+    ]);
     let mut events = Events::open(&gw, "jobs").await;
     let delivered = events.next("message").await;
     let text = delivered["text"].as_str().unwrap();
@@ -347,9 +337,13 @@ async fn a_heartbeat_never_asks_and_never_runs_what_is_not_allowed() {
     let url = llm.url();
     // The shortest interval is a minute: the first tick comes a minute after the start.
     let config = move |port: u16| {
-        format!(
-            "llm:\n  providers:\n    local:\n      api_base: \"{url}\"\n  models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\nagents:\n  heartbeat:\n    enabled: true\n    interval_minutes: 1\n    target: \"http:beat\"\ngateway:\n  shutdown_grace_seconds: 10\n  http:\n    listen: 127.0.0.1:{port}\n    token: {TOKEN}\n"
-        )
+        TestConfig::new(&url)
+            .agents_line(
+                "heartbeat:\n    enabled: true\n    interval_minutes: 1\n    target: \"http:beat\"",
+            )
+            .gateway_line("shutdown_grace_seconds: 10")
+            .http(&format!("127.0.0.1:{port}"), Some(TOKEN))
+            .yaml()
     };
     let gw = Gateway::start_with_config(config, &[], Stdio::null()).await;
     let workspace = gw.home().join("workspace");

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::process::{Child, Command};
 
+use crate::support::config::TestConfig;
 use crate::support::matrix_client::{Account, Homeserver};
 
 /// A gateway with the Matrix channel, on a home the test owns (so it can be restarted).
@@ -91,14 +92,16 @@ impl BotGateway {
         } else {
             "    device_id: SQUIDBOTTEST\n"
         };
-        let config = format!(
-            "llm:\n  providers:\n    local:\n      api_base: \"{llm}\"\n  models:\n    small:\n      provider: local\n      model: \"{model}\"\n    big:\n      provider: local\n      model: big-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\nagents:\n  heartbeat:\n    enabled: false\ngateway:\n  shutdown_grace_seconds: 5\n  http:\n    listen: 127.0.0.1:{port}\n    token: {token}\nchannels:\n  matrix:\n    enabled: true\n    homeserver: \"{}\"\n    user_id: \"{}\"\n    password: \"{}\"\n{device}{matrix_extra}\n",
-            hs.url,
-            bot.user_id,
-            bot.password,
-            token = crate::support::daemon::TOKEN,
-        );
-        std::fs::write(home.join("squidbot.yaml"), config).unwrap();
+        TestConfig::new(llm)
+            .model(model)
+            .more_model("big", "big-model")
+            .gateway_on(port)
+            .gateway_line("shutdown_grace_seconds: 5")
+            .extra(&format!(
+                "channels:\n  matrix:\n    enabled: true\n    homeserver: \"{}\"\n    user_id: \"{}\"\n    password: \"{}\"\n{device}{matrix_extra}\n",
+                hs.url, bot.user_id, bot.password,
+            ))
+            .write(home);
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)

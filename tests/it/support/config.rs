@@ -5,6 +5,8 @@
 
 use std::path::Path;
 
+use super::daemon::TOKEN;
+
 /// A test's `squidbot.yaml`, built up and then written or read as text.
 #[derive(Clone, Debug)]
 pub struct TestConfig {
@@ -94,6 +96,13 @@ impl TestConfig {
             self.http.push(format!("token: {token}"));
         }
         self
+    }
+
+    /// The HTTP channel on loopback `port`, answering requests with the test token
+    /// ([`TOKEN`]), and no heartbeat: how the suites start a gateway.
+    pub fn gateway_on(self, port: u16) -> Self {
+        self.no_heartbeat()
+            .http(&format!("127.0.0.1:{port}"), Some(TOKEN))
     }
 
     /// One more `key: value` line of the `gateway` section (`shutdown_grace_seconds: 5`).

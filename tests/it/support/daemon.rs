@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::process::{Child, Command};
 
+use super::config::TestConfig;
 use super::free_port;
 
 pub const TOKEN: &str = "test-token-5f2a";
@@ -21,6 +22,15 @@ pub struct Gateway {
     pub http: reqwest::Client,
     /// The environment it was started with, for [`Gateway::restart`].
     env: Vec<(String, String)>,
+}
+
+/// GETs `path` of the gateway at `base` with `token`.
+pub async fn get(http: &reqwest::Client, base: &str, path: &str, token: &str) -> reqwest::Response {
+    http.get(format!("{base}{path}"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
 }
 
 /// Starts `squidbot gateway` on `home`; under `strace` writing to `trace` when one is given.
@@ -62,13 +72,14 @@ fn config<'a>(
     token: Option<&str>,
     extra: &'a str,
 ) -> impl FnOnce(u16) -> String + 'a {
-    let token_line = token
-        .map(|t| format!("    token: {t}\n"))
-        .unwrap_or_default();
+    let token = token.map(str::to_owned);
     move |port: u16| {
-        format!(
-            "llm:\n  providers:\n    local:\n      api_base: \"{llm_url}\"\n  models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\nagents:\n  heartbeat:\n    enabled: false\ngateway:\n  shutdown_grace_seconds: 10\n  http:\n    listen: 127.0.0.1:{port}\n{token_line}{extra}"
-        )
+        TestConfig::new(llm_url)
+            .no_heartbeat()
+            .gateway_line("shutdown_grace_seconds: 10")
+            .http(&format!("127.0.0.1:{port}"), token.as_deref())
+            .extra(extra)
+            .yaml()
     }
 }
 
@@ -191,6 +202,23 @@ impl Gateway {
         ))
     }
 
+    /// Runs `squidbot cron ARGS` on this gateway's home as another process, as the owner's
+    /// CLI does while the gateway runs; fails the test when it fails.
+    pub fn cron(&self, args: &[&str]) {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_squidbot"))
+            .arg("cron")
+            .args(args)
+            .env("SQUIDBOT_HOME", self.home())
+            .env_remove("SQUIDBOT_CONFIG")
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "squidbot cron {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
     /// POSTs a message with the right token; returns status and JSON body.
     pub async fn say(&self, id: &str, text: &str) -> (u16, Value) {
         let response = self
@@ -207,24 +235,17 @@ impl Gateway {
 
     /// GETs `path` as the owner would (with the token) and parses the JSON.
     pub async fn get_json(&self, path: &str) -> Value {
-        self.http
-            .get(format!("{}{path}", self.base))
-            .bearer_auth(TOKEN)
-            .send()
+        get(&self.http, &self.base, path, TOKEN)
             .await
-            .unwrap()
             .json()
             .await
             .unwrap()
     }
 
+    /// GETs `path` as the owner would (with the token) as text.
     pub async fn get_text(&self, path: &str) -> String {
-        self.http
-            .get(format!("{}{path}", self.base))
-            .bearer_auth(TOKEN)
-            .send()
+        get(&self.http, &self.base, path, TOKEN)
             .await
-            .unwrap()
             .text()
             .await
             .unwrap()

@@ -66,6 +66,13 @@ impl Events {
         }
     }
 
+    /// Reads what arrives until nothing has for `quiet` (into [`Events::seen`]).
+    pub async fn drain(&mut self, quiet: Duration) {
+        while let Ok(Ok(Some(chunk))) = tokio::time::timeout(quiet, self.response.chunk()).await {
+            self.seen.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+
     /// The next event named `name` (within 20 s).
     pub async fn next(&mut self, name: &str) -> Value {
         self.next_within(name, Duration::from_secs(20)).await

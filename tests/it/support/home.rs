@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use super::bin::squidbot;
+use super::config::TestConfig;
 
 /// A fresh `$SQUIDBOT_HOME` (also `HOME`) for one test.
 pub struct Home {
@@ -37,13 +38,12 @@ impl Home {
         self.path().join("squidbot.yaml")
     }
 
-    /// Writes a config with one provider at `url`, one model and the default pool (14 lines),
-    /// then `extra`.
+    /// Writes the test config ([`TestConfig`]) with the LLM at `url` and a key, then `extra`.
     pub fn write_config(&self, url: &str, extra: &str) {
-        let text = format!(
-            "llm:\n  default_pool: default\n  providers:\n    local:\n      api_base: \"{url}\"\n      api_key: test-key\n  models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\n{extra}"
-        );
-        std::fs::write(self.config(), text).unwrap();
+        TestConfig::new(url)
+            .api_key("test-key")
+            .extra(extra)
+            .write(self.path());
     }
 
     /// Runs the binary with this home and no inherited squidbot settings.
