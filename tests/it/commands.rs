@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::harness::default_reply;
 use crate::support::config::TestConfig;
-use crate::support::daemon::{Gateway, TOKEN};
+use crate::support::daemon::Gateway;
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 #[tokio::test]

@@ -6,6 +6,7 @@ use base64::Engine;
 use serde_json::Value;
 
 use crate::support::bin::{stderr, stdout};
+use crate::support::config::TestConfig;
 use crate::support::home::Home;
 use crate::support::images::{PNG, last_user, png_of};
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
@@ -32,11 +33,10 @@ async fn an_image_read_file_reads_reaches_a_vision_model_after_the_results_and_o
         });
         llm.enqueue(Reply::Text("a single dot".into()));
         let home = Home::new();
-        home.write_config(&llm.url(), "");
-        let config = std::fs::read_to_string(home.config())
-            .unwrap()
-            .replace("model: scripted-model", &format!("model: \"{model}\""));
-        std::fs::write(home.config(), config).unwrap();
+        TestConfig::new(&llm.url())
+            .api_key("test-key")
+            .model(model)
+            .write(home.path());
         let pics = home.path().join("workspace/pics");
         std::fs::create_dir_all(&pics).unwrap();
         std::fs::write(pics.join("dot.png"), &png).unwrap();

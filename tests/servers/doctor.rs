@@ -10,12 +10,23 @@ use crate::support::mail_client::MailServer;
 use crate::support::scripted_llm::ScriptedLlm;
 use crate::support::testenv;
 
-/// The config of a working setup on `home`: the scripted LLM at `url` with a key.
-fn write_config(home: &std::path::Path, url: &str) {
+/// A home whose config is a working setup (the scripted LLM at `url` with a key) and
+/// `channel`, the YAML of a channel to check.
+fn home_with(url: &str, channel: &str) -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
     TestConfig::new(url)
         .api_key("test-key")
         .http("127.0.0.1:0", None)
-        .write(home);
+        .extra(channel)
+        .write(home.path());
+    home
+}
+
+/// The Matrix channel at `hs` logging in as `user_id` with `login` (a `key: value` line).
+fn matrix(hs: &str, user_id: &str, login: &str) -> String {
+    format!(
+        "channels:\n  matrix:\n    enabled: true\n    homeserver: \"{hs}\"\n    user_id: \"{user_id}\"\n    {login}\n"
+    )
 }
 
 /// `squidbot doctor` on `home`.
@@ -45,13 +56,8 @@ async fn doctor_matrix(
     field: &str,
     value: &str,
 ) -> Output {
-    let home = tempfile::tempdir().unwrap();
-    write_config(home.path(), &llm.url());
-    let mut text = std::fs::read_to_string(home.path().join("squidbot.yaml")).unwrap();
-    text.push_str(&format!(
-        "channels:\n  matrix:\n    enabled: true\n    homeserver: \"{hs}\"\n    user_id: \"{user_id}\"\n    {field}: \"{value}\"\n"
-    ));
-    std::fs::write(home.path().join("squidbot.yaml"), text).unwrap();
+    let login = format!("{field}: \"{value}\"");
+    let home = home_with(&llm.url(), &matrix(hs, user_id, &login));
     doctor(home.path()).await
 }
 
@@ -113,13 +119,8 @@ async fn matrix_password_is_checked_and_leaves_no_device() {
         }
     }
     // A password read from a variable: the fix names the variable's setting (#40).
-    let home = tempfile::tempdir().unwrap();
-    write_config(home.path(), &llm.url());
-    let mut text = std::fs::read_to_string(home.path().join("squidbot.yaml")).unwrap();
-    text.push_str(&format!(
-        "channels:\n  matrix:\n    enabled: true\n    homeserver: \"{hs}\"\n    user_id: \"{user_id}\"\n    password_env: SQUIDBOT_TEST_MX_PASSWORD\n"
-    ));
-    std::fs::write(home.path().join("squidbot.yaml"), text).unwrap();
+    let login = "password_env: SQUIDBOT_TEST_MX_PASSWORD";
+    let home = home_with(&llm.url(), &matrix(&hs, &user_id, login));
     let output = squidbot(home.path())
         .arg("doctor")
         .env("SQUIDBOT_TEST_MX_PASSWORD", "pw-wrong-43")
@@ -152,16 +153,13 @@ async fn email_logins_are_checked_against_the_real_mail_server() {
     let server = MailServer::shared();
     let (address, password) = server.add_user("doctor");
     for (password, expect_ok) in [(password.as_str(), true), ("pw-wrong-secret", false)] {
-        let home = tempfile::tempdir().unwrap();
-        write_config(home.path(), &llm.url());
-        let mut text = std::fs::read_to_string(home.path().join("squidbot.yaml")).unwrap();
-        text.push_str(&format!(
+        let email = format!(
             "channels:\n  email:\n    enabled: true\n    imap_host: {host}\n    imap_port: {imap}\n    smtp_host: {host}\n    smtp_port: {smtp}\n    username: \"{address}\"\n    password: \"{password}\"\n    from_address: \"{address}\"\n    allow_from: [\"owner@localhost\"]\n    tls: false\n",
             host = server.host,
             imap = server.imap_port,
             smtp = server.smtp_port,
-        ));
-        std::fs::write(home.path().join("squidbot.yaml"), text).unwrap();
+        );
+        let home = home_with(&llm.url(), &email);
         let output = doctor(home.path()).await;
         let out = stdout(&output);
         for kind in ["email imap login", "email smtp login"] {

@@ -16,7 +16,6 @@ use tokio_util::sync::CancellationToken;
 use super::test_server::EchoServer;
 use super::*;
 use crate::config::McpTransport;
-use crate::core::session::SessionId;
 
 fn context() -> ToolContext {
     ToolContext::for_test()
