@@ -13,7 +13,7 @@ pub fn var(name: &str) -> String {
         panic!(
             "{name} is not set: this test needs the real test servers. Run the whole suite with \
              scripts/test, or start them with `scripts/testenv/up /tmp/squidbot-testenv` and \
-             `set -a; . /tmp/squidbot-testenv/env; set +a` before `cargo test`."
+             `set -a; . /tmp/squidbot-testenv/env; set +a` before `cargo test --test servers`."
         )
     })
 }
