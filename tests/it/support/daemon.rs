@@ -24,6 +24,20 @@ pub struct Gateway {
     env: Vec<(String, String)>,
 }
 
+/// POSTs `text` as a message to `url` (a session's `/messages`) with `token`; the status and
+/// the JSON body (null when there is none).
+pub async fn post_text(http: &reqwest::Client, url: &str, token: &str, text: &str) -> (u16, Value) {
+    let response = http
+        .post(url)
+        .bearer_auth(token)
+        .json(&serde_json::json!({ "text": text }))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
 /// GETs `path` of the gateway at `base` with `token`.
 pub async fn get(http: &reqwest::Client, base: &str, path: &str, token: &str) -> reqwest::Response {
     http.get(format!("{base}{path}"))
@@ -221,16 +235,8 @@ impl Gateway {
 
     /// POSTs a message with the right token; returns status and JSON body.
     pub async fn say(&self, id: &str, text: &str) -> (u16, Value) {
-        let response = self
-            .http
-            .post(format!("{}/v1/sessions/{id}/messages", self.base))
-            .bearer_auth(TOKEN)
-            .json(&serde_json::json!({ "text": text }))
-            .send()
-            .await
-            .unwrap();
-        let status = response.status().as_u16();
-        (status, response.json().await.unwrap_or(Value::Null))
+        let url = format!("{}/v1/sessions/{id}/messages", self.base);
+        post_text(&self.http, &url, TOKEN, text).await
     }
 
     /// GETs `path` as the owner would (with the token) and parses the JSON.

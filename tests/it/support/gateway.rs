@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::daemon::{Gateway, TOKEN, sse_events};
+use super::daemon::{Gateway, TOKEN, post_text, sse_events};
 use super::scripted_llm::Reply;
 
 /// One shell call as the model's whole round.
@@ -120,15 +120,5 @@ pub fn say_later(gw: &Gateway, id: &str, text: &str) -> tokio::task::JoinHandle<
     let http = gw.http.clone();
     let url = format!("{}/v1/sessions/{id}/messages", gw.base);
     let text = text.to_owned();
-    tokio::spawn(async move {
-        let response = http
-            .post(url)
-            .bearer_auth(TOKEN)
-            .json(&json!({ "text": text }))
-            .send()
-            .await
-            .unwrap();
-        let status = response.status().as_u16();
-        (status, response.json().await.unwrap_or(Value::Null))
-    })
+    tokio::spawn(async move { post_text(&http, &url, TOKEN, &text).await })
 }
