@@ -6,7 +6,7 @@
 //!   (Debian 12, Ubuntu 22.10 and later), so it is only on for a native Linux build on such a
 //!   glibc: squidbot is built where it runs.
 //! - Startup functions first: the ~6 000 functions that run while squidbot starts, idles and
-//!   answers (`build/startup-functions.txt`, listed by `scripts/build/startup_symbols.py`) are
+//!   answers (`scripts/build/startup-functions.txt`, listed by `scripts/build/startup_symbols.py`) are
 //!   laid out together at the front of `.text`. The kernel maps code in 64 KB windows around
 //!   each page that runs; scattered over 38 MB, those functions kept ~15 MB of code resident.
 //!   The list names functions without the hashes in their symbols, which follow Cargo's
@@ -31,7 +31,7 @@ const RELR_GLIBC: (u32, u32) = (2, 36);
 const LINK_MAP_ENV: &str = "SQUIDBOT_LINK_MAP";
 
 /// The startup functions, by name without hashes, relative to the package root.
-const ORDER_FILE: &str = "build/startup-functions.txt";
+const ORDER_FILE: &str = "scripts/build/startup-functions.txt";
 
 /// The linker driver that resolves [`ORDER_FILE`] at link time (see `.cargo/config.toml`).
 const ORDER_LINKER: &str = "scripts/build/startup-order";

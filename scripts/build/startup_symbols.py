@@ -1,4 +1,4 @@
-# Regenerates build/startup-functions.txt: the functions of the squidbot binary that run while it
+# Regenerates scripts/build/startup-functions.txt: the functions of the squidbot binary that run while it
 # starts, idles and answers, which the release link lays out together at the front of .text
 # (build.rs, scripts/build/startup-order). The kernel maps code in 64 KB at a time around each
 # page that runs; with these functions spread over 38 MB of code, an idle gateway kept ~15 MB of
@@ -29,7 +29,7 @@
 # by which workloads run a function (see `symbols`), so each workload's code is one run of it.
 # With a link map and `perf`, the idle gateway and the one-shot also run outside valgrind,
 # their code page faults recorded (`faulted`): what valgrind's own paths hide from callgrind.
-# What those runs found accumulates in build/startup-faults.txt (see `remember_faults`).
+# What those runs found accumulates in scripts/build/startup-faults.txt (see `remember_faults`).
 # The kernel maps code 64 KB around each page that runs, so one function of another workload
 # placed among the idle ones costs 64 KB for as long as the daemon lives: an idle gateway
 # profiled without the heartbeat ran 40 such functions spread over 6 MB (measured on the
@@ -41,15 +41,28 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import instant_llm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-OUT = ROOT + "/build/startup-functions.txt"
-FAULTS = ROOT + "/build/startup-faults.txt"
+OUT = ROOT + "/scripts/build/startup-functions.txt"
+FAULTS = ROOT + "/scripts/build/startup-faults.txt"
 if sys.argv[1:2] == ["--check"]:
+    # --check [--min PERCENT]: how many listed Rust functions the last release link found, and
+    # a failure below PERCENT (scripts/test asks for CHECK_MIN): a list that no longer matches
+    # the code it orders is how the startup layout decayed before (#26), silently.
+    minimum = float(sys.argv[3]) if sys.argv[2:3] == ["--min"] else None
     target = os.environ.get("CARGO_TARGET_DIR", ROOT + "/target")
     stats = sorted(glob.glob(target + "/release/deps/squidbot-*.startup-order.stats"),
                    key=os.path.getmtime)
     if not stats:
         sys.exit(f"no release link with the startup order under {target}: cargo build --release")
-    print(f"{os.path.relpath(OUT, ROOT)}: {open(stats[-1]).read().strip()} in {stats[-1]}")
+    line = open(stats[-1]).read().strip()
+    print(f"{os.path.relpath(OUT, ROOT)}: {line} in {stats[-1]}")
+    found = re.match(r"(\d+) of (\d+) listed Rust functions found", line)
+    if not found or int(found.group(2)) == 0:
+        sys.exit(f"unreadable statistics: {line!r}")
+    share = 100 * int(found.group(1)) / int(found.group(2))
+    if minimum is not None and share < minimum:
+        sys.exit(f"only {share:.1f} % of the listed functions are in this build (at least "
+                 f"{minimum:g} % wanted): regenerate the list (README.md beside this script)")
+    print(f"{share:.1f} % found" + (f" (at least {minimum:g} % wanted)" if minimum else ""))
     sys.exit(0)
 if shutil.which("valgrind") is None:
     sys.exit("valgrind is missing: apt-get install valgrind")

@@ -237,14 +237,9 @@ mod tests {
     }
 
     fn context(audience: Audience) -> ToolContext {
-        ToolContext {
-            session: SessionId::cli_local(),
-            metadata: serde_json::Map::new(),
-            prompt_tail: None,
-            approvals: None,
-            audience,
-            authority: crate::core::authority::Authority::Owner,
-        }
+        ToolContext::for_test()
+            .with_session(SessionId::cli_local())
+            .with_audience(audience)
     }
 
     #[tokio::test]

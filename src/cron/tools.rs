@@ -319,14 +319,7 @@ mod tests {
     }
 
     fn context(session: &SessionId) -> ToolContext {
-        ToolContext {
-            session: session.clone(),
-            metadata: Map::new(),
-            prompt_tail: None,
-            approvals: None,
-            audience: Default::default(),
-            authority: crate::core::authority::Authority::Owner,
-        }
+        ToolContext::for_test().with_session(session.clone())
     }
 
     /// `cron_add` for a turn of `session` without routing metadata, asked by `me@example.org`.

@@ -515,14 +515,7 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let tool =
             ShellTool::new(dir.path(), 30).with_approval(AllowList::default(), ApprovalMode::Off);
-        let context = ToolContext {
-            session: SessionId::new("cli", "test").unwrap(),
-            metadata: Default::default(),
-            prompt_tail: None,
-            approvals: None,
-            audience: Default::default(),
-            authority: crate::core::authority::Authority::Owner,
-        };
+        let context = ToolContext::for_test();
         let mut arguments = json!({"command": command});
         if let Some(timeout) = timeout {
             arguments["timeout"] = json!(timeout);
@@ -564,14 +557,7 @@ pub(crate) mod tests {
         std::fs::write(dir.path().join("marker.txt"), "").unwrap();
         let tool =
             ShellTool::new(dir.path(), 30).with_approval(AllowList::default(), ApprovalMode::Off);
-        let context = ToolContext {
-            session: SessionId::new("cli", "test").unwrap(),
-            metadata: Default::default(),
-            prompt_tail: None,
-            approvals: None,
-            audience: Default::default(),
-            authority: crate::core::authority::Authority::Owner,
-        };
+        let context = ToolContext::for_test();
         let out = tool.call(json!({"command": "ls"}), &context).await;
         assert!(!out.is_error, "{out:?}");
         assert_eq!(unfenced(&out.content), "exit code 0\nmarker.txt\n");
@@ -703,14 +689,9 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("MEMORY.md"), "- the PIN is 4711\n").unwrap();
         let tool = ShellTool::new(dir.path(), 30);
-        let mut context = ToolContext {
-            session: SessionId::new("matrix", "!group:example.org").unwrap(),
-            metadata: Default::default(),
-            prompt_tail: None,
-            approvals: None,
-            audience: crate::core::audience::Audience::Shared,
-            authority: crate::core::authority::Authority::Owner,
-        };
+        let mut context = ToolContext::for_test()
+            .with_session(SessionId::new("matrix", "!group:example.org").unwrap())
+            .with_audience(crate::core::audience::Audience::Shared);
         // `cat` is on the allow list, but others read this turn: with no one to ask, refused.
         let out = tool
             .call(json!({"command": "cat MEMORY.md"}), &context)

@@ -152,14 +152,10 @@ mod tests {
     use crate::core::session::SessionId;
 
     fn context(audience: Audience, authority: Authority) -> ToolContext {
-        ToolContext {
-            session: SessionId::new("matrix", "!room:example.org").unwrap(),
-            metadata: serde_json::Map::new(),
-            prompt_tail: None,
-            approvals: None,
-            audience,
-            authority,
-        }
+        ToolContext::for_test()
+            .with_session(SessionId::new("matrix", "!room:example.org").unwrap())
+            .with_audience(audience)
+            .with_authority(authority)
     }
 
     #[test]

@@ -13,10 +13,10 @@ use serde_json::{Value, json};
 use squidbot::core::message::{Message, ReasoningState, Role, ToolCall};
 use squidbot::llm::{AnthropicLlm, Endpoint, Timeouts, http_client};
 
-use crate::cli::Home;
 use crate::provider_replays::{ledger, recording, replay};
 use crate::request_shapes::ask_with_shell;
 use crate::support::bin::{stderr, stdout};
+use crate::support::home::Home;
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 /// The model id the recordings were made with.

@@ -8,125 +8,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::process::Command;
 
-use crate::daemon::{Gateway, TOKEN, sse_events};
+use crate::support::config::TestConfig;
+use crate::support::daemon::{Gateway, TOKEN};
+use crate::support::gateway::{Events, decide, last_result, say_later, shell, shell_then_result};
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
-
-/// One shell call as the model's whole round.
-fn shell(command: &str) -> Reply {
-    Reply::ToolCalls {
-        text: String::new(),
-        calls: vec![(
-            "c0".to_owned(),
-            "shell".to_owned(),
-            json!({ "command": command }).to_string(),
-        )],
-    }
-}
-
-/// A model that answers a message with one shell call of `command`, and the call's result
-/// with `result: <the tool result>`.
-pub(crate) fn shell_then_result(command: &'static str) -> impl Fn(&Value) -> Reply + Send + Sync {
-    move |request| {
-        let messages = request["messages"].as_array().unwrap();
-        let last = messages.last().unwrap();
-        if last["role"] == "tool" {
-            Reply::Text(format!("result: {}", last["content"].as_str().unwrap()))
-        } else {
-            shell(command)
-        }
-    }
-}
-
-/// The result of the only tool call answered in `request`.
-fn last_result(request: &Value) -> String {
-    let messages = request["messages"].as_array().unwrap();
-    let result = messages.iter().rev().find(|m| m["role"] == "tool").unwrap();
-    result["content"].as_str().unwrap().to_owned()
-}
-
-/// A reader of `GET /v1/sessions/{id}/events`.
-struct Events {
-    response: reqwest::Response,
-    seen: String,
-    taken: usize,
-}
-
-impl Events {
-    async fn open(gw: &Gateway, id: &str) -> Self {
-        let response = gw
-            .http
-            .get(format!("{}/v1/sessions/{id}/events", gw.base))
-            .bearer_auth(TOKEN)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 200);
-        Self {
-            response,
-            seen: String::new(),
-            taken: 0,
-        }
-    }
-
-    /// The next event named `name` (within 20 s).
-    async fn next(&mut self, name: &str) -> Value {
-        self.next_within(name, Duration::from_secs(20)).await
-    }
-
-    /// The next event named `name` (within `limit`).
-    async fn next_within(&mut self, name: &str, limit: Duration) -> Value {
-        let deadline = tokio::time::Instant::now() + limit;
-        loop {
-            let events = sse_events(&self.seen);
-            if let Some((index, (_, data))) = events
-                .iter()
-                .enumerate()
-                .skip(self.taken)
-                .find(|(_, (n, _))| n == name)
-            {
-                self.taken = index + 1;
-                return data.clone();
-            }
-            let chunk = tokio::time::timeout_at(deadline, self.response.chunk())
-                .await
-                .unwrap_or_else(|_| panic!("no {name} event within 20 s; saw {}", self.seen));
-            let chunk = chunk.unwrap().expect("the events stream ended");
-            self.seen.push_str(&String::from_utf8_lossy(&chunk));
-        }
-    }
-}
-
-/// Answers approval `id` of session `session` over HTTP; the status and body.
-async fn decide(gw: &Gateway, session: &str, id: &str, body: Value) -> (u16, Value) {
-    let response = gw
-        .http
-        .post(format!("{}/v1/sessions/{session}/approvals/{id}", gw.base))
-        .bearer_auth(TOKEN)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
-
-/// Sends `text` to `http:<id>` in the background; the turn's (status, body) when it ends.
-fn say_later(gw: &Gateway, id: &str, text: &str) -> tokio::task::JoinHandle<(u16, Value)> {
-    let http = gw.http.clone();
-    let url = format!("{}/v1/sessions/{id}/messages", gw.base);
-    let text = text.to_owned();
-    tokio::spawn(async move {
-        let response = http
-            .post(url)
-            .bearer_auth(TOKEN)
-            .json(&json!({ "text": text }))
-            .send()
-            .await
-            .unwrap();
-        let status = response.status().as_u16();
-        (status, response.json().await.unwrap_or(Value::Null))
-    })
-}
 
 #[tokio::test]
 async fn an_approved_command_runs_once_and_a_refusal_ends_the_asking() {
@@ -428,25 +313,14 @@ async fn a_scheduled_job_never_asks_and_never_runs_what_is_not_allowed() {
     let llm = ScriptedLlm::start().await;
     llm.set_handler(shell_then_result("touch cron.txt"));
     let gw = Gateway::start(&llm.url(), "", &[]).await;
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_squidbot"))
-        .args([
-            "cron",
-            "add",
-            "touch",
-            "touch the file",
-            "every 1",
-            "--target",
-            "http:jobs",
-        ])
-        .env("SQUIDBOT_HOME", gw.home())
-        .env_remove("SQUIDBOT_CONFIG")
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    gw.cron(&[
+        "add",
+        "touch",
+        "touch the file",
+        "every 1",
+        "--target",
+        "http:jobs",
+    ]);
     let mut events = Events::open(&gw, "jobs").await;
     let delivered = events.next("message").await;
     let text = delivered["text"].as_str().unwrap();
@@ -463,9 +337,13 @@ async fn a_heartbeat_never_asks_and_never_runs_what_is_not_allowed() {
     let url = llm.url();
     // The shortest interval is a minute: the first tick comes a minute after the start.
     let config = move |port: u16| {
-        format!(
-            "llm:\n  providers:\n    local:\n      api_base: \"{url}\"\n  models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\nagents:\n  heartbeat:\n    enabled: true\n    interval_minutes: 1\n    target: \"http:beat\"\ngateway:\n  shutdown_grace_seconds: 10\n  http:\n    listen: 127.0.0.1:{port}\n    token: {TOKEN}\n"
-        )
+        TestConfig::new(&url)
+            .agents_line(
+                "heartbeat:\n    enabled: true\n    interval_minutes: 1\n    target: \"http:beat\"",
+            )
+            .gateway_line("shutdown_grace_seconds: 10")
+            .http(&format!("127.0.0.1:{port}"), Some(TOKEN))
+            .yaml()
     };
     let gw = Gateway::start_with_config(config, &[], Stdio::null()).await;
     let workspace = gw.home().join("workspace");

@@ -1,64 +1,12 @@
 //! The `squidbot` binary as a user runs it: one-shot agent against the scripted LLM, config
 //! resolution and errors, status, onboard, and memory across separate processes.
 
-use crate::support::bin::{squidbot, stderr, stdout};
+use crate::support::bin::{stderr, stdout};
+use crate::support::home::Home;
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
-use std::process::Output;
 
 use crate::harness::{default_reply, summarized_lines};
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
-
-/// A fresh `$SQUIDBOT_HOME` (also `HOME`) for one test.
-pub struct Home {
-    path: PathBuf,
-    /// The directory removed on drop, unless the home belongs to someone else.
-    _dir: Option<tempfile::TempDir>,
-}
-
-impl Home {
-    pub fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        Self {
-            path: dir.path().to_owned(),
-            _dir: Some(dir),
-        }
-    }
-
-    /// The home at `path`, owned elsewhere (a running gateway's).
-    pub fn at(path: &Path) -> Self {
-        Self {
-            path: path.to_owned(),
-            _dir: None,
-        }
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    pub fn config(&self) -> PathBuf {
-        self.path().join("squidbot.yaml")
-    }
-
-    /// Writes a config with one provider at `url`, one model and the default pool (14 lines),
-    /// then `extra`.
-    pub fn write_config(&self, url: &str, extra: &str) {
-        let text = format!(
-            "llm:\n  default_pool: default\n  providers:\n    local:\n      api_base: \"{url}\"\n      api_key: test-key\n  models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\n{extra}"
-        );
-        std::fs::write(self.config(), text).unwrap();
-    }
-
-    /// Runs the binary with this home and no inherited squidbot settings.
-    pub async fn run(&self, args: &[&str]) -> Output {
-        let mut command = squidbot(self.path());
-        command
-            .args(args)
-            .env("SQUIDBOT_TEST_KEY", "test-key-from-env");
-        command.output().await.unwrap()
-    }
-}
 
 #[tokio::test]
 async fn one_shot_prints_the_reply_and_exits_zero() {

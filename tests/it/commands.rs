@@ -8,8 +8,9 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use crate::daemon::{Gateway, TOKEN};
 use crate::harness::default_reply;
+use crate::support::config::TestConfig;
+use crate::support::daemon::Gateway;
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 #[tokio::test]
@@ -116,9 +117,13 @@ async fn stop_cancels_the_running_turn_and_the_history_says_so() {
 async fn two_models(llm: &ScriptedLlm) -> Gateway {
     let url = llm.url();
     let config = move |port: u16| {
-        format!(
-            "llm:\n  providers:\n    local:\n      api_base: \"{url}\"\n  models:\n    small:\n      provider: local\n      model: scripted-model\n    big:\n      provider: local\n      model: big-model\n  pools:\n    default: [small]\n    both: [big, small]\n  retry:\n    max_retries: 0\nagents:\n  keep_recent: 2\n  heartbeat:\n    enabled: false\ngateway:\n  shutdown_grace_seconds: 10\n  http:\n    listen: 127.0.0.1:{port}\n    token: {TOKEN}\n"
-        )
+        TestConfig::new(&url)
+            .more_model("big", "big-model")
+            .pool("both", "[big, small]")
+            .agents_line("keep_recent: 2")
+            .gateway_on(port)
+            .gateway_line("shutdown_grace_seconds: 10")
+            .yaml()
     };
     Gateway::start_with_config(config, &[], Stdio::piped()).await
 }

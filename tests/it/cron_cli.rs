@@ -84,40 +84,24 @@ async fn add_list_disable_enable_remove() {
 async fn invalid_input_exits_2_and_unknown_ids_fail() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path();
+    // `cron add n m SCHEDULE` for a mail target, then `more`.
+    let add = |schedule: &'static str, more: &[&'static str]| {
+        let mut args = vec![
+            "add",
+            "n",
+            "m",
+            schedule,
+            "--target",
+            "email:me@example.org",
+        ];
+        args.extend(more);
+        args
+    };
     for (args, needle) in [
+        (add("every 0", &[]), "invalid schedule"),
+        (add("61 * * * *", &[]), "invalid schedule"),
         (
-            vec![
-                "add",
-                "n",
-                "m",
-                "every 0",
-                "--target",
-                "email:me@example.org",
-            ],
-            "invalid schedule",
-        ),
-        (
-            vec![
-                "add",
-                "n",
-                "m",
-                "61 * * * *",
-                "--target",
-                "email:me@example.org",
-            ],
-            "invalid schedule",
-        ),
-        (
-            vec![
-                "add",
-                "n",
-                "m",
-                "0 9 * * *",
-                "--target",
-                "email:me@example.org",
-                "--timezone",
-                "Mars/Base",
-            ],
+            add("0 9 * * *", &["--timezone", "Mars/Base"]),
             "unknown timezone",
         ),
         (vec!["add", "n", "m", "every 60"], "--target"),

@@ -10,8 +10,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::daemon::Gateway;
 use crate::harness::default_reply;
+use crate::support::daemon::Gateway;
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 /// One `strace` line, as far as this test needs it.

@@ -7,8 +7,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::daemon::{Gateway, TOKEN, sse_events};
 use crate::harness::{default_reply, system_text};
+use crate::support::config::TestConfig;
+use crate::support::daemon::{Gateway, TOKEN, sse_events};
+use crate::support::gateway::Events;
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 #[tokio::test]
@@ -253,7 +255,7 @@ async fn status_and_metrics_describe_the_running_gateway() {
             .http
             .get(format!("{}{path}", gw.base))
             .header("Host", "rebind.attacker.example:8765")
-            .bearer_auth(crate::daemon::TOKEN)
+            .bearer_auth(crate::support::daemon::TOKEN)
             .send()
             .await
             .unwrap();
@@ -445,20 +447,7 @@ async fn a_cron_job_is_delivered_to_an_http_session_and_an_unroutable_one_is_rep
     let llm = ScriptedLlm::start().await;
     llm.set_handler(default_reply);
     let gw = Gateway::start(&llm.url(), "", &[]).await;
-    let cron = |args: &[&str]| {
-        let output = std::process::Command::new(env!("CARGO_BIN_EXE_squidbot"))
-            .arg("cron")
-            .args(args)
-            .env("SQUIDBOT_HOME", gw.home())
-            .env_remove("SQUIDBOT_CONFIG")
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    };
+    let cron = |args: &[&str]| gw.cron(args);
     // Another process (the CLI) edits the job store while the gateway runs.
     cron(&[
         "add",
@@ -477,27 +466,9 @@ async fn a_cron_job_is_delivered_to_an_http_session_and_an_unroutable_one_is_rep
         "matrix:!room:example.org",
     ]);
 
-    let mut events = gw
-        .http
-        .get(format!("{}/v1/sessions/inbox/events", gw.base))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(events.status(), 200);
-    let mut body = String::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
-    while !body.contains("event: message") {
-        let chunk = tokio::time::timeout_at(deadline, events.chunk())
-            .await
-            .expect("a cron message within 40 s");
-        body.push_str(&String::from_utf8_lossy(&chunk.unwrap().unwrap()));
-    }
-    let first = sse_events(&body)
-        .into_iter()
-        .find(|(n, _)| n == "message")
-        .unwrap();
-    assert_eq!(first.1["text"], "re: say pong");
+    let mut events = Events::open(&gw, "inbox").await;
+    let first = events.next_within("message", Duration::from_secs(40)).await;
+    assert_eq!(first["text"], "re: say pong");
 
     let history = std::fs::read_to_string(gw.session_file("inbox")).unwrap();
     let first_record: Value = serde_json::from_str(history.lines().next().unwrap()).unwrap();
@@ -632,12 +603,13 @@ async fn issue_36_tool_call_markup_never_reaches_a_streaming_client() {
     llm.enqueue(chat_pieces(&MARKUP_PIECES));
     llm.enqueue(Reply::Text("All listed.".into()));
     markup_is_held_back(&chat, &llm, "chat").await;
-    let responses = Gateway::start_yaml(&format!(
-        "llm:\n  providers:\n    local:\n      api_base: \"{}\"\n      api_key: test-key\n      api: responses\n  \
-         models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    \
-         default: [small]\n  retry:\n    max_retries: 0\nagents:\n  heartbeat:\n    enabled: false\n",
-        llm.url()
-    ))
+    let responses = Gateway::start_yaml(
+        &TestConfig::new(&llm.url())
+            .api_key("test-key")
+            .provider_line("api: responses")
+            .no_heartbeat()
+            .yaml(),
+    )
     .await;
     llm.enqueue(responses_pieces(&MARKUP_PIECES));
     llm.enqueue(responses_pieces(&["All ", "listed."]));

@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use crate::daemon::{Gateway, TOKEN, sse_events};
+use crate::support::config::TestConfig;
+use crate::support::daemon::{Gateway, TOKEN, sse_events};
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 /// A second gateway on a port the first one holds stops at once with the reason (#40),
@@ -15,11 +16,10 @@ async fn a_second_gateway_on_a_taken_port_exits_with_the_reason() {
     let first = Gateway::start(&llm.url(), "", &[]).await;
     let address = first.base.trim_start_matches("http://").to_owned();
     let home = tempfile::tempdir().unwrap();
-    let config = format!(
-        "llm:\n  providers:\n    local:\n      api_base: \"{}\"\n  models:\n    small:\n      provider: local\n      model: m\n  pools:\n    default: [small]\nagents:\n  heartbeat:\n    enabled: false\ngateway:\n  http:\n    listen: {address}\n    token: {TOKEN}\n",
-        llm.url()
-    );
-    std::fs::write(home.path().join("squidbot.yaml"), config).unwrap();
+    TestConfig::new(&llm.url())
+        .no_heartbeat()
+        .http(&address, Some(TOKEN))
+        .write(home.path());
     let second = tokio::process::Command::new(env!("CARGO_BIN_EXE_squidbot"))
         .arg("gateway")
         .env("SQUIDBOT_HOME", home.path())
@@ -58,9 +58,10 @@ async fn sigterm_past_the_grace_period_tells_the_client_records_the_call_and_fai
     let url = llm.url();
     let mut gw = Gateway::start_with_config(
         move |port| {
-            format!(
-                "llm:\n  providers:\n    local:\n      api_base: \"{url}\"\n  models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\nagents:\n  heartbeat:\n    enabled: false\ngateway:\n  shutdown_grace_seconds: 1\n  http:\n    listen: 127.0.0.1:{port}\n    token: {TOKEN}\n"
-            )
+            TestConfig::new(&url)
+                .gateway_on(port)
+                .gateway_line("shutdown_grace_seconds: 1")
+                .yaml()
         },
         &[],
         std::process::Stdio::piped(),

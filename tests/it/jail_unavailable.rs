@@ -13,8 +13,8 @@ use std::process::Output;
 
 use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, TargetArch};
 
-use crate::cli::Home;
 use crate::support::bin::stderr;
+use crate::support::home::Home;
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 /// A filter under which the kernel seems to have no Landlock.

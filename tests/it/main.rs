@@ -1,12 +1,9 @@
-//! The integration test binary: every suite that drives squidbot over real files and HTTP.
-
-// matrix-sdk's futures are deep; proving the test client's sync task `Send` needs more room.
-#![recursion_limit = "256"]
+//! The integration test binary: every suite that drives squidbot over real files and HTTP and
+//! needs nothing but this machine (the scripted LLM runs in the binary). The suites that need
+//! the real test servers (Synapse, dovecot) are the `servers` binary (`tests/servers/`).
 
 // The scripted OpenAI-compatible server and other shared test support.
 mod support;
-// The real test servers (Synapse, dovecot + SMTP) are up and answer.
-mod testenv;
 // A real agent over real files and the scripted LLM, fresh per test.
 mod harness;
 // The LLM adapter: streaming, tool calls, retries, fallback, timeouts, faults.
@@ -18,7 +15,7 @@ mod request_shapes;
 mod responses_replays;
 // #36: Anthropic's Messages API: recorded streams, request shapes, caching, fallback.
 mod anthropic;
-// #25: images people send reach a model that reads images as images.
+// #25: an image read with read_file reaches a model that reads images as an image.
 mod vision;
 // The memory system: consolidation, cursor, prompt layout, restarts, concurrency.
 mod memory;
@@ -32,8 +29,6 @@ mod cli;
 mod terminal;
 // `squidbot service install|uninstall|status` with a stand-in systemctl.
 mod service_cli;
-// A real `squidbot gateway` process per test (start, requests, signals).
-mod daemon;
 // The gateway end to end: HTTP API, auth, ordering, status, metrics, restarts, SIGTERM.
 mod gateway;
 mod gateway_lifecycle;
@@ -41,28 +36,6 @@ mod gateway_lifecycle;
 mod durability;
 // Chat commands (/help, /status, /stop) through a real gateway.
 mod commands;
-// A real gateway logged in to the test Synapse, for the Matrix tests.
-mod bot_gateway;
-// The Matrix channel against real Synapse with a real matrix-sdk client as the human.
-mod matrix;
-// Chat commands in a Matrix room: /model and /new.
-mod matrix_commands;
-// Room keys when the bot and a member's device meet: rotated, never re-sent at a later index.
-mod matrix_keys;
-// Sync gaps filled: messages sent while the bot was away, all answered in order.
-mod matrix_gaps;
-// The human side played by matrix-nio with libolm, an independent client.
-mod matrix_nio;
-// Matrix rooms with someone besides the owner get none of the owner's private memory.
-mod matrix_privacy;
-// Authority follows who asked: a guest in a shared room cannot schedule or rewrite instructions.
-mod matrix_authority;
-// Authority by effect, walked over every registered tool (#35).
-mod authority_walk;
-// Approvals answered in a Matrix room: only the owner's `yes CODE` counts.
-mod matrix_approvals;
-// Approvals answered by mail: the owner replies with the code; strangers are never asked.
-mod email_approvals;
 // `squidbot cron`: add, list, enable, disable, remove through the binary.
 mod cron_cli;
 // spawn with profiles: sub-agent sessions, tools, prompts, pools, concurrency, pruning.
@@ -75,12 +48,6 @@ mod doctor_cli;
 mod import_cli;
 // Two processes on one home: a second gateway refused, MEMORY.md written by two at once.
 mod two_processes;
-// The email channel against real dovecot + SMTP: parsing, threading, loop guard, restarts.
-mod email;
-// Real mail from public corpora, on dovecot.
-mod email_corpus;
-// Crashes at each step of a mail, a first start on a used mailbox, the rate limit.
-mod email_crash;
 // `search_history` through the binary: ranked recall, the asking turn left out, summaries,
 // unforgeable output, index rebuilds.
 mod search_history;

@@ -24,9 +24,10 @@ use squidbot::gateway::{GatewayState, Metrics, Router};
 use squidbot::storage::{HistoryIndex, MemoryFile};
 use squidbot::tools::{MemoryWriteTool, SearchHistoryTool};
 
-use crate::daemon::Gateway;
 use crate::harness::{Harness, default_reply, system_text};
 use crate::support::bin::{squidbot, stderr, tool_names};
+use crate::support::config::TestConfig;
+use crate::support::daemon::Gateway;
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 const OWNER: &str = "@alex:example.org";
@@ -307,11 +308,7 @@ async fn the_terminal_and_the_api_get_the_owners_memory() {
     drop(gateway);
 
     let home = tempfile::tempdir().unwrap();
-    let config = format!(
-        "llm:\n  providers:\n    local:\n      api_base: \"{}\"\n  models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\n{owner}",
-        llm.url()
-    );
-    std::fs::write(home.path().join("squidbot.yaml"), config).unwrap();
+    TestConfig::new(&llm.url()).extra(owner).write(home.path());
     private_files(&home.path().join("workspace"));
     let output = squidbot(home.path())
         .args(["agent", "-m", "hello from the terminal"])

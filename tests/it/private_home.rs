@@ -7,8 +7,8 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use crate::cli::Home;
 use crate::support::bin::stderr;
+use crate::support::home::Home;
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 /// Every path under `dir` (and `dir`) that group or others may use, with its mode.

@@ -12,8 +12,8 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::cli::Home;
 use crate::support::bin::{stderr, stdout};
+use crate::support::home::Home;
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 /// A recording's body.

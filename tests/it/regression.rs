@@ -11,9 +11,9 @@ use std::io::Read;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::process::Stdio;
 
-use crate::cli::Home;
-use crate::daemon::{Gateway, TOKEN};
 use crate::support::bin::{squidbot, stderr, stdout};
+use crate::support::daemon::{Gateway, TOKEN};
+use crate::support::home::Home;
 use crate::support::scripted_llm::ScriptedLlm;
 
 /// A non-interactive onboard of a local endpoint without a key.

@@ -19,10 +19,10 @@ use serde_json::{Value, json};
 use squidbot::core::message::{Message, ReasoningState, Role, ToolCall};
 use squidbot::llm::{Endpoint, ResponsesLlm, Timeouts, http_client};
 
-use crate::cli::Home;
 use crate::provider_replays::recording;
 use crate::request_shapes::ask_with_shell;
 use crate::support::bin::{stderr, stdout};
+use crate::support::home::Home;
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 /// The recording served as the 200 SSE answer it was.

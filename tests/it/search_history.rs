@@ -10,6 +10,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use crate::support::bin::{squidbot, stderr};
+use crate::support::config::TestConfig;
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 /// A home whose LLM answers every user turn with a `search_history` call for `query` and every
@@ -23,11 +24,7 @@ impl Home {
     async fn new() -> Self {
         let llm = ScriptedLlm::start().await;
         let dir = tempfile::tempdir().unwrap();
-        let config = format!(
-            "llm:\n  providers:\n    local:\n      api_base: \"{}\"\n  models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\n",
-            llm.url()
-        );
-        std::fs::write(dir.path().join("squidbot.yaml"), config).unwrap();
+        TestConfig::new(&llm.url()).write(dir.path());
         Self { dir, llm }
     }
 

@@ -5,6 +5,7 @@ use crate::support::bin::{squidbot, stdout};
 use std::path::Path;
 use std::process::Output;
 
+use crate::support::config::TestConfig;
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 struct Home {
@@ -165,14 +166,9 @@ async fn onboard_templates_and_skills_reach_the_agent_prompt() {
 async fn the_agent_can_read_a_bundled_skill_while_confined_to_the_workspace() {
     let llm = ScriptedLlm::start().await;
     let home = Home::new();
-    std::fs::write(
-        home.path().join("squidbot.yaml"),
-        format!(
-            "llm:\n  default_pool: default\n  providers:\n    local:\n      api_base: \"{}\"\n  models:\n    small:\n      provider: local\n      model: m\n  pools:\n    default: [small]\nagents:\n  restrict_to_workspace: true\n",
-            llm.url()
-        ),
-    )
-    .unwrap();
+    TestConfig::new(&llm.url())
+        .agents_line("restrict_to_workspace: true")
+        .write(home.path());
     let location = home.path().join("bundled-skills/cron/SKILL.md");
     let args = serde_json::json!({ "path": location }).to_string();
     llm.enqueue(Reply::ToolCalls {

@@ -14,9 +14,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin};
 use tokio::sync::{Notify, watch};
 
-use crate::cli::Home;
 use crate::harness::default_reply;
 use crate::support::bin::{send_signal, squidbot};
+use crate::support::home::Home;
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 /// How long any one expected output may take; a bound, never what a test measures.

@@ -7,8 +7,9 @@ use std::process::Stdio;
 
 use serde_json::{Value, json};
 
-use crate::daemon::{Gateway, TOKEN};
 use crate::harness::system_text;
+use crate::support::config::TestConfig;
+use crate::support::daemon::{Gateway, TOKEN};
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 /// The provider's key, given to the daemon through `api_key_env`.
@@ -20,9 +21,12 @@ const DAEMON_KEY: &str = "sk-daemon-env-SECRET-7777";
 async fn gateway(llm: &ScriptedLlm, tools: &str, log: Stdio) -> Gateway {
     let url = llm.url();
     let config = move |port: u16| {
-        format!(
-            "llm:\n  providers:\n    local:\n      api_base: \"{url}\"\n      api_key_env: SQUIDBOT_TEST_PROVIDER_KEY\n  models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\nagents:\n  heartbeat:\n    enabled: false\ngateway:\n  shutdown_grace_seconds: 10\n  http:\n    listen: 127.0.0.1:{port}\n    token: {TOKEN}\n{tools}"
-        )
+        TestConfig::new(&url)
+            .provider_line("api_key_env: SQUIDBOT_TEST_PROVIDER_KEY")
+            .gateway_on(port)
+            .gateway_line("shutdown_grace_seconds: 10")
+            .extra(tools)
+            .yaml()
     };
     let env = [
         ("SQUIDBOT_TEST_PROVIDER_KEY", PROVIDER_KEY),
@@ -380,7 +384,7 @@ async fn secrets_are_redacted_from_replies_streams_history_and_prompts() {
         .send()
         .await
         .unwrap();
-    let events = crate::daemon::sse_events(&response.text().await.unwrap());
+    let events = crate::support::daemon::sse_events(&response.text().await.unwrap());
     let deltas: String = events
         .iter()
         .filter(|(name, _)| name == "delta")

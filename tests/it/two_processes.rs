@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::daemon::Gateway;
 use crate::support::bin::{squidbot, stderr};
+use crate::support::daemon::Gateway;
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 // See: #15

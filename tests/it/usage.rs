@@ -8,10 +8,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::cli::Home;
-use crate::daemon::{Gateway, TOKEN, sse_events};
 use crate::harness::default_reply;
 use crate::support::bin::{stderr, stdout};
+use crate::support::config::TestConfig;
+use crate::support::daemon::{Gateway, TOKEN, sse_events};
+use crate::support::gateway::Events;
+use crate::support::home::Home;
 use crate::support::scripted_llm::{Reply, Reported, ScriptedLlm};
 
 /// Every record of the ledger under `home`, in file order.
@@ -80,9 +82,10 @@ async fn wait_for_records(home: &Path, n: usize) -> Vec<Value> {
 }
 
 fn config(url: &str, extra: &str) -> String {
-    format!(
-        "llm:\n  providers:\n    local:\n      api_base: \"{url}\"\n  models:\n    small:\n      provider: local\n      model: scripted-model\n      price: {{input: 2.0, output: 8.0, cached_input: 0.5, cache_write: 2.5}}\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\n{extra}"
-    )
+    TestConfig::new(url)
+        .model_line("price: {input: 2.0, output: 8.0, cached_input: 0.5, cache_write: 2.5}")
+        .extra(extra)
+        .yaml()
 }
 
 /// The parent turn delegates to a sub-agent (spawn, then spawn_await), the rest echo.
@@ -443,14 +446,7 @@ async fn cron_runs_over_budget_are_skipped_visibly_and_the_owner_told_once() {
     assert_eq!(body["reply"], "re: hello");
     let calls = llm.request_count();
 
-    let mut events = gateway
-        .http
-        .get(format!("{}/v1/sessions/inbox/events", gateway.base))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(events.status(), 200);
+    let mut events = Events::open(&gateway, "inbox").await;
     let output = Home::at(gateway.home())
         .run(&[
             "cron",
@@ -465,14 +461,7 @@ async fn cron_runs_over_budget_are_skipped_visibly_and_the_owner_told_once() {
     assert!(output.status.success(), "{}", stderr(&output));
 
     // The first skipped run tells the owner; later ones are only counted.
-    let mut body = String::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
-    while !body.contains("event: message") {
-        let chunk = tokio::time::timeout_at(deadline, events.chunk())
-            .await
-            .expect("a notice within 40 s");
-        body.push_str(&String::from_utf8_lossy(&chunk.unwrap().unwrap()));
-    }
+    events.next_within("message", Duration::from_secs(40)).await;
     let deadline = Instant::now() + Duration::from_secs(40);
     let status = loop {
         let status = gateway.get_json("/status").await;
@@ -490,16 +479,12 @@ async fn cron_runs_over_budget_are_skipped_visibly_and_the_owner_told_once() {
     assert!(skipped["count"].as_u64().unwrap() >= 3, "{status:#}");
     assert_eq!(skipped["last_budget"], "budgets.daily_tokens");
     // Whatever else arrived on the stream meanwhile: no second notice.
-    while let Ok(Ok(Some(chunk))) =
-        tokio::time::timeout(Duration::from_millis(200), events.chunk()).await
-    {
-        body.push_str(&String::from_utf8_lossy(&chunk));
-    }
-    let notices: Vec<(String, Value)> = sse_events(&body)
+    events.drain(Duration::from_millis(200)).await;
+    let notices: Vec<(String, Value)> = sse_events(&events.seen)
         .into_iter()
         .filter(|(name, _)| name == "message")
         .collect();
-    assert_eq!(notices.len(), 1, "{body}");
+    assert_eq!(notices.len(), 1, "{}", events.seen);
     let text = notices[0].1["text"].as_str().unwrap_or_default();
     assert!(
         text.starts_with("Stopped: the daily token budget"),

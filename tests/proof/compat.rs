@@ -129,16 +129,7 @@ impl Gateway {
 
     /// One non-streamed turn: status and JSON body.
     async fn say(&self, id: &str, text: &str) -> (u16, Value) {
-        let response = self
-            .http
-            .post(self.url(id))
-            .bearer_auth(TOKEN)
-            .json(&serde_json::json!({ "text": text }))
-            .send()
-            .await
-            .unwrap();
-        let status = response.status().as_u16();
-        (status, response.json().await.unwrap_or(Value::Null))
+        crate::support::daemon::post_text(&self.http, &self.url(id), TOKEN, text).await
     }
 
     fn session_stem(id: &str) -> String {

@@ -23,8 +23,9 @@ use squidbot::storage::cursor_file::CursorFile;
 use squidbot::storage::{JsonlStore, safe_id};
 use tokio::process::{Child, Command};
 
+use crate::support::config::TestConfig;
+use crate::support::free_port;
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
-use crate::support::testenv::free_port;
 
 const TOKEN: &str = "crash-token-0b7e";
 const SESSIONS: usize = 6;
@@ -78,10 +79,13 @@ fn handler(request: &Value) -> Reply {
 }
 
 fn write_config(home: &Path, llm_url: &str, port: u16) {
-    let config = format!(
-        "llm:\n  providers:\n    local:\n      api_base: \"{llm_url}\"\n  models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\nagents:\n  consolidation_threshold: 12\n  keep_recent: 4\n  summary_word_limit: 100000\n  heartbeat:\n    enabled: false\ntools:\n  search_history:\n    enabled: false\ngateway:\n  http:\n    listen: 127.0.0.1:{port}\n    token: {TOKEN}\n"
-    );
-    std::fs::write(home.join("squidbot.yaml"), config).unwrap();
+    TestConfig::new(llm_url)
+        .agents_line("consolidation_threshold: 12")
+        .agents_line("keep_recent: 4")
+        .agents_line("summary_word_limit: 100000")
+        .gateway_on(port)
+        .extra("tools:\n  search_history:\n    enabled: false\n")
+        .write(home);
 }
 
 async fn start_gateway(home: &Path, llm_url: &str) -> (Child, String, Duration) {

@@ -29,8 +29,8 @@ use squidbot::storage::safe_id;
 use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 
+use crate::support::free_port;
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
-use crate::support::testenv::free_port;
 
 const TOKEN: &str = "faults-token-41c2";
 const SESSIONS: usize = 20;

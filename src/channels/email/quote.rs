@@ -6,7 +6,7 @@
 //! note of what was left out; the channel keeps the whole text beside the attachments.
 //!
 //! The forms recognised are those of the clients people use (see the corpus in
-//! `tests/it/data/mail-corpus`):
+//! `tests/servers/data/mail-corpus`):
 //! - an attribution line ending in "wrote:" (or its translation), possibly wrapped over up to
 //!   three lines, before quoted text (Gmail, Apple Mail, Thunderbird, most others);
 //! - a separator such as `-----Original Message-----` (Outlook, Yahoo, AOL, Zimbra);

@@ -264,6 +264,47 @@ pub struct ToolContext {
     pub authority: Authority,
 }
 
+/// The context the unit tests call tools with, built in one place (the struct was written out
+/// in every tool's tests): a call the owner made outside a turn, in `cli:test`, to the default
+/// audience, with no routing data, prompt tail or approval gate; each `with_` changes one part.
+#[cfg(test)]
+impl ToolContext {
+    /// The owner's call in `cli:test` (see the impl's note).
+    pub fn for_test() -> Self {
+        Self {
+            session: SessionId::new("cli", "test").unwrap(),
+            metadata: Map::new(),
+            prompt_tail: None,
+            approvals: None,
+            audience: Audience::default(),
+            authority: Authority::Owner,
+        }
+    }
+
+    /// In `session`.
+    pub fn with_session(self, session: SessionId) -> Self {
+        Self { session, ..self }
+    }
+
+    /// To `audience`.
+    pub fn with_audience(self, audience: Audience) -> Self {
+        Self { audience, ..self }
+    }
+
+    /// Asked with `authority`.
+    pub fn with_authority(self, authority: Authority) -> Self {
+        Self { authority, ..self }
+    }
+
+    /// With the turn's tail starting at `prompt_tail`.
+    pub fn with_prompt_tail(self, prompt_tail: Option<u64>) -> Self {
+        Self {
+            prompt_tail,
+            ..self
+        }
+    }
+}
+
 /// Something the model can call.
 #[async_trait]
 pub trait Tool: Send + Sync {

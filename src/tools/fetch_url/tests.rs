@@ -199,14 +199,8 @@ async fn world() -> World {
 
 impl World {
     async fn call(&self, arguments: serde_json::Value) -> (bool, String) {
-        let context = ToolContext {
-            session: SessionId::new("test", "fetch").unwrap(),
-            metadata: serde_json::Map::new(),
-            prompt_tail: None,
-            approvals: None,
-            audience: Default::default(),
-            authority: crate::core::authority::Authority::Owner,
-        };
+        let context =
+            ToolContext::for_test().with_session(SessionId::new("test", "fetch").unwrap());
         let output = self.tool.call(arguments, &context).await;
         (output.is_error, output.content)
     }

@@ -34,14 +34,7 @@ fn workspace() -> Workspace {
 }
 
 async fn call(tool: &dyn Tool, arguments: Value) -> ToolOutput {
-    let context = ToolContext {
-        session: SessionId::new("cli", "test").unwrap(),
-        metadata: Default::default(),
-        prompt_tail: None,
-        approvals: None,
-        audience: Default::default(),
-        authority: crate::core::authority::Authority::Owner,
-    };
+    let context = ToolContext::for_test();
     tool.call(arguments, &context).await
 }
 
@@ -308,14 +301,7 @@ async fn the_owners_private_files_are_out_of_reach_of_shared_turns() {
     std::fs::write(w.ws.join("USER.md"), "# Alex\n").unwrap();
     std::fs::write(w.ws.join("notes.md"), "shared notes\n").unwrap();
     std::fs::create_dir(w.ws.join("sub")).unwrap();
-    let owner = ToolContext {
-        session: SessionId::new("cli", "test").unwrap(),
-        metadata: Default::default(),
-        prompt_tail: None,
-        approvals: None,
-        audience: crate::core::audience::Audience::Owner,
-        authority: crate::core::authority::Authority::Owner,
-    };
+    let owner = ToolContext::for_test().with_audience(crate::core::audience::Audience::Owner);
     let read = ReadFileTool::new(w.guard.clone());
     let write = WriteFileTool::new(w.guard.clone());
     let edit = EditFileTool::new(w.guard.clone());
@@ -397,14 +383,9 @@ async fn a_shared_turn_reads_only_its_own_conversations_attachments() {
         );
     }
     // The owner's own turn there reads it.
-    let owner = ToolContext {
-        session: SessionId::new("matrix", "!dm:example.org").unwrap(),
-        metadata: Default::default(),
-        prompt_tail: None,
-        approvals: None,
-        audience: crate::core::audience::Audience::Owner,
-        authority: crate::core::authority::Authority::Owner,
-    };
+    let owner = ToolContext::for_test()
+        .with_session(SessionId::new("matrix", "!dm:example.org").unwrap())
+        .with_audience(crate::core::audience::Audience::Owner);
     let out = read
         .call(
             json!({"path": "attachments/matrix/!dm_example.org/2026-11-25/passport.txt"}),

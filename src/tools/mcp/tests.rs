@@ -16,17 +16,9 @@ use tokio_util::sync::CancellationToken;
 use super::test_server::EchoServer;
 use super::*;
 use crate::config::McpTransport;
-use crate::core::session::SessionId;
 
 fn context() -> ToolContext {
-    ToolContext {
-        session: SessionId::new("cli", "test").unwrap(),
-        metadata: Default::default(),
-        prompt_tail: None,
-        approvals: None,
-        audience: Default::default(),
-        authority: crate::core::authority::Authority::Owner,
-    }
+    ToolContext::for_test()
 }
 
 fn find(hub: &McpHub, name: &str) -> Arc<dyn Tool> {

@@ -201,14 +201,10 @@ mod tests {
     }
 
     fn context(prompt_tail: Option<u64>) -> ToolContext {
-        ToolContext {
-            session: SessionId::cli_local(),
-            metadata: serde_json::Map::new(),
-            prompt_tail,
-            approvals: None,
-            audience: Audience::Owner,
-            authority: crate::core::authority::Authority::Owner,
-        }
+        ToolContext::for_test()
+            .with_session(SessionId::cli_local())
+            .with_audience(Audience::Owner)
+            .with_prompt_tail(prompt_tail)
     }
 
     async fn call(tool: &SearchHistoryTool, arguments: Value) -> ToolOutput {
@@ -294,12 +290,9 @@ mod tests {
         let tool = tool(home.path());
         let arguments = |value: Value| serde_json::from_value::<Arguments>(value).unwrap();
         let room = SessionId::new("matrix", "!group:x").unwrap();
-        let shared = ToolContext {
-            session: room.clone(),
-            audience: Audience::Shared,
-            authority: crate::core::authority::Authority::Owner,
-            ..context(Some(7))
-        };
+        let shared = context(Some(7))
+            .with_session(room.clone())
+            .with_audience(Audience::Shared);
         for asked in [
             json!({"query": "tea"}),
             json!({"query": "tea", "session": "matrix:!group:x"}),

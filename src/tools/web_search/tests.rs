@@ -57,14 +57,7 @@ async fn serve(status: u16, body: &str) -> (String, Fake) {
 }
 
 fn context() -> ToolContext {
-    ToolContext {
-        session: SessionId::cli_local(),
-        metadata: serde_json::Map::new(),
-        prompt_tail: None,
-        approvals: None,
-        audience: Default::default(),
-        authority: crate::core::authority::Authority::Owner,
-    }
+    ToolContext::for_test().with_session(SessionId::cli_local())
 }
 
 async fn run(provider: SearchProvider, arguments: Value) -> ToolOutput {

@@ -198,6 +198,7 @@ impl ScriptedLlm {
 
     /// The text of every user message the LLM was sent, joined by newlines: what reached the
     /// agent, for "this never got through" checks.
+    #[allow(dead_code)] // only the server suites (tests/servers) ask it so far
     pub fn user_texts(&self) -> String {
         self.requests()
             .iter()

@@ -321,14 +321,9 @@ async fn no_unapproved_command_writes_connects_signals_or_reads_a_secret() {
     assert!(corpus.len() >= 150, "the corpus shrank to {}", corpus.len());
     let world = World::new();
     let sandbox = Arc::new(world.sandbox());
-    let context = ToolContext {
-        session: SessionId::new("cli", "attack").unwrap(),
-        metadata: Default::default(),
-        prompt_tail: None,
-        approvals: None,
-        audience: crate::core::audience::Audience::Owner,
-        authority: crate::core::authority::Authority::Owner,
-    };
+    let context = ToolContext::for_test()
+        .with_session(SessionId::new("cli", "attack").unwrap())
+        .with_audience(crate::core::audience::Audience::Owner);
     let tool = ShellTool::new(&world.workspace, 10).with_sandbox(sandbox.clone());
     let mut ran = 0;
     let mut violations = attack(&world, "tool", async |command: &str| {

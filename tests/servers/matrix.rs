@@ -557,7 +557,7 @@ impl PrivateSynapse {
             std::os::unix::fs::PermissionsExt::from_mode(0o755),
         )
         .unwrap();
-        let port = testenv::free_port();
+        let port = crate::support::free_port();
         let synapse = Self { dir, port };
         synapse.up();
         let env = std::fs::read_to_string(synapse.dir.path().join("env")).unwrap();

@@ -10,9 +10,9 @@ use crate::support::matrix_client::{Homeserver, Human};
 use crate::support::scripted_llm::ScriptedLlm;
 
 /// Whether the request answering exactly `text` carried the owner's private memory (see
-/// [`crate::support::bin::private_parts`]).
+/// [`crate::support::privacy::private_parts`]).
 fn private_parts(llm: &ScriptedLlm, text: &str) -> (bool, bool, bool) {
-    crate::support::bin::private_parts(&llm.requests(), |asked| asked == text)
+    crate::support::privacy::private_parts(&llm.requests(), |asked| asked == text)
 }
 
 /// Adds a cron job firing once, 2 s from now, at `session`, through `squidbot cron add`.

@@ -49,5 +49,5 @@ fn imap_greets_with_idle_and_smtp_greets() {
     let dir = std::path::PathBuf::from(testenv::var("SQUIDBOT_TEST_MAIL_DIR"));
     assert!(dir.join("users").exists(), "{}", dir.display());
     assert!(testenv::scripts_dir().join("mail.sh").exists());
-    assert_ne!(testenv::free_port(), 0);
+    assert_ne!(crate::support::free_port(), 0);
 }

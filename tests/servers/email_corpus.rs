@@ -29,7 +29,7 @@ struct Entry {
 }
 
 fn corpus_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/data/mail-corpus")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/servers/data/mail-corpus")
 }
 
 /// The bot's progress file, parsed.

@@ -2,8 +2,8 @@
 //! with a one-time code, someone else's `yes CODE` changes nothing, and the owner's runs the
 //! command once.
 
-use crate::approvals::shell_then_result;
 use crate::matrix::{BotGateway, group_room};
+use crate::support::gateway::shell_then_result;
 use crate::support::matrix_client::{Homeserver, Human};
 use crate::support::scripted_llm::ScriptedLlm;
 

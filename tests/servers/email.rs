@@ -380,8 +380,8 @@ impl PrivateMail {
         let private = Self {
             server: MailServer {
                 host: "127.0.0.1".into(),
-                imap_port: crate::support::testenv::free_port(),
-                smtp_port: crate::support::testenv::free_port(),
+                imap_port: crate::support::free_port(),
+                smtp_port: crate::support::free_port(),
                 dir: dir.path().display().to_string(),
             },
             _dir: dir,
@@ -570,9 +570,9 @@ async fn a_reply_that_cannot_be_sent_is_queued_and_retried() {
 }
 
 /// Whether the request answering the mail that contains `marker` carried the owner's private
-/// memory (see [`crate::support::bin::private_parts`]).
+/// memory (see [`crate::support::privacy::private_parts`]).
 fn private_parts(llm: &ScriptedLlm, marker: &str) -> (bool, bool, bool) {
-    crate::support::bin::private_parts(&llm.requests(), |text| text.contains(marker))
+    crate::support::privacy::private_parts(&llm.requests(), |text| text.contains(marker))
 }
 
 // See: #16 (item 5)

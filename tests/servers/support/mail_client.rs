@@ -13,6 +13,7 @@ use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
 
 use super::testenv;
+use crate::support::config::TestConfig;
 
 /// The mail gateway's HTTP token (`/status` shows details only with it).
 pub const GATEWAY_TOKEN: &str = "test-token-mail-7c1e";
@@ -202,12 +203,9 @@ impl MailGateway {
 
     /// `/status` as JSON.
     pub async fn status(&self) -> serde_json::Value {
-        reqwest::Client::new()
-            .get(format!("{}/status", self.base))
-            .bearer_auth(GATEWAY_TOKEN)
-            .send()
+        let http = reqwest::Client::new();
+        crate::support::daemon::get(&http, &self.base, "/status", GATEWAY_TOKEN)
             .await
-            .unwrap()
             .json()
             .await
             .unwrap()
@@ -232,18 +230,18 @@ pub fn write_config(
     bot: &(String, String),
     allow_from: &str,
 ) -> u16 {
-    let port = testenv::free_port();
+    let port = crate::support::free_port();
     let (address, password) = bot;
-    let config = format!(
-        "llm:\n  providers:\n    local:\n      api_base: \"{llm_url}\"\n  models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\n\
-         agents:\n  heartbeat:\n    enabled: false\n\
-         gateway:\n  shutdown_grace_seconds: 5\n  http:\n    listen: 127.0.0.1:{port}\n    token: {token}\n\
-         channels:\n  email:\n    enabled: true\n    imap_host: {host}\n    imap_port: {imap}\n    smtp_host: {host}\n    smtp_port: {smtp}\n    username: {address}\n    password: {password}\n    from_address: {address}\n    allow_from: {allow_from}\n    poll_interval_seconds: 1\n    tls: false\n",
-        host = server.host,
-        imap = server.imap_port,
-        smtp = server.smtp_port,
-        token = GATEWAY_TOKEN,
-    );
-    std::fs::write(home.join("squidbot.yaml"), config).unwrap();
+    TestConfig::new(llm_url)
+        .no_heartbeat()
+        .gateway_line("shutdown_grace_seconds: 5")
+        .http(&format!("127.0.0.1:{port}"), Some(GATEWAY_TOKEN))
+        .extra(&format!(
+            "channels:\n  email:\n    enabled: true\n    imap_host: {host}\n    imap_port: {imap}\n    smtp_host: {host}\n    smtp_port: {smtp}\n    username: {address}\n    password: {password}\n    from_address: {address}\n    allow_from: {allow_from}\n    poll_interval_seconds: 1\n    tls: false\n",
+            host = server.host,
+            imap = server.imap_port,
+            smtp = server.smtp_port,
+        ))
+        .write(home);
     port
 }

@@ -13,7 +13,7 @@ pub fn var(name: &str) -> String {
         panic!(
             "{name} is not set: this test needs the real test servers. Run the whole suite with \
              scripts/test, or start them with `scripts/testenv/up /tmp/squidbot-testenv` and \
-             `set -a; . /tmp/squidbot-testenv/env; set +a` before `cargo test`."
+             `set -a; . /tmp/squidbot-testenv/env; set +a` before `cargo test --test servers`."
         )
     })
 }
@@ -36,10 +36,4 @@ pub fn run_script(script: &str, args: &[&str]) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-/// A loopback TCP port nothing listens on right now.
-pub fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    listener.local_addr().expect("local addr").port()
 }

@@ -5,10 +5,13 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 use tokio::process::{Child, Command};
+
+use super::config::TestConfig;
+use super::free_port;
 
 pub const TOKEN: &str = "test-token-5f2a";
 
@@ -19,6 +22,29 @@ pub struct Gateway {
     pub http: reqwest::Client,
     /// The environment it was started with, for [`Gateway::restart`].
     env: Vec<(String, String)>,
+}
+
+/// POSTs `text` as a message to `url` (a session's `/messages`) with `token`; the status and
+/// the JSON body (null when there is none).
+pub async fn post_text(http: &reqwest::Client, url: &str, token: &str, text: &str) -> (u16, Value) {
+    let response = http
+        .post(url)
+        .bearer_auth(token)
+        .json(&serde_json::json!({ "text": text }))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// GETs `path` of the gateway at `base` with `token`.
+pub async fn get(http: &reqwest::Client, base: &str, path: &str, token: &str) -> reqwest::Response {
+    http.get(format!("{base}{path}"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
 }
 
 /// Starts `squidbot gateway` on `home`; under `strace` writing to `trace` when one is given.
@@ -53,14 +79,6 @@ fn spawn_gateway(home: &Path, env: &[(String, String)], log: Stdio, trace: Optio
     command.spawn().unwrap()
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// The config of a gateway talking to `llm_url` on the port it is given, the message API with
 /// `token` (none: no API), no heartbeat, and `extra` YAML appended.
 fn config<'a>(
@@ -68,13 +86,14 @@ fn config<'a>(
     token: Option<&str>,
     extra: &'a str,
 ) -> impl FnOnce(u16) -> String + 'a {
-    let token_line = token
-        .map(|t| format!("    token: {t}\n"))
-        .unwrap_or_default();
+    let token = token.map(str::to_owned);
     move |port: u16| {
-        format!(
-            "llm:\n  providers:\n    local:\n      api_base: \"{llm_url}\"\n  models:\n    small:\n      provider: local\n      model: scripted-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\nagents:\n  heartbeat:\n    enabled: false\ngateway:\n  shutdown_grace_seconds: 10\n  http:\n    listen: 127.0.0.1:{port}\n{token_line}{extra}"
-        )
+        TestConfig::new(llm_url)
+            .no_heartbeat()
+            .gateway_line("shutdown_grace_seconds: 10")
+            .http(&format!("127.0.0.1:{port}"), token.as_deref())
+            .extra(extra)
+            .yaml()
     }
 }
 
@@ -176,16 +195,7 @@ impl Gateway {
     }
 
     async fn wait_ready(&self) {
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < deadline {
-            if let Ok(response) = self.http.get(format!("{}/healthz", self.base)).send().await
-                && response.status().is_success()
-            {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("gateway did not come up");
+        super::bin::wait_ready(&self.http, &self.base, self.home.path()).await;
     }
 
     pub fn home(&self) -> &Path {
@@ -206,40 +216,42 @@ impl Gateway {
         ))
     }
 
+    /// Runs `squidbot cron ARGS` on this gateway's home as another process, as the owner's
+    /// CLI does while the gateway runs; fails the test when it fails.
+    pub fn cron(&self, args: &[&str]) {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_squidbot"))
+            .arg("cron")
+            .args(args)
+            .env("SQUIDBOT_HOME", self.home())
+            .env_remove("SQUIDBOT_CONFIG")
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "squidbot cron {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
     /// POSTs a message with the right token; returns status and JSON body.
     pub async fn say(&self, id: &str, text: &str) -> (u16, Value) {
-        let response = self
-            .http
-            .post(format!("{}/v1/sessions/{id}/messages", self.base))
-            .bearer_auth(TOKEN)
-            .json(&serde_json::json!({ "text": text }))
-            .send()
-            .await
-            .unwrap();
-        let status = response.status().as_u16();
-        (status, response.json().await.unwrap_or(Value::Null))
+        let url = format!("{}/v1/sessions/{id}/messages", self.base);
+        post_text(&self.http, &url, TOKEN, text).await
     }
 
     /// GETs `path` as the owner would (with the token) and parses the JSON.
     pub async fn get_json(&self, path: &str) -> Value {
-        self.http
-            .get(format!("{}{path}", self.base))
-            .bearer_auth(TOKEN)
-            .send()
+        get(&self.http, &self.base, path, TOKEN)
             .await
-            .unwrap()
             .json()
             .await
             .unwrap()
     }
 
+    /// GETs `path` as the owner would (with the token) as text.
     pub async fn get_text(&self, path: &str) -> String {
-        self.http
-            .get(format!("{}{path}", self.base))
-            .bearer_auth(TOKEN)
-            .send()
+        get(&self.http, &self.base, path, TOKEN)
             .await
-            .unwrap()
             .text()
             .await
             .unwrap()

@@ -214,3 +214,45 @@ fn listed_functions_of_another_build_are_ordered_by_their_exact_names() {
         "x.o\n-o\nout\n-Wl,-O1\n"
     );
 }
+
+/// `startup_symbols.py --check --min PERCENT` (what `scripts/test` runs on the release build)
+/// fails when the last link found fewer of the listed functions than that, and passes at or
+/// above it; without a release link it fails too, rather than passing on nothing.
+#[test]
+fn the_check_fails_below_its_threshold() {
+    let target = tempfile::tempdir().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build/startup_symbols.py");
+    let check = |minimum: &str| {
+        Command::new("python3")
+            .arg(&script)
+            .args(["--check", "--min", minimum])
+            .env("CARGO_TARGET_DIR", target.path())
+            .output()
+            .unwrap()
+    };
+    let none = check("90");
+    assert!(!none.status.success());
+    assert!(
+        String::from_utf8_lossy(&none.stderr).contains("no release link"),
+        "{none:?}"
+    );
+    let deps = target.path().join("release/deps");
+    std::fs::create_dir_all(&deps).unwrap();
+    std::fs::write(
+        deps.join("squidbot-0123abcd.startup-order.stats"),
+        "850 of 1000 listed Rust functions found, 12 other names passed on\n",
+    )
+    .unwrap();
+    let below = check("90");
+    assert!(!below.status.success(), "{below:?}");
+    assert!(
+        String::from_utf8_lossy(&below.stderr).contains("only 85.0 %"),
+        "{below:?}"
+    );
+    let above = check("85");
+    assert!(above.status.success(), "{above:?}");
+    assert!(
+        String::from_utf8_lossy(&above.stdout).contains("85.0 % found"),
+        "{above:?}"
+    );
+}

@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::process::{Child, Command};
 
+use crate::support::config::TestConfig;
 use crate::support::matrix_client::{Account, Homeserver};
-use crate::support::testenv;
 
 /// A gateway with the Matrix channel, on a home the test owns (so it can be restarted).
 pub(crate) struct BotGateway {
@@ -85,21 +85,23 @@ impl BotGateway {
         bot: &Account,
         matrix_extra: &str,
     ) -> Self {
-        let port = testenv::free_port();
+        let port = crate::support::free_port();
         // A test may set its own `device_id` (`""`: one chosen per home, as by default).
         let device = if matrix_extra.contains("device_id:") {
             ""
         } else {
             "    device_id: SQUIDBOTTEST\n"
         };
-        let config = format!(
-            "llm:\n  providers:\n    local:\n      api_base: \"{llm}\"\n  models:\n    small:\n      provider: local\n      model: \"{model}\"\n    big:\n      provider: local\n      model: big-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\nagents:\n  heartbeat:\n    enabled: false\ngateway:\n  shutdown_grace_seconds: 5\n  http:\n    listen: 127.0.0.1:{port}\n    token: {token}\nchannels:\n  matrix:\n    enabled: true\n    homeserver: \"{}\"\n    user_id: \"{}\"\n    password: \"{}\"\n{device}{matrix_extra}\n",
-            hs.url,
-            bot.user_id,
-            bot.password,
-            token = crate::daemon::TOKEN,
-        );
-        std::fs::write(home.join("squidbot.yaml"), config).unwrap();
+        TestConfig::new(llm)
+            .model(model)
+            .more_model("big", "big-model")
+            .gateway_on(port)
+            .gateway_line("shutdown_grace_seconds: 5")
+            .extra(&format!(
+                "channels:\n  matrix:\n    enabled: true\n    homeserver: \"{}\"\n    user_id: \"{}\"\n    password: \"{}\"\n{device}{matrix_extra}\n",
+                hs.url, bot.user_id, bot.password,
+            ))
+            .write(home);
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -128,7 +130,7 @@ impl BotGateway {
         let response = self
             .http
             .get(format!("{}/status", self.base))
-            .bearer_auth(crate::daemon::TOKEN)
+            .bearer_auth(crate::support::daemon::TOKEN)
             .send()
             .await
             .unwrap();
@@ -140,7 +142,7 @@ impl BotGateway {
         let response = self
             .http
             .get(format!("{}{path}", self.base))
-            .bearer_auth(crate::daemon::TOKEN)
+            .bearer_auth(crate::support::daemon::TOKEN)
             .send()
             .await
             .unwrap();

@@ -1,0 +1,35 @@
+//! Which of the owner's private parts a request carried, for the privacy suites of the
+//! channels (a shared room, a stranger's mail).
+
+use serde_json::Value;
+
+use crate::support::bin::tool_names;
+
+/// The last user message of a recorded chat request.
+pub fn last_user(request: &Value) -> String {
+    request["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Whether the first recorded request whose last user message satisfies `asked` carried the
+/// owner's private memory: `(MEMORY.md, USER.md, memory_write offered)`, told apart by the
+/// markers `MEMORYMARK` and `USERMARK` the privacy tests plant.
+pub fn private_parts(requests: &[Value], asked: impl Fn(&str) -> bool) -> (bool, bool, bool) {
+    let request = requests
+        .iter()
+        .find(|r| asked(&last_user(r)))
+        .expect("a request for the message");
+    let system = request["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default();
+    let tools = tool_names(request);
+    (
+        system.contains("MEMORYMARK"),
+        system.contains("USERMARK"),
+        tools.iter().any(|t| t == "memory_write"),
+    )
+}
