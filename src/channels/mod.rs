@@ -8,6 +8,7 @@
 //! - [`matrix`]: Matrix rooms (encrypted ones too), through matrix-sdk.
 //! - [`owner`]: who the owner is on each channel, decided at the channel's edge.
 //! - [`terminal`]: `squidbot agent`, the interactive REPL and the one-shot `-m` mode.
+//! - [`voice`]: voice notes transcribed once and told as the person's words (Matrix, email).
 //!
 //! `email` and `matrix` are cargo features (both on by default), so an owner can build without
 //! the channels they do not use.
@@ -22,6 +23,7 @@ pub mod http;
 pub mod matrix;
 pub mod owner;
 pub mod terminal;
+pub mod voice;
 
 #[cfg(feature = "email")]
 pub use email::EmailChannel;

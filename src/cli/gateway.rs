@@ -114,14 +114,18 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     }
     let activity = Arc::new(ActivityFile::new(&loaded.home));
     let activity_log: Arc<dyn ActivityLog> = activity.clone();
+    #[cfg(any(feature = "matrix", feature = "email"))]
+    let voice = super::voice::voice_notes(config, assembly.usage())?;
     #[cfg(feature = "matrix")]
     let matrix = config.channels.matrix.enabled.then(|| {
         let workspace = &config.agents.workspace;
-        Arc::new(
-            MatrixChannel::new(&config.channels.matrix, &loaded.home, workspace)
-                .with_redactor(assembly.redactor().clone())
-                .with_owner(&config.owner()),
-        )
+        let channel = MatrixChannel::new(&config.channels.matrix, &loaded.home, workspace)
+            .with_redactor(assembly.redactor().clone())
+            .with_owner(&config.owner());
+        Arc::new(match &voice {
+            Some(voice) => channel.with_voice_notes(voice.clone()),
+            None => channel,
+        })
     });
     #[cfg(feature = "matrix")]
     let turn_tools: Arc<dyn TurnTools> = match &matrix {
@@ -211,9 +215,12 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     if config.channels.email.enabled {
         let email = &config.channels.email;
         let workspace = &config.agents.workspace;
-        let channel = Arc::new(
-            EmailChannel::new(email, &loaded.home, workspace)?.with_owner(&config.owner()),
-        );
+        let channel =
+            EmailChannel::new(email, &loaded.home, workspace)?.with_owner(&config.owner());
+        let channel = Arc::new(match &voice {
+            Some(voice) => channel.with_voice_notes(voice.clone()),
+            None => channel,
+        });
         let status = channel.clone();
         state.add_section(Arc::new(status_fn("email", move || status.status())));
         directory.register(channel);

@@ -46,7 +46,25 @@ impl BotGateway {
         bot: &Account,
         matrix_extra: &str,
     ) -> Self {
-        let gateway = Self::spawn_model(home, llm, model, hs, bot, matrix_extra);
+        let gateway = Self::spawn_model(home, llm, model, hs, bot, matrix_extra, None);
+        crate::support::bin::wait_ready(&gateway.http, &gateway.base, home).await;
+        gateway
+    }
+
+    /// [`Self::start`] with voice messages transcribed at `whisper` (an OpenAI-compatible
+    /// `api_base`) by the model `whisper-base`, with `settings` (YAML at the indentation of
+    /// `transcription` fields) added.
+    pub(crate) async fn start_with_voice(
+        home: &Path,
+        llm: &str,
+        hs: &Homeserver,
+        bot: &Account,
+        matrix_extra: &str,
+        whisper: &str,
+        settings: &str,
+    ) -> Self {
+        let voice = Some((whisper, settings));
+        let gateway = Self::spawn_model(home, llm, DEFAULT_MODEL, hs, bot, matrix_extra, voice);
         crate::support::bin::wait_ready(&gateway.http, &gateway.base, home).await;
         gateway
     }
@@ -74,7 +92,7 @@ impl BotGateway {
         bot: &Account,
         matrix_extra: &str,
     ) -> Self {
-        Self::spawn_model(home, llm, DEFAULT_MODEL, hs, bot, matrix_extra)
+        Self::spawn_model(home, llm, DEFAULT_MODEL, hs, bot, matrix_extra, None)
     }
 
     fn spawn_model(
@@ -84,8 +102,17 @@ impl BotGateway {
         hs: &Homeserver,
         bot: &Account,
         matrix_extra: &str,
+        voice: Option<(&str, &str)>,
     ) -> Self {
         let port = testenv::free_port();
+        // `voice`: the transcription provider's api_base and the section's further settings.
+        let (voice, whisper) = match voice {
+            Some((url, settings)) => (
+                format!("transcription:\n  provider: whisper\n  model: whisper-base\n{settings}\n"),
+                format!("    whisper:\n      api_base: \"{url}\"\n"),
+            ),
+            None => (String::new(), String::new()),
+        };
         // A test may set its own `device_id` (`""`: one chosen per home, as by default).
         let device = if matrix_extra.contains("device_id:") {
             ""
@@ -93,7 +120,7 @@ impl BotGateway {
             "    device_id: SQUIDBOTTEST\n"
         };
         let config = format!(
-            "llm:\n  providers:\n    local:\n      api_base: \"{llm}\"\n  models:\n    small:\n      provider: local\n      model: \"{model}\"\n    big:\n      provider: local\n      model: big-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\nagents:\n  heartbeat:\n    enabled: false\ngateway:\n  shutdown_grace_seconds: 5\n  http:\n    listen: 127.0.0.1:{port}\n    token: {token}\nchannels:\n  matrix:\n    enabled: true\n    homeserver: \"{}\"\n    user_id: \"{}\"\n    password: \"{}\"\n{device}{matrix_extra}\n",
+            "llm:\n  providers:\n    local:\n      api_base: \"{llm}\"\n{whisper}  models:\n    small:\n      provider: local\n      model: \"{model}\"\n    big:\n      provider: local\n      model: big-model\n  pools:\n    default: [small]\n  retry:\n    max_retries: 0\nagents:\n  heartbeat:\n    enabled: false\ngateway:\n  shutdown_grace_seconds: 5\n  http:\n    listen: 127.0.0.1:{port}\n    token: {token}\nchannels:\n  matrix:\n    enabled: true\n    homeserver: \"{}\"\n    user_id: \"{}\"\n    password: \"{}\"\n{device}{matrix_extra}\n{voice}",
             hs.url,
             bot.user_id,
             bot.password,

@@ -20,11 +20,14 @@
 //! - [`tls`]: the rustls client configuration shared by the IMAP side.
 //! - `tests`: the MIME parsing unit tests on literal mails.
 //! - [`channel`]: [`EmailChannel`], the running task, its reply sinks and its status.
+//! - `intake`: a mail handed to the router: attachments saved, audio transcribed beside the
+//!   text, persistence and answer followed to `\Seen`.
 
 pub mod auth;
 pub mod channel;
 pub mod guard;
 pub mod imap;
+mod intake;
 pub mod parse;
 pub mod progress;
 pub mod quote;
