@@ -64,45 +64,13 @@ impl MatrixChannel {
             tracing::debug!(room = %room.room_id(), "A Matrix message edited before it was answered; its edit is answered instead.");
             return false;
         }
-        // Notices are what bots send; answering them is how bot loops start.
-        let Some((body, formatted)) = texts(msgtype) else {
-            return false;
-        };
-        let mentioned_users: Vec<String> = message
-            .content
-            .mentions
-            .as_ref()
-            .map(|m| m.user_ids.iter().map(ToString::to_string).collect())
-            .unwrap_or_default();
-        let facts = MessageFacts {
-            room_id: room.room_id().as_str(),
-            sender: &sender,
-            other_members: joined_members(room).await.saturating_sub(1),
-            // An answer to an approval (`yes CODE`) is addressed to the bot without naming it:
-            // the question asked for exactly these words.
-            mentioned: mentions_bot(
-                &this.own,
-                &this.display_name,
-                &body,
-                formatted.as_deref(),
-                &mentioned_users,
-            ) || approval::parse_answer(&body).is_some(),
-        };
         let voice = (self.voice.as_ref())
             .zip(media::media_of(msgtype))
             .filter(|(_, media)| media.audio);
-        // A voice message may name the bot aloud: judged as addressed here, and by its
-        // transcript once it has one (`VoiceMessage::run`).
-        let judged = MessageFacts {
-            mentioned: facts.mentioned || voice.is_some(),
-            ..facts
-        };
-        let verdict = this.policy.judge(&judged);
-        if verdict != Verdict::Answer {
-            tracing::debug!(room = %room.room_id(), sender, verdict = ?verdict, "Matrix message not answered.");
+        let Some(addressed) = addressed(this, room, &message, msgtype, voice.is_some()).await
+        else {
             return false;
-        }
-        let addressed = this.policy.judge(&facts) == Verdict::Answer;
+        };
         let Ok(session) = SessionId::new(NAME, room.room_id().as_str()) else {
             return false;
         };
@@ -157,7 +125,7 @@ impl MatrixChannel {
             this.chains.set(room.room_id().to_string(), handle);
             return true;
         }
-        let (text, images) = self.text_of(this, &inbound.session, msgtype, &body).await;
+        let (text, images) = self.text_of(this, &inbound.session, msgtype).await;
         inbound.text = match quoted {
             Some(quoted) => format!("{quoted}\n{text}"),
             None => text,
@@ -184,9 +152,9 @@ impl MatrixChannel {
         this: &Loop,
         session: &SessionId,
         msgtype: &MessageType,
-        body: &str,
     ) -> (String, Vec<String>) {
         let Some(media) = media::media_of(msgtype) else {
+            let body = msgtype.body();
             return (relations::strip_reply_fallback(body).to_owned(), Vec::new());
         };
         let caption = media.caption.clone();
@@ -240,6 +208,51 @@ impl MatrixChannel {
         inbound.message_id = Some(message.event_id.to_string());
         inbound
     }
+}
+
+/// Whether `message` is answered: `None` if not; `Some(true)` whatever it says, `Some(false)`
+/// only if its transcript names the bot (a `voice` message, judged as addressed until its
+/// words are known, see `VoiceMessage::run`).
+async fn addressed(
+    this: &Loop,
+    room: &Room,
+    message: &OriginalSyncRoomMessageEvent,
+    msgtype: &MessageType,
+    voice: bool,
+) -> Option<bool> {
+    // Notices are what bots send; answering them is how bot loops start.
+    let (body, formatted) = texts(msgtype)?;
+    let sender = message.sender.as_str();
+    let mentioned_users: Vec<String> = message
+        .content
+        .mentions
+        .as_ref()
+        .map(|m| m.user_ids.iter().map(ToString::to_string).collect())
+        .unwrap_or_default();
+    let facts = MessageFacts {
+        room_id: room.room_id().as_str(),
+        sender,
+        other_members: joined_members(room).await.saturating_sub(1),
+        // An answer to an approval (`yes CODE`) is addressed to the bot without naming it:
+        // the question asked for exactly these words.
+        mentioned: mentions_bot(
+            &this.own,
+            &this.display_name,
+            &body,
+            formatted.as_deref(),
+            &mentioned_users,
+        ) || approval::parse_answer(&body).is_some(),
+    };
+    let judged = MessageFacts {
+        mentioned: facts.mentioned || voice,
+        ..facts
+    };
+    let verdict = this.policy.judge(&judged);
+    if verdict != Verdict::Answer {
+        tracing::debug!(room = %room.room_id(), sender, verdict = ?verdict, "Matrix message not answered.");
+        return None;
+    }
+    Some(this.policy.judge(&facts) == Verdict::Answer)
 }
 
 /// The body and formatted body of a message the bot may answer; `None` for a notice.
