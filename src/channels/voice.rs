@@ -136,8 +136,8 @@ pub fn told(outcome: &Result<Transcript, TranscriptionError>, path: &str) -> Str
             transcript.seconds, transcript.text
         ),
         Err(error) => format!(
-            "[A voice note that could not be transcribed ({error}); the audio is saved at \
-             {path}. The person has been told.]"
+            "[A voice note that could not be transcribed ({error}); the person has been told \
+             why; the audio is saved at {path}]"
         ),
     }
 }

@@ -97,5 +97,12 @@ mod approvals;
 // Token usage: the ledger, /metrics, /status, `squidbot usage` and budgets, against the
 // usage the scripted LLM reported.
 mod usage;
+// Voice notes (#38) on Matrix, transcribed by a real Whisper on loopback: an encrypted DM,
+// a room where the bot is addressed aloud.
+mod voice;
+// Voice notes whose transcription fails: the server down, slow or refusing.
+mod voice_faults;
+// Voice notes by mail: an audio attachment transcribed beside the text.
+mod voice_mail;
 // Regressions of reported issues (`issue_N_…`) against the real binary.
 mod regression;
