@@ -42,12 +42,15 @@ pub fn is_audio(mime: Option<&str>, name: &str) -> bool {
         && AUDIO_ENDINGS.iter().any(|ending| name.ends_with(ending))
 }
 
+/// Transcripts by the audio's SHA-256, and their keys oldest first.
+type Remembered = (HashMap<[u8; 32], Transcript>, VecDeque<[u8; 32]>);
+
 /// The transcriber with a memory of what it transcribed, shared by a channel's messages.
 pub struct VoiceNotes {
     transcriber: Arc<dyn Transcriber>,
     /// Transcripts by the audio's SHA-256, oldest first out. A std mutex: held only to look
     /// up or insert, never across the transcription.
-    remembered: Mutex<(HashMap<[u8; 32], Transcript>, VecDeque<[u8; 32]>)>,
+    remembered: Mutex<Remembered>,
 }
 
 impl VoiceNotes {
