@@ -9,17 +9,10 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use crate::bot_gateway::BotGateway;
+pub(crate) use crate::matrix_nio::nio;
 use crate::support::matrix_client::{Account, Homeserver};
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 use crate::support::testenv;
-
-/// One step of the nio client whose device lives in `store`.
-pub(crate) fn nio(store: &Path, args: &[&str]) -> String {
-    let store = store.to_str().unwrap();
-    let mut all = vec![args[0], store];
-    all.extend(&args[1..]);
-    testenv::run_script("nio_human.py", &all).trim().to_owned()
-}
 
 /// `text` spoken by espeak-ng into a WAV file in `dir`.
 pub(crate) fn speak(dir: &Path, name: &str, text: &str) -> PathBuf {
