@@ -44,6 +44,7 @@ mod service_env;
 mod skills;
 mod status;
 mod usage;
+#[cfg(any(feature = "matrix", feature = "email"))]
 mod voice;
 
 use std::path::PathBuf;
