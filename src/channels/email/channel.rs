@@ -44,7 +44,7 @@ use crate::core::session::SessionId;
 use crate::gateway::fault;
 
 /// The channel name and session prefix.
-pub(super) const NAME: &str = "email";
+const NAME: &str = "email";
 /// How long one IDLE lasts before it is re-issued (RFC 2177: under 29 minutes).
 const IDLE_REARM: Duration = Duration::from_secs(25 * 60);
 
