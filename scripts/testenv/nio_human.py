@@ -15,6 +15,14 @@ in STORE between calls, as a real client's would.
                                                         quoted fallback); print its id
     nio_human.py send-file STORE ROOM PATH CAPTION      upload PATH encrypted and send it with
                                                         CAPTION as its body (Matrix 1.10 captions)
+    nio_human.py send-voice STORE ROOM PATH [CAPTION]   send the WAV at PATH as a voice message
+                                                        (m.audio with MSC3245's voice marker and
+                                                        its duration, as Element records them),
+                                                        encrypted in an encrypted room; print its id
+    nio_human.py group STORE ENCRYPTED USER...          create a room (not a DM; encrypted when
+                                                        ENCRYPTED is "yes"), invite USERs; print its id
+    nio_human.py join STORE ROOM                        join ROOM (after an invite)
+    nio_human.py set-name STORE NAME                    set the account's display name
     nio_human.py say-late-key STORE ROOM SECONDS TEXT   send TEXT in a new megolm session whose
                                                         key goes out SECONDS later (a slow client)
     nio_human.py verify STORE USER DEVICE               verify USER's DEVICE with emoji (SAS),
@@ -192,6 +200,64 @@ async def send_file(store, room, path, caption):
     })
 
 
+async def send_voice(store, room, path, caption=""):
+    import wave
+    with wave.open(path, "rb") as w:
+        duration_ms = int(w.getnframes() * 1000 / w.getframerate())
+    client = await client_for(store)
+    with open(path, "rb") as f:
+        data = f.read()
+    name = os.path.basename(path)
+    encrypted = client.rooms[room].encrypted if room in client.rooms else False
+    response, keys = await client.upload(lambda *_: data, content_type="audio/wav",
+                                         filename=name, encrypt=encrypted, filesize=len(data))
+    if not isinstance(response, UploadResponse):
+        fail(f"upload: {response}")
+    await client.close()
+    content = {
+        "msgtype": "m.audio",
+        "body": caption or name,
+        "filename": name,
+        "info": {"mimetype": "audio/wav", "size": len(data), "duration": duration_ms},
+        "org.matrix.msc1767.audio": {"duration": duration_ms, "waveform": []},
+        "org.matrix.msc3245.voice": {},
+    }
+    if encrypted:
+        content["file"] = {"url": response.content_uri, "key": keys["key"], "iv": keys["iv"],
+                           "hashes": keys["hashes"], "v": keys["v"]}
+    else:
+        content["url"] = response.content_uri
+    await send_content(store, room, content)
+
+
+async def group(store, encrypted, users):
+    client = await client_for(store)
+    state = []
+    if encrypted == "yes":
+        state.append({"type": "m.room.encryption", "state_key": "",
+                      "content": {"algorithm": "m.megolm.v1.aes-sha2"}})
+    response = await client.room_create(is_direct=False, invite=users, initial_state=state)
+    if not isinstance(response, RoomCreateResponse):
+        fail(f"room_create: {response}")
+    print(response.room_id)
+    await client.close()
+
+
+async def join(store, room):
+    client = await client_for(store)
+    response = await client.join(room)
+    if not hasattr(response, "room_id"):
+        fail(f"join: {response}")
+    await settle(client)
+    await client.close()
+
+
+async def set_name(store, name):
+    client = await client_for(store)
+    await client.set_displayname(name)
+    await client.close()
+
+
 async def say_late_key(store, room, seconds, text):
     """TEXT encrypted in a fresh megolm session; the room key (at the index TEXT used) is
     sent to the members' devices only SECONDS after TEXT itself."""
@@ -305,6 +371,10 @@ def main(argv):
         "edit": lambda: edit(store, *rest),
         "reply": lambda: reply(store, *rest),
         "send-file": lambda: send_file(store, *rest),
+        "send-voice": lambda: send_voice(store, *rest),
+        "group": lambda: group(store, rest[0], rest[1:]),
+        "join": lambda: join(store, *rest),
+        "set-name": lambda: set_name(store, *rest),
         "say-late-key": lambda: say_late_key(store, rest[0], float(rest[1]), rest[2]),
         "verify": lambda: verify(store, *rest),
         "replies": lambda: replies(store, rest[0], rest[1], int(rest[2])),

@@ -89,7 +89,10 @@ impl Budgets {
                 .heartbeat_tokens
                 .map(|n| (BudgetKind::HeartbeatTokens, n)),
             Purpose::Cron => self.cron_tokens.map(|n| (BudgetKind::CronTokens, n)),
-            Purpose::Consolidation | Purpose::Compression | Purpose::Doctor => None,
+            Purpose::Consolidation
+            | Purpose::Compression
+            | Purpose::Doctor
+            | Purpose::Transcription => None,
         }
     }
 

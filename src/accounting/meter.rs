@@ -20,7 +20,9 @@ use crate::accounting::budget::{self, BudgetKind, Budgets, Spent};
 use crate::accounting::price::{Price, Totals};
 use crate::core::ports::clock::Clock;
 use crate::core::ports::llm::{ChatRequest, ChatResponse, LlmError};
-use crate::core::ports::usage::{CallTag, SpendReport, TokenUsage, UsageLedger, UsageRecord};
+use crate::core::ports::usage::{
+    CallTag, Purpose, SpendReport, TokenUsage, UsageLedger, UsageRecord,
+};
 use crate::core::session::SessionId;
 use crate::core::window::approx_tokens;
 use crate::core::zone::Zone;
@@ -272,7 +274,35 @@ impl UsageMeter {
             cache_written_tokens: usage.cache_written,
             cost,
             estimated,
+            audio_seconds: 0.0,
         }
+    }
+
+    /// Records `seconds` of audio transcribed by `model` for `session`, costing `cost`: a
+    /// line of its own in the ledger, which the cost budgets and `squidbot usage` count.
+    pub async fn record_audio(
+        &self,
+        session: Option<&str>,
+        model: &str,
+        seconds: f64,
+        cost: f64,
+    ) -> UsageRecord {
+        let record = UsageRecord {
+            time: self.clock.now().to_utc(),
+            session: session.map(str::to_owned),
+            purpose: Purpose::Transcription,
+            pool: "transcription".to_owned(),
+            model: model.to_owned(),
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            cached_tokens: 0,
+            cache_written_tokens: 0,
+            cost,
+            estimated: false,
+            audio_seconds: seconds,
+        };
+        self.append(&record).await;
+        record
     }
 
     /// Writes `record` to the ledger (or, failing that, counts it in memory).

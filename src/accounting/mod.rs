@@ -8,6 +8,8 @@
 //!   and the admission check before each call.
 //! - [`layer`]: [`layer::AccountedLlm`], the outermost layer of each pool's client: admit,
 //!   record (a call cut short included) and tell the metrics, in one place.
+//! - [`transcription`]: [`transcription::AccountedTranscriber`], voice notes transcribed,
+//!   recorded by the seconds of audio and their cost.
 //!
 //! Outside `core`: the agent loop sees only the ports (`LlmClient::admit`, `SpendReport`), so
 //! how calls are priced and limited can change without touching the domain.
@@ -16,3 +18,4 @@ pub mod budget;
 pub mod layer;
 pub mod meter;
 pub mod price;
+pub mod transcription;

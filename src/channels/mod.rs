@@ -11,6 +11,7 @@
 //!   one context; each channel's folder has its own.
 //! - [`registry`]: [`plugins`], the one list of channel plug-ins, and what is asked of all.
 //! - [`terminal`]: `squidbot agent`, the interactive REPL and the one-shot `-m` mode.
+//! - [`voice`]: voice notes transcribed once and told as the person's words (Matrix, email).
 //!
 //! `email` and `matrix` are cargo features (both on by default), so an owner can build without
 //! the channels they do not use; the list of plug-ins names them either way.
@@ -27,6 +28,7 @@ pub mod owner;
 pub mod plugin;
 pub mod registry;
 pub mod terminal;
+pub mod voice;
 
 #[cfg(feature = "email")]
 pub use email::EmailChannel;

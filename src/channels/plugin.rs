@@ -31,6 +31,7 @@ use crate::core::session::SessionId;
 use crate::gateway::{GatewayState, StatusSection};
 
 use super::owner::Owner;
+use super::voice::VoiceNotes;
 
 /// The limit of one network probe a plug-in's doctor checks make (HTTP GET, TCP connect).
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -60,6 +61,8 @@ pub struct PluginContext<'a> {
     pub conversations: Option<&'a Arc<Conversations>>,
     /// Builds another pool of the configuration.
     pub pool: PoolBuilder<'a>,
+    /// The transcriber of voice notes, when `transcription` is configured.
+    pub voice: Option<&'a Arc<VoiceNotes>>,
 }
 
 /// A built channel and what it adds to the gateway.

@@ -202,8 +202,10 @@ impl Wiring<'_> {
                 .pool(config, name)
                 .map_err(squidbot::core::ports::channel::Cause::from)
         };
+        let voice = super::voice::voice_notes(config, self.assembly.usage())?;
         let context = PluginContext {
             config,
+            voice: voice.as_ref(),
             home: &self.loaded.home,
             owner: &config.owner(),
             redactor: self.assembly.redactor(),

@@ -12,6 +12,7 @@
 //! - `service`: `squidbot service install|uninstall|status`, the gateway as a systemd unit.
 //! - `matrix`: `squidbot matrix verify`, the owner confirms the bot's emoji verification.
 //! - `usage`: `squidbot usage`, the usage ledger summed by day, session, model or purpose.
+//! - `voice`: the transcriber of voice notes the gateway hands the Matrix and email channels.
 
 /// `println!` that never panics (see `squidbot::console::out`): a closed stdout drops the line,
 /// any other write failure is the `io::Result` it evaluates to.
@@ -43,6 +44,7 @@ mod service_env;
 mod skills;
 mod status;
 mod usage;
+mod voice;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

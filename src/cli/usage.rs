@@ -237,6 +237,7 @@ mod tests {
             cache_written_tokens: 0,
             cost: 0.25,
             estimated,
+            audio_seconds: 0.0,
         }
     }
 

@@ -40,7 +40,7 @@ pub use schema::{
 pub use schema_channels::{ChannelsConfig, EmailConfig, GroupPolicy, MatrixConfig};
 pub use schema_llm::{
     LlmConfig, LlmRetry, LlmTimeouts, ModelConfig, PoolEntry, PriceConfig, ProviderApi,
-    ProviderConfig, TokenLimitSetting, ToolCallIdsSetting,
+    ProviderConfig, TokenLimitSetting, ToolCallIdsSetting, TranscriptionConfig,
 };
 pub use schema_tools::{
     ApprovalConfig, McpServerConfig, McpTransport, ShellSandbox, ShellToolConfig, SpawnConfig,

@@ -12,7 +12,10 @@ use serde::Deserialize;
 
 use crate::channels::owner::Owner;
 
-use super::{ChannelsConfig, LlmConfig, ModelConfig, ProviderConfig, Secret, ToolsConfig};
+use super::{
+    ChannelsConfig, LlmConfig, ModelConfig, ProviderConfig, Secret, ToolsConfig,
+    TranscriptionConfig,
+};
 
 /// The whole configuration file (`squidbot.yaml`). Every section may be omitted.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -36,6 +39,8 @@ pub struct Config {
     pub gateway: GatewayConfig,
     /// Limits on LLM tokens and cost.
     pub budgets: BudgetsConfig,
+    /// Voice notes turned into text; off while absent.
+    pub transcription: Option<TranscriptionConfig>,
 }
 
 /// `budgets`: limits on what the LLM may spend. When one is reached no further LLM call is

@@ -256,3 +256,41 @@ impl Default for LlmRetry {
         }
     }
 }
+
+/// `transcription`: voice notes (Matrix voice messages and audio, audio attached to mail)
+/// turned into text through an OpenAI-compatible `POST {api_base}/audio/transcriptions`
+/// (OpenAI, Groq, a local whisper server), so the words reach the model, the history and
+/// `search_history`. Off while the section is absent: voice notes are then saved and offered by
+/// path only.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct TranscriptionConfig {
+    /// The provider whose `api_base` and key are used (a key of `llm.providers`). Required.
+    pub provider: String,
+    /// The model id sent, e.g. `whisper-1` (OpenAI), `whisper-large-v3` (Groq). Required.
+    pub model: String,
+    /// The largest recording sent (bytes); a larger one is kept and the person told. Default:
+    /// `25000000` (OpenAI's and Groq's limit).
+    pub max_bytes: u64,
+    /// The longest recording sent (seconds), where its length is known before sending (a
+    /// Matrix voice message's duration, a WAV or Ogg header). Default: `600`.
+    pub max_seconds: u64,
+    /// How long one transcription may take, upload included (seconds). Default: `60`.
+    pub timeout_seconds: u64,
+    /// Cost per minute of audio, in the currency of `llm.models.<name>.price` (OpenAI's
+    /// `whisper-1`: 0.006 USD). Default: `0`.
+    pub price_per_minute: f64,
+}
+
+impl Default for TranscriptionConfig {
+    fn default() -> Self {
+        Self {
+            provider: String::new(),
+            model: String::new(),
+            max_bytes: 25_000_000,
+            max_seconds: 600,
+            timeout_seconds: 60,
+            price_per_minute: 0.0,
+        }
+    }
+}

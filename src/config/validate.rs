@@ -158,6 +158,7 @@ pub(crate) fn validate(config: &mut Config, index: &LineIndex, env: EnvLookup<'_
     check_channels(config, &mut checker);
     check_rest(config, &mut checker);
     check_budgets(config, &mut checker);
+    check_transcription(config, &mut checker);
 
     let mut warnings = Vec::new();
     if config.agents.history_context_messages.is_some() {
@@ -520,6 +521,46 @@ fn check_budgets(config: &Config, checker: &mut Checker<'_>) {
                 checker.report(&field, "must be a price of at least 0 per million tokens");
             }
         }
+    }
+}
+
+fn check_transcription(config: &Config, checker: &mut Checker<'_>) {
+    let Some(transcription) = &config.transcription else {
+        return;
+    };
+    let providers = &config.llm.providers;
+    if transcription.provider.is_empty() {
+        checker.report(
+            "transcription.provider",
+            "name the provider (a key of llm.providers) whose api_base and key are used",
+        );
+    } else if let Some(provider) = providers.get(&transcription.provider) {
+        checker.require(
+            provider.api != super::ProviderApi::Anthropic,
+            "transcription.provider",
+            "Anthropic's API has no /audio/transcriptions; name an OpenAI-compatible provider",
+        );
+    } else {
+        let message = unknown("provider", &transcription.provider, providers);
+        checker.report("transcription.provider", message);
+    }
+    checker.require(
+        !transcription.model.trim().is_empty(),
+        "transcription.model",
+        "name the model, e.g. whisper-1 (OpenAI) or whisper-large-v3 (Groq)",
+    );
+    checker.positive(transcription.max_bytes, "transcription.max_bytes");
+    checker.positive(transcription.max_seconds, "transcription.max_seconds");
+    checker.positive(
+        transcription.timeout_seconds,
+        "transcription.timeout_seconds",
+    );
+    let price = transcription.price_per_minute;
+    if !(price.is_finite() && price >= 0.0) {
+        checker.report(
+            "transcription.price_per_minute",
+            "must be a price of at least 0 per minute of audio",
+        );
     }
 }
 

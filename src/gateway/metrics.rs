@@ -353,6 +353,7 @@ mod tests {
             cache_written_tokens: written,
             cost: 0.0,
             estimated: false,
+            audio_seconds: 0.0,
         };
         metrics.recorded(&record(1000, 0, 900));
         metrics.recorded(&record(1000, 900, 0));

@@ -18,6 +18,8 @@
 //! - [`learned`]: [`learned::Learned`], server quirks found out once and kept in the home.
 //! - [`pool`]: [`LlmPool`], models tried in order with backoff.
 //! - [`profile`]: [`Profile`], what one model's requests must look like for its provider.
+//! - [`transcription`]: [`WhisperApiTranscriber`], voice notes through an OpenAI-compatible
+//!   `/audio/transcriptions` (the core's transcription port).
 
 pub mod anthropic;
 mod assemble;
@@ -31,6 +33,7 @@ pub mod responses;
 pub mod settings;
 mod stream;
 mod think;
+pub mod transcription;
 mod wire;
 
 pub use anthropic::AnthropicLlm;
@@ -41,4 +44,5 @@ pub use pool::LlmPool;
 pub use profile::Profile;
 pub use responses::ResponsesLlm;
 pub use settings::{Endpoint, RetryPolicy, Timeouts};
+pub use transcription::{TranscriptionSettings, WhisperApiTranscriber};
 pub use wire::arguments_string as tool_arguments_text;

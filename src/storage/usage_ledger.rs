@@ -321,6 +321,7 @@ mod tests {
             cache_written_tokens: 0,
             cost: 0.5,
             estimated: false,
+            audio_seconds: 0.0,
         }
     }
 

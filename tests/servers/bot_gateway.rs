@@ -46,7 +46,25 @@ impl BotGateway {
         bot: &Account,
         matrix_extra: &str,
     ) -> Self {
-        let gateway = Self::spawn_model(home, llm, model, hs, bot, matrix_extra);
+        let gateway = Self::spawn_model(home, llm, model, hs, bot, matrix_extra, None);
+        crate::support::bin::wait_ready(&gateway.http, &gateway.base, home).await;
+        gateway
+    }
+
+    /// [`Self::start`] with voice messages transcribed at `whisper` (an OpenAI-compatible
+    /// `api_base`) by the model `whisper-base`, with `settings` (YAML at the indentation of
+    /// `transcription` fields) added.
+    pub(crate) async fn start_with_voice(
+        home: &Path,
+        llm: &str,
+        hs: &Homeserver,
+        bot: &Account,
+        matrix_extra: &str,
+        whisper: &str,
+        settings: &str,
+    ) -> Self {
+        let voice = Some((whisper, settings));
+        let gateway = Self::spawn_model(home, llm, DEFAULT_MODEL, hs, bot, matrix_extra, voice);
         crate::support::bin::wait_ready(&gateway.http, &gateway.base, home).await;
         gateway
     }
@@ -74,7 +92,7 @@ impl BotGateway {
         bot: &Account,
         matrix_extra: &str,
     ) -> Self {
-        Self::spawn_model(home, llm, DEFAULT_MODEL, hs, bot, matrix_extra)
+        Self::spawn_model(home, llm, DEFAULT_MODEL, hs, bot, matrix_extra, None)
     }
 
     fn spawn_model(
@@ -84,24 +102,36 @@ impl BotGateway {
         hs: &Homeserver,
         bot: &Account,
         matrix_extra: &str,
+        voice: Option<(&str, &str)>,
     ) -> Self {
         let port = crate::support::free_port();
+        // `voice`: the transcription provider's api_base and the section's further settings.
+        let (voice, whisper) = match voice {
+            Some((url, settings)) => (
+                format!("transcription:\n  provider: whisper\n  model: whisper-base\n{settings}\n"),
+                Some(url),
+            ),
+            None => (String::new(), None),
+        };
         // A test may set its own `device_id` (`""`: one chosen per home, as by default).
         let device = if matrix_extra.contains("device_id:") {
             ""
         } else {
             "    device_id: SQUIDBOTTEST\n"
         };
-        TestConfig::new(llm)
+        let mut config = TestConfig::new(llm)
             .model(model)
             .more_model("big", "big-model")
             .gateway_on(port)
             .gateway_line("shutdown_grace_seconds: 5")
             .extra(&format!(
-                "channels:\n  matrix:\n    enabled: true\n    homeserver: \"{}\"\n    user_id: \"{}\"\n    password: \"{}\"\n{device}{matrix_extra}\n",
+                "channels:\n  matrix:\n    enabled: true\n    homeserver: \"{}\"\n    user_id: \"{}\"\n    password: \"{}\"\n{device}{matrix_extra}\n{voice}",
                 hs.url, bot.user_id, bot.password,
-            ))
-            .write(home);
+            ));
+        if let Some(url) = whisper {
+            config = config.more_provider("whisper", url);
+        }
+        config.write(home);
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)

@@ -44,3 +44,10 @@ mod email_crash;
 mod vision;
 // `squidbot doctor` checking Matrix and mail logins against the real servers.
 mod doctor;
+// Voice notes (#38) on Matrix, transcribed by a real Whisper on loopback: an encrypted DM,
+// a room where the bot is addressed aloud.
+mod voice;
+// Voice notes whose transcription fails: the server down, slow or refusing.
+mod voice_faults;
+// Voice notes by mail: an audio attachment transcribed beside the text.
+mod voice_mail;

@@ -9,7 +9,7 @@ use crate::support::scripted_llm::{Reply, ScriptedLlm};
 use crate::support::testenv;
 
 /// One step of the nio client, whose device lives in `store`.
-fn nio(store: &std::path::Path, args: &[&str]) -> String {
+pub(crate) fn nio(store: &std::path::Path, args: &[&str]) -> String {
     let store = store.to_str().unwrap();
     let mut all = vec![args[0], store];
     all.extend(&args[1..]);

@@ -23,12 +23,15 @@
 //! - [`plugin`]: [`EmailPlugin`], the channel on the list of plug-ins.
 //! - [`doctor`]: `squidbot doctor`'s IMAP and SMTP login checks.
 //! - [`routing`]: the routing key of a mail turn's metadata.
+//! - `intake`: a mail handed to the router: attachments saved, audio transcribed beside the
+//!   text, persistence and answer followed to `\Seen`.
 
 pub mod auth;
 pub mod channel;
 pub mod doctor;
 pub mod guard;
 pub mod imap;
+mod intake;
 pub mod parse;
 pub mod plugin;
 pub mod progress;

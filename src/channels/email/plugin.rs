@@ -38,7 +38,11 @@ impl ChannelPlugin for EmailPlugin {
         let email = &cx.config.channels.email;
         let workspace = &cx.config.agents.workspace;
         let channel = EmailChannel::new(email, cx.home, workspace).map_err(PluginError::new)?;
-        let channel = Arc::new(channel.with_owner(cx.owner));
+        let channel = channel.with_owner(cx.owner);
+        let channel = Arc::new(match cx.voice {
+            Some(voice) => channel.with_voice_notes(voice.clone()),
+            None => channel,
+        });
         let status = channel.clone();
         Ok(Plugged {
             status: Some(Arc::new(status_fn(NAME, move || status.status()))),

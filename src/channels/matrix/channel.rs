@@ -39,6 +39,7 @@ use super::undecrypted::Undecrypted;
 use super::{backfill, device, identity, verification};
 use crate::channels::attachments::AttachmentStore;
 use crate::channels::owner::{Ids, Owner, OwnerIds};
+use crate::channels::voice::{Chains, VoiceNotes};
 use crate::config::MatrixConfig;
 use crate::core::backoff::Backoff;
 use crate::core::ports::channel::{Channel, ChannelContext, ChannelError, ReplySink};
@@ -89,6 +90,8 @@ pub struct MatrixChannel {
     /// The owner's Matrix ids: who is the owner among senders and room members (decided
     /// here, at the edge), and whose verification requests the bot answers.
     pub(super) owner: Arc<OwnerIds>,
+    /// Voice messages transcribed, when `transcription` is configured (see `voice`).
+    pub(super) voice: Option<Arc<VoiceNotes>>,
 }
 
 impl MatrixChannel {
@@ -106,7 +109,15 @@ impl MatrixChannel {
             }),
             redactor: Arc::new(Redactor::none()),
             owner: Arc::default(),
+            voice: None,
         }
+    }
+
+    /// The channel transcribing voice messages with `notes` before it judges them, so what
+    /// was said is what the turn is about.
+    pub fn with_voice_notes(mut self, notes: Arc<VoiceNotes>) -> Self {
+        self.voice = Some(notes);
+        self
     }
 
     /// The channel knowing `owner` (by their `matrix` ids): their messages are the owner's,
@@ -267,6 +278,8 @@ pub(super) struct Loop {
     utd_notified: HashSet<(OwnedRoomId, String)>,
     /// Messages waiting for their room keys.
     undecrypted: Undecrypted,
+    /// Per room, the voice message being transcribed that the room's later messages follow.
+    pub(super) chains: Chains,
 }
 
 #[async_trait]
@@ -282,63 +295,13 @@ impl Channel for MatrixChannel {
             _ = context.shutdown.cancelled() => return Ok(()),
             connected = self.connect() => connected,
         };
-        // The device updates are watched from before the first sync, so no new Olm session
-        // goes unnoticed (see `RoomKeys`).
-        let connected = match connected {
-            Ok(client) => RoomKeys::watch(&client).await.map(|keys| (client, keys)),
-            Err(error) => Err(error),
-        };
-        let (client, keys) = match connected {
-            Ok((client, keys)) => (client, Arc::new(keys)),
-            Err(error) => {
-                self.update(|s| {
-                    s.state = "stopped";
-                    s.last_error = Some(error.to_string());
-                });
-                if refused(&error) {
-                    return Err(ChannelError::permanent(NAME, error));
-                }
-                return Err(ChannelError::new(NAME, error));
-            }
-        };
-        let desk = super::verification_desk::Desk::new(&self.store_dir);
-        verification::answer_requests(&client, self.owner.clone(), desk);
-        if let Ok(mut slot) = self.client.write() {
-            *slot = Some(Connected {
-                client: client.clone(),
-                keys: keys.clone(),
-            });
-        }
-        let own = self.config.user_id.clone();
-        let localpart = own
-            .trim_start_matches('@')
-            .split(':')
-            .next()
-            .unwrap_or_default()
-            .to_owned();
-        let display_name = match client.account().get_display_name().await {
-            Ok(Some(name)) => name,
-            _ => localpart,
-        };
-        let state = SyncState::load(&self.store_dir.join("squidbot-sync.json"));
-        let mut token = state.token().map(str::to_owned);
-        let mut this = Loop {
-            client: client.clone(),
-            policy: RoomPolicy::new(
-                &own,
-                &self.config.room_ids,
-                self.config.group_policy,
-                &self.config.allowlist,
-                self.config.auto_join,
-            ),
-            own,
-            display_name,
-            state: Arc::new(Mutex::new(state)),
-            keys,
-            waiters: TaskTracker::new(),
-            utd_notified: HashSet::new(),
-            undecrypted: Undecrypted::load(&self.store_dir.join("squidbot-undecrypted.json")),
-        };
+        let mut this = self.begin(connected).await?;
+        let client = this.client.clone();
+        let mut token = this
+            .state
+            .lock()
+            .ok()
+            .and_then(|s| s.token().map(str::to_owned));
         let mut failures = 0u32;
         let mut first = true;
         let mut checks = STORE_CHECKS + 1;
@@ -367,42 +330,15 @@ impl Channel for MatrixChannel {
             };
             match synced {
                 Ok(response) => {
-                    context.liveness.round();
-                    failures = 0;
-                    let fresh = token.is_none();
-                    token = Some(response.next_batch.clone());
-                    // The keys are uploaded during the first syncs: the store is checked
-                    // after each of them (the server's keys fetched after the first only).
-                    checks = checks.saturating_sub(1);
-                    let checked = if checks > 0 {
-                        let compare_keys = checks == STORE_CHECKS;
-                        store_check::check_or_renew(
-                            &client,
-                            compare_keys,
-                            &self.config,
-                            &self.store_dir,
-                        )
+                    match self
+                        .synced(&mut this, &context, response, &mut token, &mut checks)
                         .await
-                    } else {
-                        Ok(())
-                    };
-                    if let Err(error) = checked {
-                        self.update(|s| s.last_error = Some(error.to_string()));
-                        break Err(error);
+                    {
+                        Ok(()) => {}
+                        Err(error) => break Err(error),
                     }
+                    failures = 0;
                     first = false;
-                    self.update(|s| {
-                        s.state = "syncing";
-                        s.last_sync = Some(chrono::Utc::now().to_rfc3339());
-                        s.rooms = client.joined_rooms().len();
-                        s.last_error = None;
-                    });
-                    context.ready.cancel();
-                    let submitted = self.process(&mut this, &context, response, fresh).await;
-                    if submitted > 0 {
-                        context.liveness.inbound();
-                    }
-                    self.update(|s| s.messages_in += submitted);
                 }
                 Err(error) if is_fatal(&error) => {
                     let error = MatrixError::SessionRefused {
@@ -462,6 +398,113 @@ impl Channel for MatrixChannel {
 }
 
 impl MatrixChannel {
+    /// The sync loop's state once `connected`: room keys watched, verification answered,
+    /// the client published for tools, the sync position loaded.
+    async fn begin(&self, connected: Result<Client, MatrixError>) -> Result<Loop, ChannelError> {
+        // The device updates are watched from before the first sync, so no new Olm session
+        // goes unnoticed (see `RoomKeys`).
+        let connected = match connected {
+            Ok(client) => RoomKeys::watch(&client).await.map(|keys| (client, keys)),
+            Err(error) => Err(error),
+        };
+        let (client, keys) = match connected {
+            Ok((client, keys)) => (client, Arc::new(keys)),
+            Err(error) => {
+                self.update(|s| {
+                    s.state = "stopped";
+                    s.last_error = Some(error.to_string());
+                });
+                if refused(&error) {
+                    return Err(ChannelError::permanent(NAME, error));
+                }
+                return Err(ChannelError::new(NAME, error));
+            }
+        };
+        let desk = super::verification_desk::Desk::new(&self.store_dir);
+        verification::answer_requests(&client, self.owner.clone(), desk);
+        if let Ok(mut slot) = self.client.write() {
+            *slot = Some(Connected {
+                client: client.clone(),
+                keys: keys.clone(),
+            });
+        }
+        let own = self.config.user_id.clone();
+        let localpart = own
+            .trim_start_matches('@')
+            .split(':')
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        let display_name = match client.account().get_display_name().await {
+            Ok(Some(name)) => name,
+            _ => localpart,
+        };
+        let state = SyncState::load(&self.store_dir.join("squidbot-sync.json"));
+        Ok(Loop {
+            client: client.clone(),
+            policy: RoomPolicy::new(
+                &own,
+                &self.config.room_ids,
+                self.config.group_policy,
+                &self.config.allowlist,
+                self.config.auto_join,
+            ),
+            own,
+            display_name,
+            state: Arc::new(Mutex::new(state)),
+            keys,
+            waiters: TaskTracker::new(),
+            utd_notified: HashSet::new(),
+            undecrypted: Undecrypted::load(&self.store_dir.join("squidbot-undecrypted.json")),
+            chains: Chains::default(),
+        })
+    }
+
+    /// One successful sync: the pulse, the store checks of the first syncs, the status, then
+    /// the response's messages; moves `token` on.
+    async fn synced(
+        &self,
+        this: &mut Loop,
+        context: &ChannelContext,
+        response: SyncResponse,
+        token: &mut Option<String>,
+        checks: &mut u32,
+    ) -> Result<(), ChannelError> {
+        context.liveness.round();
+        let fresh = token.is_none();
+        *token = Some(response.next_batch.clone());
+        // The keys are uploaded during the first syncs: the store is checked after each of
+        // them (the server's keys fetched after the first only).
+        *checks = checks.saturating_sub(1);
+        if *checks > 0 {
+            let compare_keys = *checks == STORE_CHECKS;
+            let checked = store_check::check_or_renew(
+                &this.client,
+                compare_keys,
+                &self.config,
+                &self.store_dir,
+            )
+            .await;
+            if let Err(error) = checked {
+                self.update(|s| s.last_error = Some(error.to_string()));
+                return Err(error);
+            }
+        }
+        self.update(|s| {
+            s.state = "syncing";
+            s.last_sync = Some(chrono::Utc::now().to_rfc3339());
+            s.rooms = this.client.joined_rooms().len();
+            s.last_error = None;
+        });
+        context.ready.cancel();
+        let submitted = self.process(this, context, response, fresh).await;
+        if submitted > 0 {
+            context.liveness.inbound();
+        }
+        self.update(|s| s.messages_in += submitted);
+        Ok(())
+    }
+
     /// Handles one sync response: invites, then every room's new messages. Returns how many
     /// messages were submitted. With `fresh` (the store's first sync) nothing is answered.
     async fn process(
@@ -490,96 +533,7 @@ impl MatrixChannel {
             if fresh || !this.policy.listens_in(room_id.as_str()) {
                 continue;
             }
-            let events = &update.timeline.events;
-            // Events before the bot was invited predate it: never answered. Those between the
-            // invite and the join (a DM's first message, sent while the bot was away) are.
-            let own_member = |membership: MembershipState| {
-                let own = this.own.as_str();
-                move |event: &matrix_sdk::deserialized_responses::TimelineEvent| {
-                    matches!(
-                        event.raw().deserialize(),
-                        Ok(AnySyncTimelineEvent::State(AnySyncStateEvent::RoomMember(SyncStateEvent::Original(member))))
-                            if member.state_key.as_str() == own && member.content.membership == membership
-                    )
-                }
-            };
-            let joined_at = events.iter().rposition(own_member(MembershipState::Join));
-            let invited_at = joined_at.and_then(|at| {
-                events[..at]
-                    .iter()
-                    .rposition(own_member(MembershipState::Invite))
-            });
-            let limited = update.timeline.limited;
-            let start = match (invited_at, joined_at) {
-                (Some(invited), _) => invited + 1,
-                // The invite is further back than the batch reaches: paged back to below.
-                (None, Some(_)) if limited => 0,
-                (None, Some(joined)) => joined + 1,
-                (None, None) => 0,
-            };
-            // More arrived since the last sync (or the invite) than it returned: page back
-            // over the gap.
-            let mut recovered = backfill::Recovered::default();
-            if limited
-                && invited_at.is_none()
-                && let Some(first) = events.first().and_then(|event| event.event_id())
-            {
-                let state = this.state.clone();
-                let seen = move |id: &str| state.lock().is_ok_and(|s| s.handled(id));
-                recovered = backfill::recover(&room, &first, &this.own, seen).await;
-                let count = recovered.events.len();
-                if recovered.complete {
-                    tracing::info!(room = %room_id, recovered = count, "Paged back over a Matrix sync gap; every missed message is handled now.");
-                } else {
-                    tracing::warn!(room = %room_id, recovered = count, "Paged back over a Matrix sync gap but not to its start: older messages in it are not answered.");
-                    // Said in the room too: the person is the one who can ask again.
-                    let notice = RoomMessageEventContent::notice_plain(format!(
-                        "I was away and could read back only the last {count} events of what \
-                         was said meanwhile. If you asked me something before those, please \
-                         ask again."
-                    ));
-                    this.keys.settle().await;
-                    if let Err(error) = room.send(notice).await {
-                        tracing::warn!(room = %room_id, error = %error, "Could not send the sync-gap notice.");
-                    }
-                }
-            }
-            let mut edits = Edits::of(recovered.events.iter().chain(&events[start..]));
-            for event in recovered.events.iter().chain(&events[start..]) {
-                let Some(event_id) = event.event_id() else {
-                    continue;
-                };
-                if this
-                    .state
-                    .lock()
-                    .is_ok_and(|s| s.handled(event_id.as_str()))
-                {
-                    continue;
-                }
-                if let TimelineEventKind::UnableToDecrypt {
-                    event: raw,
-                    utd_info,
-                } = &event.kind
-                {
-                    // Kept and tried again as keys arrive (see `undecrypted`).
-                    let sender = raw
-                        .get_field::<String>("sender")
-                        .ok()
-                        .flatten()
-                        .unwrap_or_default();
-                    let session = utd_info.session_id.clone().unwrap_or_default();
-                    tracing::debug!(room = %room_id, sender, session, "A Matrix message cannot be decrypted yet; kept for its key.");
-                    this.undecrypted
-                        .add(room_id.clone(), raw.clone(), sender, session);
-                    continue;
-                }
-                if self
-                    .message(this, context, &room, event, batch, &mut edits)
-                    .await
-                {
-                    submitted += 1;
-                }
-            }
+            submitted += self.room_events(this, context, &room, update, batch).await;
         }
         let retried = this.undecrypted.retry(&this.client).await;
         // A message decrypted late is answered as it is, not paired with a later edit.
@@ -601,6 +555,111 @@ impl MatrixChannel {
         }
         if let Ok(mut state) = this.state.lock() {
             state.close(batch);
+        }
+        submitted
+    }
+
+    /// Hands on one joined room's new messages from a sync (pages back over a gap first);
+    /// returns how many were submitted.
+    async fn room_events(
+        &self,
+        this: &mut Loop,
+        context: &ChannelContext,
+        room: &Room,
+        update: &matrix_sdk::sync::JoinedRoomUpdate,
+        batch: u64,
+    ) -> u64 {
+        let room_id = room.room_id();
+        let mut submitted = 0;
+        let events = &update.timeline.events;
+        // Events before the bot was invited predate it: never answered. Those between the
+        // invite and the join (a DM's first message, sent while the bot was away) are.
+        let own_member = |membership: MembershipState| {
+            let own = this.own.as_str();
+            move |event: &matrix_sdk::deserialized_responses::TimelineEvent| {
+                matches!(
+                    event.raw().deserialize(),
+                    Ok(AnySyncTimelineEvent::State(AnySyncStateEvent::RoomMember(SyncStateEvent::Original(member))))
+                        if member.state_key.as_str() == own && member.content.membership == membership
+                )
+            }
+        };
+        let joined_at = events.iter().rposition(own_member(MembershipState::Join));
+        let invited_at = joined_at.and_then(|at| {
+            events[..at]
+                .iter()
+                .rposition(own_member(MembershipState::Invite))
+        });
+        let limited = update.timeline.limited;
+        let start = match (invited_at, joined_at) {
+            (Some(invited), _) => invited + 1,
+            // The invite is further back than the batch reaches: paged back to below.
+            (None, Some(_)) if limited => 0,
+            (None, Some(joined)) => joined + 1,
+            (None, None) => 0,
+        };
+        // More arrived since the last sync (or the invite) than it returned: page back
+        // over the gap.
+        let mut recovered = backfill::Recovered::default();
+        if limited
+            && invited_at.is_none()
+            && let Some(first) = events.first().and_then(|event| event.event_id())
+        {
+            let state = this.state.clone();
+            let seen = move |id: &str| state.lock().is_ok_and(|s| s.handled(id));
+            recovered = backfill::recover(room, &first, &this.own, seen).await;
+            let count = recovered.events.len();
+            if recovered.complete {
+                tracing::info!(room = %room_id, recovered = count, "Paged back over a Matrix sync gap; every missed message is handled now.");
+            } else {
+                tracing::warn!(room = %room_id, recovered = count, "Paged back over a Matrix sync gap but not to its start: older messages in it are not answered.");
+                // Said in the room too: the person is the one who can ask again.
+                let notice = RoomMessageEventContent::notice_plain(format!(
+                    "I was away and could read back only the last {count} events of what \
+                     was said meanwhile. If you asked me something before those, please \
+                     ask again."
+                ));
+                this.keys.settle().await;
+                if let Err(error) = room.send(notice).await {
+                    tracing::warn!(room = %room_id, error = %error, "Could not send the sync-gap notice.");
+                }
+            }
+        }
+        let mut edits = Edits::of(recovered.events.iter().chain(&events[start..]));
+        for event in recovered.events.iter().chain(&events[start..]) {
+            let Some(event_id) = event.event_id() else {
+                continue;
+            };
+            if this
+                .state
+                .lock()
+                .is_ok_and(|s| s.handled(event_id.as_str()))
+            {
+                continue;
+            }
+            if let TimelineEventKind::UnableToDecrypt {
+                event: raw,
+                utd_info,
+            } = &event.kind
+            {
+                // Kept and tried again as keys arrive (see `undecrypted`).
+                let sender = raw
+                    .get_field::<String>("sender")
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default();
+                let session = utd_info.session_id.clone().unwrap_or_default();
+                tracing::debug!(room = %room_id, sender, session, "A Matrix message cannot be decrypted yet; kept for its key.");
+                this.undecrypted
+                    .add(room_id.to_owned(), raw.clone(), sender, session);
+                continue;
+            }
+            if self
+                .message(this, context, room, event, batch, &mut edits)
+                .await
+            {
+                submitted += 1;
+            }
         }
         submitted
     }

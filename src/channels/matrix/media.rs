@@ -50,10 +50,18 @@ pub struct MediaRef {
     /// The caption: the body, when the sender also gave a file name that differs from it
     /// (Matrix 1.10 media captions).
     pub caption: Option<String>,
+    /// Whether it is speech to transcribe: an `m.audio` (a voice message, MSC3245, is one).
+    pub audio: bool,
+    /// How long it is, where the sender said (`info.duration`).
+    pub duration: Option<std::time::Duration>,
 }
 
 /// The media of a message, if it is an image, file, audio or video.
 pub fn media_of(msgtype: &MessageType) -> Option<MediaRef> {
+    let (audio, duration) = match msgtype {
+        MessageType::Audio(c) => (true, c.info.as_ref().and_then(|i| i.duration)),
+        _ => (false, None),
+    };
     let (name, body, source, mimetype, size) = match msgtype {
         MessageType::Image(c) => (
             c.filename.clone(),
@@ -95,6 +103,8 @@ pub fn media_of(msgtype: &MessageType) -> Option<MediaRef> {
         mimetype,
         size,
         source,
+        audio,
+        duration,
     })
 }
 
@@ -104,11 +114,17 @@ pub struct Received {
     pub text: String,
     /// The saved path, when the file is an image (a model that reads images gets it).
     pub image: Option<String>,
+    /// The saved path and the bytes, when the media is audio (to be transcribed).
+    pub audio: Option<(PathBuf, Vec<u8>)>,
 }
 
 impl From<String> for Received {
     fn from(text: String) -> Self {
-        Self { text, image: None }
+        Self {
+            text,
+            image: None,
+            audio: None,
+        }
     }
 }
 
@@ -142,14 +158,19 @@ pub async fn receive(
     let name = media.name.clone();
     let session = session.clone();
     let today = chrono::Local::now().date_naive();
-    let saved =
-        tokio::task::spawn_blocking(move || store.save(&session, today, &name, &bytes)).await;
+    let saved = tokio::task::spawn_blocking(move || {
+        store
+            .save(&session, today, &name, &bytes)
+            .map(|path| (path, bytes))
+    })
+    .await;
     match saved {
-        Ok(Ok(path)) => Received {
+        Ok(Ok((path, bytes))) => Received {
             text: format!("[attachment: {} ({kind})] → {}", media.name, path.display()),
             image: kind
                 .starts_with("image/")
                 .then(|| path.to_string_lossy().into_owned()),
+            audio: media.audio.then_some((path, bytes)),
         },
         Ok(Err(error)) => format!("[attachment not saved: {} ({error})]", media.name).into(),
         Err(error) => format!("[attachment not saved: {} ({error})]", media.name).into(),

@@ -16,6 +16,8 @@
 //! - `inbound`: a timeline event turned into an `Inbound` (captions, replies, threads, edits
 //!   that take the place of a message not yet answered).
 //! - `edits`: a message and its edit in one batch: the edit is answered in its place.
+//! - `voice`: voice messages transcribed off the sync loop, before the mention gate, the
+//!   room's later messages following them in order.
 //! - [`relations`]: what a reply refers to (fallback dropped, the replied-to message fetched).
 //! - [`device`]: the bot's device id, chosen per home and kept in the store.
 //! - [`store_check`]: whether the crypto store still holds the keys the server has for the
@@ -48,6 +50,7 @@ pub mod sync_state;
 pub mod undecrypted;
 pub mod verification;
 pub mod verification_desk;
+mod voice;
 
 pub use channel::{MatrixChannel, MatrixStatus};
 pub use media::MatrixTurnTools;

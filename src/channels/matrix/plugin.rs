@@ -41,11 +41,13 @@ impl ChannelPlugin for MatrixPlugin {
 
     fn build(&self, cx: &PluginContext<'_>) -> Result<Plugged, PluginError> {
         let workspace = &cx.config.agents.workspace;
-        let channel = Arc::new(
-            MatrixChannel::new(&cx.config.channels.matrix, cx.home, workspace)
-                .with_redactor(cx.redactor.clone())
-                .with_owner(cx.owner),
-        );
+        let channel = MatrixChannel::new(&cx.config.channels.matrix, cx.home, workspace)
+            .with_redactor(cx.redactor.clone())
+            .with_owner(cx.owner);
+        let channel = Arc::new(match cx.voice {
+            Some(voice) => channel.with_voice_notes(voice.clone()),
+            None => channel,
+        });
         let status = channel.clone();
         let tools =
             MatrixTurnTools::new(Arc::new(NoTools), channel.client_slot(), workspace.clone());

@@ -144,6 +144,27 @@ fn semantic_errors_name_line_and_field() {
             format!("{BASE}owner:\n  aliases: [\"\"]\n"),
             ":12: owner.aliases[0]: the address must not be empty",
         ),
+        // See: #38. The transcription section names a provider and its limits.
+        (
+            format!("{BASE}transcription:\n  provider: groq\n  model: whisper-large-v3\n"),
+            r#":12: transcription.provider: unknown provider "groq" (known: openrouter)"#,
+        ),
+        (
+            format!("{BASE}transcription:\n  provider: openrouter\n  model: \"\"\n"),
+            ":13: transcription.model: name the model",
+        ),
+        (
+            format!(
+                "{BASE}transcription:\n  provider: openrouter\n  model: whisper-1\n  timeout_seconds: 0\n"
+            ),
+            ":14: transcription.timeout_seconds: must be greater than 0",
+        ),
+        (
+            format!(
+                "{BASE}transcription:\n  provider: openrouter\n  model: whisper-1\n  price_per_minute: -1\n"
+            ),
+            ":14: transcription.price_per_minute: must be a price of at least 0 per minute",
+        ),
         // A pool that exists only by default, with models configured, is still missing.
         (
             base.clone(),

@@ -12,4 +12,5 @@ pub mod models;
 pub mod prompt;
 pub mod store;
 pub mod tool;
+pub mod transcriber;
 pub mod usage;

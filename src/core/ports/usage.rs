@@ -34,11 +34,13 @@ pub enum Purpose {
     Spawn,
     /// `squidbot doctor`'s ping.
     Doctor,
+    /// A voice note turned into text (billed by the minute of audio, not by tokens).
+    Transcription,
 }
 
 impl Purpose {
     /// Every purpose, in the order tables list them.
-    pub const ALL: [Purpose; 7] = [
+    pub const ALL: [Purpose; 8] = [
         Self::Turn,
         Self::Consolidation,
         Self::Compression,
@@ -46,6 +48,7 @@ impl Purpose {
         Self::Cron,
         Self::Spawn,
         Self::Doctor,
+        Self::Transcription,
     ];
 
     /// The purpose of a turn's rounds, by who started the turn.
@@ -68,6 +71,7 @@ impl Purpose {
             Self::Cron => "cron",
             Self::Spawn => "spawn",
             Self::Doctor => "doctor",
+            Self::Transcription => "transcription",
         }
     }
 
@@ -170,6 +174,15 @@ pub struct UsageRecord {
     /// Whether the tokens are squidbot's estimate because the provider reported none.
     #[serde(default)]
     pub estimated: bool,
+    /// Seconds of audio transcribed (a [`Purpose::Transcription`] record, which has no
+    /// tokens); absent from every other line.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub audio_seconds: f64,
+}
+
+/// Whether `seconds` is zero: a record of tokens, whose line leaves the field out.
+fn is_zero(seconds: &f64) -> bool {
+    *seconds == 0.0
 }
 
 impl UsageRecord {

@@ -12,6 +12,7 @@ use super::daemon::TOKEN;
 pub struct TestConfig {
     url: String,
     provider: Vec<String>,
+    providers: String,
     model: String,
     model_lines: Vec<String>,
     models: String,
@@ -29,6 +30,7 @@ impl TestConfig {
         Self {
             url: url.to_owned(),
             provider: Vec::new(),
+            providers: String::new(),
             model: "scripted-model".to_owned(),
             model_lines: Vec::new(),
             models: String::new(),
@@ -48,6 +50,15 @@ impl TestConfig {
     /// One more `key: value` line of the provider (`api: responses`, `api_key_env: X`).
     pub fn provider_line(mut self, line: &str) -> Self {
         self.provider.push(line.to_owned());
+        self
+    }
+
+    /// One more provider, `name` at `api_base` (a transcription server, a second LLM). Only
+    /// the server suites use it so far.
+    #[allow(dead_code)]
+    pub fn more_provider(mut self, name: &str, api_base: &str) -> Self {
+        self.providers
+            .push_str(&format!("    {name}:\n      api_base: \"{api_base}\"\n"));
         self
     }
 
@@ -130,6 +141,7 @@ impl TestConfig {
         for line in &self.provider {
             out.push_str(&format!("      {line}\n"));
         }
+        out.push_str(&self.providers);
         out.push_str(&format!(
             "  models:\n    small:\n      provider: local\n      model: {}\n",
             self.model
