@@ -19,6 +19,7 @@ use squidbot::accounting::meter::UsageMeter;
 #[cfg(feature = "email")]
 use squidbot::channels::email::EmailChannel;
 use squidbot::channels::heartbeat::HeartbeatChannel;
+use squidbot::channels::http::openai::OpenAiEndpoint;
 use squidbot::channels::http::{HttpChannel, HttpSettings};
 #[cfg(feature = "matrix")]
 use squidbot::channels::matrix::{MatrixChannel, MatrixTurnTools};
@@ -172,11 +173,17 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
         if token.is_none() {
             tracing::info!("No gateway.http.token configured; the /v1 message API is off.");
         }
+        if http.openai && token.is_none() {
+            tracing::warn!("gateway.http.openai is on but no gateway.http.token is set; the OpenAI-compatible endpoint is off.");
+        }
+        let openai = (http.openai && token.is_some())
+            .then(|| Arc::new(OpenAiEndpoint::open(&loaded.home, &config.agents.workspace)));
         let settings = HttpSettings {
             listen: http.listen,
             token,
             approvals: assembly.agent.approvals().cloned(),
             conversations: assembly.agent.conversations().cloned(),
+            openai,
         };
         if let Some(warning) = super::doctor::exposure(http.listen) {
             tracing::warn!(listen = %http.listen, "The HTTP API is {warning}.");

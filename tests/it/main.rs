@@ -41,6 +41,9 @@ mod gateway_lifecycle;
 mod durability;
 // Chat commands (/help, /status, /stop) through a real gateway.
 mod commands;
+// #39: the OpenAI-compatible endpoint driven by the `openai` SDK and the `llm` CLI.
+mod openai;
+mod openai_rules;
 // A real gateway logged in to the test Synapse, for the Matrix tests.
 mod bot_gateway;
 // The Matrix channel against real Synapse with a real matrix-sdk client as the human.

@@ -6,12 +6,15 @@
 //! - `hub.rs`: [`HttpHub`], mailboxes for proactive messages (cron, heartbeat) to HTTP sessions,
 //!   read through `GET /v1/sessions/{id}/events`.
 //! - `sse.rs`: the streaming reply sink behind `Accept: text/event-stream`.
+//! - `openai/`: the OpenAI-compatible endpoint (`/v1/chat/completions`, `/v1/models`), mounted
+//!   when `gateway.http.openai` is on.
 //!
 //! The server binds to loopback by default; without a configured token the `/v1` routes do not
 //! exist at all.
 
 mod channel;
 mod hub;
+pub mod openai;
 mod routes;
 mod sse;
 

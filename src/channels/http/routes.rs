@@ -63,6 +63,8 @@ pub struct AppState {
     pub approvals: Option<Arc<Approvals>>,
     /// The API session ids' current sessions (see `HttpSettings::conversations`).
     pub conversations: Option<Arc<Conversations>>,
+    /// The OpenAI-compatible endpoint, if on (see `HttpSettings::openai`).
+    pub openai: Option<Arc<super::openai::OpenAiEndpoint>>,
 }
 
 /// The router for `app`.
@@ -78,10 +80,18 @@ pub fn router(app: AppState) -> axum::Router {
         .route("/v1/sessions/{id}/approvals/{approval}", post(approval))
         .layer(middleware::from_fn_with_state(app.clone(), require_token))
         .layer(DefaultBodyLimit::max(MAX_BODY));
-    let routes = if app.token.is_some() {
-        operator.merge(api)
-    } else {
-        operator
+    let routes = match (&app.token, &app.openai) {
+        (Some(token), Some(openai)) => operator.merge(api).merge(super::openai::router(
+            openai.clone(),
+            app.dispatch.clone(),
+            app.tasks.clone(),
+            app.liveness.clone(),
+            token.clone(),
+            app.approvals.clone(),
+            app.conversations.clone(),
+        )),
+        (Some(_), None) => operator.merge(api),
+        (None, _) => operator,
     };
     routes
         .layer(middleware::from_fn(require_host))
