@@ -155,11 +155,19 @@ async fn the_model_the_app_picks_is_the_conversations_model() {
     };
     let listed = app(&["chat", &gw.base, TOKEN, "small", "plain", &messages]).await;
     let text = listed["text"].as_str().unwrap();
-    assert!(text.contains("small"), "{listed}");
+    assert!(text.contains("* small"), "the app's pick is this conversation's: {listed}");
+    assert!(text.contains("- default"), "{listed}");
     let session = session_with(&gw, "hello");
-    let state = std::fs::read_dir(gw.home()).unwrap().count();
-    assert!(state > 0);
-    assert_eq!(user_texts(&session), ["hello"], "commands are not history");
+    // The next turn goes to the model picked (the scripted server names it in the request).
+    let messages = {
+        chat.messages.push(json!({ "role": "assistant", "content": text }));
+        chat.messages.push(json!({ "role": "user", "content": "and now?" }));
+        Value::Array(chat.messages.clone()).to_string()
+    };
+    let answer = app(&["chat", &gw.base, TOKEN, "small", "stream", &messages]).await;
+    assert_eq!(answer["text"], "re: and now?", "{answer}");
+    assert_eq!(app_sessions(&gw).len(), 1, "{:?}", app_sessions(&gw));
+    assert_eq!(user_texts(&session), ["hello", "and now?"], "commands are not history");
 }
 
 /// Runs `llm` with `args` and its configuration in `dir`; its standard output.
