@@ -168,7 +168,16 @@ async fn completions(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let body = match axum::body::to_bytes(body, MAX_BODY).await {
+    // A declared length over the limit is refused before a byte of it is read.
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let body = match declared {
+        Some(length) if length > MAX_BODY as u64 => Err(()),
+        _ => axum::body::to_bytes(body, MAX_BODY).await.map_err(|_| ()),
+    };
+    let body = match body {
         Ok(body) => body,
         Err(_) => {
             return ApiError::too_large(format!(
