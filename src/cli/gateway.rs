@@ -174,7 +174,9 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
             tracing::info!("No gateway.http.token configured; the /v1 message API is off.");
         }
         if http.openai && token.is_none() {
-            tracing::warn!("gateway.http.openai is on but no gateway.http.token is set; the OpenAI-compatible endpoint is off.");
+            tracing::warn!(
+                "gateway.http.openai is on but no gateway.http.token is set; the OpenAI-compatible endpoint is off."
+            );
         }
         let openai = (http.openai && token.is_some())
             .then(|| Arc::new(OpenAiEndpoint::open(&loaded.home, &config.agents.workspace)));

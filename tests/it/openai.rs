@@ -63,14 +63,18 @@ impl Chat {
 
     /// Sends `text` (`plain` or `stream`) as the app does; keeps and returns the answer.
     pub async fn say(&mut self, gw: &Gateway, mode: &str, text: &str) -> Value {
-        self.messages.push(json!({ "role": "user", "content": text }));
+        self.messages
+            .push(json!({ "role": "user", "content": text }));
         self.send(gw, mode).await
     }
 
     /// Sends the conversation as it stands (its last message the person's).
     pub async fn send(&mut self, gw: &Gateway, mode: &str) -> Value {
         let messages = Value::Array(self.messages.clone()).to_string();
-        let answer = app(&["chat", &gw.base, TOKEN, "default", mode, &messages, "--usage"]).await;
+        let answer = app(&[
+            "chat", &gw.base, TOKEN, "default", mode, &messages, "--usage",
+        ])
+        .await;
         if let Some(text) = answer["text"].as_str() {
             self.messages
                 .push(json!({ "role": "assistant", "content": text }));
@@ -136,11 +140,20 @@ async fn the_sdk_talks_plain_and_streamed_in_separate_conversations_across_a_res
     let first = cats.say(&gw, "plain", "my cat is called Tom").await;
     assert_eq!(first["text"], "re: my cat is called Tom", "{first}");
     assert_eq!(first["finish"], "stop");
-    assert!(first["usage"]["completion_tokens"].as_u64().unwrap() > 0, "{first}");
+    assert!(
+        first["usage"]["completion_tokens"].as_u64().unwrap() > 0,
+        "{first}"
+    );
     let streamed = dogs.say(&gw, "stream", "my dog is called Rex").await;
     assert_eq!(streamed["text"], "re: my dog is called Rex", "{streamed}");
-    assert!(streamed["pieces"].as_u64().unwrap() > 1, "in pieces: {streamed}");
-    assert!(streamed["usage"]["total_tokens"].as_u64().unwrap() > 0, "include_usage: {streamed}");
+    assert!(
+        streamed["pieces"].as_u64().unwrap() > 1,
+        "in pieces: {streamed}"
+    );
+    assert!(
+        streamed["usage"]["total_tokens"].as_u64().unwrap() > 0,
+        "include_usage: {streamed}"
+    );
     let second = cats.say(&gw, "stream", "what is my cat called?").await;
     assert_eq!(second["text"], "re: what is my cat called?", "{second}");
     // The model saw the session's own history: the earlier exchange of this conversation only.
@@ -156,10 +169,18 @@ async fn the_sdk_talks_plain_and_streamed_in_separate_conversations_across_a_res
     assert_eq!(more["text"], "re: still there?", "{more}");
 
     let sessions = app_sessions(&gw);
-    assert_eq!(sessions.len(), 2, "one session per conversation: {sessions:?}");
+    assert_eq!(
+        sessions.len(),
+        2,
+        "one session per conversation: {sessions:?}"
+    );
     assert_eq!(
         user_texts(&session_with(&gw, "Tom")),
-        ["my cat is called Tom", "what is my cat called?", "and after the restart?"]
+        [
+            "my cat is called Tom",
+            "what is my cat called?",
+            "and after the restart?"
+        ]
     );
     assert_eq!(
         user_texts(&session_with(&gw, "Rex")),
@@ -174,7 +195,10 @@ async fn the_sdk_talks_plain_and_streamed_in_separate_conversations_across_a_res
     let follow = again.say(&gw, "plain", "a second conversation").await;
     assert_eq!(follow["text"], "re: a second conversation");
     let newest = session_with(&gw, "a second conversation");
-    assert_eq!(user_texts(&newest), ["my cat is called Tom", "a second conversation"]);
+    assert_eq!(
+        user_texts(&newest),
+        ["my cat is called Tom", "a second conversation"]
+    );
 }
 
 #[tokio::test]
@@ -188,13 +212,17 @@ async fn a_regenerate_and_an_edit_are_recorded_as_what_they_are_never_as_duplica
     chat.drop_answer();
     let again = chat.send(&gw, "stream").await;
     let again_text = again["text"].as_str().unwrap();
-    assert!(again_text.starts_with("re: [The person asked for another answer"), "{again}");
+    assert!(
+        again_text.starts_with("re: [The person asked for another answer"),
+        "{again}"
+    );
     assert!(again_text.ends_with("name a fruit"), "{again}");
     let session = session_with(&gw, "name a colour");
     let users = user_texts(&session);
     assert_eq!(users.len(), 3, "{users:?}");
     assert!(
-        users[2].starts_with("[The person asked for another answer") && users[2].ends_with("name a fruit"),
+        users[2].starts_with("[The person asked for another answer")
+            && users[2].ends_with("name a fruit"),
         "a regenerate says so: {users:?}"
     );
 
@@ -202,7 +230,10 @@ async fn a_regenerate_and_an_edit_are_recorded_as_what_they_are_never_as_duplica
     chat.messages.truncate(2);
     let edited = chat.say(&gw, "plain", "name a vegetable").await;
     let edited_text = edited["text"].as_str().unwrap();
-    assert!(edited_text.starts_with("re: [The person went back"), "{edited}");
+    assert!(
+        edited_text.starts_with("re: [The person went back"),
+        "{edited}"
+    );
     assert!(edited_text.ends_with("name a vegetable"), "{edited}");
     let users = user_texts(&session);
     assert_eq!(users.len(), 4, "{users:?}");
@@ -239,7 +270,10 @@ async fn a_client_that_leaves_mid_stream_cancels_its_turn_as_the_terminal_does()
         if history.contains("cancelled this turn") {
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "not cancelled: {history}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not cancelled: {history}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     gate.notify_one();

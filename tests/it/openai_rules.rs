@@ -73,9 +73,23 @@ async fn bad_input_gets_openai_style_errors_and_nothing_is_persisted() {
     for (body, status, code) in [
         ("{not json".to_owned(), 400, "invalid_request"),
         ("[1, 2]".to_owned(), 400, "invalid_request"),
-        (json!({ "messages": [] }).to_string(), 400, "invalid_request"),
-        (json!({ "model": "default", "messages": [{ "role": "assistant", "content": "hi" }] }).to_string(), 400, "invalid_request"),
-        (json!({ "model": "default", "messages": [{ "role": "user", "content": 5 }] }).to_string(), 400, "invalid_request"),
+        (
+            json!({ "messages": [] }).to_string(),
+            400,
+            "invalid_request",
+        ),
+        (
+            json!({ "model": "default", "messages": [{ "role": "assistant", "content": "hi" }] })
+                .to_string(),
+            400,
+            "invalid_request",
+        ),
+        (
+            json!({ "model": "default", "messages": [{ "role": "user", "content": 5 }] })
+                .to_string(),
+            400,
+            "invalid_request",
+        ),
         (tools.to_string(), 400, "unsupported_parameter"),
         (image_link.to_string(), 400, "unsupported_parameter"),
         (user(&too_much).to_string(), 413, "request_too_large"),
@@ -84,7 +98,12 @@ async fn bad_input_gets_openai_style_errors_and_nothing_is_persisted() {
         let shown = &body[..body.len().min(80)];
         assert_eq!(got, status, "{shown}: {answer}");
         assert_eq!(answer["error"]["code"], code, "{shown}: {answer}");
-        assert!(answer["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{answer}");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "{answer}"
+        );
         assert!(answer["error"]["type"].is_string(), "{answer}");
     }
     // A body over 40 MiB is refused on its declared length, before it is read.
@@ -107,7 +126,11 @@ async fn bad_input_gets_openai_style_errors_and_nothing_is_persisted() {
     assert!(answer.contains("request_too_large"), "{answer}");
 
     assert_eq!(llm.request_count(), 0, "nothing reached the model");
-    assert!(app_sessions(&gw).is_empty(), "nothing persisted: {:?}", app_sessions(&gw));
+    assert!(
+        app_sessions(&gw).is_empty(),
+        "nothing persisted: {:?}",
+        app_sessions(&gw)
+    );
     assert!(!gw.home().join("openai").join("threads.jsonl").exists());
 
     // A phone photo (6 MB, 8 MB as base64) is taken and reaches the turn as an attachment.
@@ -118,7 +141,10 @@ async fn bad_input_gets_openai_style_errors_and_nothing_is_persisted() {
     assert_eq!(got, 200, "{answer}");
     assert_eq!(answer["object"], "chat.completion");
     let recorded = user_texts(&session_with(&gw, "what is in this photo?"));
-    assert!(recorded[0].contains("[attachment: image-1 (image/png)]"), "{recorded:?}");
+    assert!(
+        recorded[0].contains("[attachment: image-1 (image/png)]"),
+        "{recorded:?}"
+    );
     let saved = recorded[0].rsplit("→ ").next().unwrap().trim();
     assert_eq!(std::fs::metadata(saved).unwrap().len(), 6 * 1024 * 1024);
 }
@@ -137,25 +163,40 @@ async fn an_approval_is_asked_in_the_answer_and_answered_in_the_same_conversatio
         .split_whitespace()
         .skip_while(|w| !w.trim_matches('`').eq_ignore_ascii_case("yes"))
         .nth(1)
-        .map(|w| w.trim_matches(|c: char| !c.is_ascii_alphanumeric()).to_owned())
+        .map(|w| {
+            w.trim_matches(|c: char| !c.is_ascii_alphanumeric())
+                .to_owned()
+        })
         .unwrap_or_else(|| panic!("no code in {question}"));
     assert!(!workspace.join("ran.txt").exists(), "ran before approval");
 
     // Another message while it waits is told how to answer, at once; nothing runs.
     let waiting = chat.say(&gw, "plain", "is it done?").await;
-    assert!(waiting["text"].as_str().unwrap().contains("yes CODE"), "{waiting}");
+    assert!(
+        waiting["text"].as_str().unwrap().contains("yes CODE"),
+        "{waiting}"
+    );
     assert!(!workspace.join("ran.txt").exists());
 
     let answered = chat.say(&gw, "stream", &format!("yes {code}")).await;
     let text = answered["text"].as_str().unwrap();
     assert!(text.starts_with("Approved:"), "{answered}");
-    assert!(text.contains("result:"), "the turn's answer follows: {answered}");
-    assert_eq!(std::fs::read_to_string(workspace.join("ran.txt")).unwrap(), "ran\n");
+    assert!(
+        text.contains("result:"),
+        "the turn's answer follows: {answered}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("ran.txt")).unwrap(),
+        "ran\n"
+    );
     assert_eq!(app_sessions(&gw).len(), 1, "{:?}", app_sessions(&gw));
 
     // A chat command in the conversation, and the conversation goes on.
     let status = chat.say(&gw, "plain", "/usage").await;
-    assert!(status["text"].as_str().is_some_and(|t| !t.is_empty()), "{status}");
+    assert!(
+        status["text"].as_str().is_some_and(|t| !t.is_empty()),
+        "{status}"
+    );
     llm.set_handler(default_reply);
     let next = chat.say(&gw, "plain", "thanks").await;
     assert_eq!(next["text"], "re: thanks", "{next}");
@@ -169,24 +210,34 @@ async fn the_model_the_app_picks_is_the_conversations_model() {
     let mut chat = Chat::new();
     chat.say(&gw, "plain", "hello").await;
     let messages = {
-        chat.messages.push(json!({ "role": "user", "content": "/model" }));
+        chat.messages
+            .push(json!({ "role": "user", "content": "/model" }));
         Value::Array(chat.messages.clone()).to_string()
     };
     let listed = app(&["chat", &gw.base, TOKEN, "small", "plain", &messages]).await;
     let text = listed["text"].as_str().unwrap();
-    assert!(text.contains("* small"), "the app's pick is this conversation's: {listed}");
+    assert!(
+        text.contains("* small"),
+        "the app's pick is this conversation's: {listed}"
+    );
     assert!(text.contains("- default"), "{listed}");
     let session = session_with(&gw, "hello");
     // The next turn goes to the model picked (the scripted server names it in the request).
     let messages = {
-        chat.messages.push(json!({ "role": "assistant", "content": text }));
-        chat.messages.push(json!({ "role": "user", "content": "and now?" }));
+        chat.messages
+            .push(json!({ "role": "assistant", "content": text }));
+        chat.messages
+            .push(json!({ "role": "user", "content": "and now?" }));
         Value::Array(chat.messages.clone()).to_string()
     };
     let answer = app(&["chat", &gw.base, TOKEN, "small", "stream", &messages]).await;
     assert_eq!(answer["text"], "re: and now?", "{answer}");
     assert_eq!(app_sessions(&gw).len(), 1, "{:?}", app_sessions(&gw));
-    assert_eq!(user_texts(&session), ["hello", "and now?"], "commands are not history");
+    assert_eq!(
+        user_texts(&session),
+        ["hello", "and now?"],
+        "commands are not history"
+    );
 }
 
 /// Runs `llm` with `args` and its configuration in `dir`; its standard output.
@@ -219,7 +270,11 @@ async fn the_llm_cli_is_a_front_end_whose_conversation_is_one_session() {
         ),
     )
     .unwrap();
-    std::fs::write(dir.path().join("keys.json"), json!({ "squidbot": TOKEN }).to_string()).unwrap();
+    std::fs::write(
+        dir.path().join("keys.json"),
+        json!({ "squidbot": TOKEN }).to_string(),
+    )
+    .unwrap();
     let first = llm_cli(dir.path(), &["-m", "squidbot", "remember the number 42"]).await;
     assert_eq!(first, "re: remember the number 42");
     let second = llm_cli(dir.path(), &["-c", "--no-stream", "which number?"]).await;
@@ -227,6 +282,63 @@ async fn the_llm_cli_is_a_front_end_whose_conversation_is_one_session() {
     let other = llm_cli(dir.path(), &["-m", "squidbot", "a new conversation"]).await;
     assert_eq!(other, "re: a new conversation");
     let session = session_with(&gw, "remember the number 42");
-    assert_eq!(user_texts(&session), ["remember the number 42", "which number?"]);
+    assert_eq!(
+        user_texts(&session),
+        ["remember the number 42", "which number?"]
+    );
     assert_eq!(app_sessions(&gw).len(), 2, "{:?}", app_sessions(&gw));
+}
+
+#[tokio::test]
+async fn a_budget_used_up_is_a_clear_error_and_usage_is_in_the_ledger_per_conversation() {
+    let llm = ScriptedLlm::start().await;
+    llm.report_usage();
+    llm.set_handler(default_reply);
+    let extra = format!("{ON}budgets:\n  daily_tokens: 20\n");
+    let gw = Gateway::start(&llm.url(), &extra, &[]).await;
+    let mut chat = Chat::new();
+    let first = chat.say(&gw, "plain", "hello").await;
+    assert_eq!(first["text"], "re: hello", "{first}");
+    let calls = llm.request_count();
+    for mode in ["plain", "stream"] {
+        let mut again = Chat {
+            messages: chat.messages.clone(),
+        };
+        let refused = again.say(&gw, mode, "again").await;
+        let message = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("Stopped: the daily token budget is used up")
+                && message.contains("budgets.daily_tokens"),
+            "{mode}: {refused}"
+        );
+        if mode == "plain" {
+            assert_eq!(refused["error"]["status"], 422, "not retried: {refused}");
+        }
+    }
+    assert_eq!(llm.request_count(), calls, "no call after the budget");
+
+    // The ledger has the conversation's call under its session.
+    let session = session_with(&gw, "hello");
+    let name = session.file_stem().unwrap().to_string_lossy().into_owned();
+    let ledger: Vec<Value> = std::fs::read_dir(gw.home().join("usage"))
+        .unwrap()
+        .flat_map(|f| {
+            std::fs::read_to_string(f.unwrap().path())
+                .unwrap()
+                .lines()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .map(|line| serde_json::from_str(&line).unwrap())
+        .collect();
+    let ours: Vec<&Value> = ledger
+        .iter()
+        .filter(|record| {
+            record["session"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("http:openai-"))
+        })
+        .collect();
+    assert_eq!(ours.len(), 1, "{ledger:?} ({name})");
+    assert!(ours[0]["prompt_tokens"].as_u64().unwrap() > 0, "{ours:?}");
 }

@@ -76,13 +76,20 @@ pub fn router<S: Clone + Send + Sync + 'static>(
         .route("/v1/chat/completions", post(completions))
         .route("/v1/models", get(models))
         .route("/v1/models/{id}", get(model))
-        .layer(middleware::from_fn_with_state(endpoint.clone(), require_token))
+        .layer(middleware::from_fn_with_state(
+            endpoint.clone(),
+            require_token,
+        ))
         // The body is read under this endpoint's own limit (a photo is megabytes).
         .layer(DefaultBodyLimit::disable())
         .with_state(endpoint)
 }
 
-async fn require_token(State(endpoint): State<Arc<Endpoint>>, request: Request, next: Next) -> Response {
+async fn require_token(
+    State(endpoint): State<Arc<Endpoint>>,
+    request: Request,
+    next: Next,
+) -> Response {
     let given = request
         .headers()
         .get(header::AUTHORIZATION)
@@ -91,8 +98,11 @@ async fn require_token(State(endpoint): State<Arc<Endpoint>>, request: Request, 
         .unwrap_or("");
     let expected = endpoint.token.as_bytes();
     if expected.is_empty() || !bool::from(given.as_bytes().ct_eq(expected)) {
-        return ApiError::new(ErrorKind::Unauthorized, "missing or wrong API key (the HTTP API's bearer token)")
-            .into_response();
+        return ApiError::new(
+            ErrorKind::Unauthorized,
+            "missing or wrong API key (the HTTP API's bearer token)",
+        )
+        .into_response();
     }
     next.run(request).await
 }
@@ -103,7 +113,10 @@ fn model_list(endpoint: &Endpoint) -> Vec<Value> {
         return vec![model_json(DEFAULT_WORD, "squidbot")];
     };
     let catalog = conversations.catalog();
-    let mut list = vec![model_json(catalog.default_name(), "squidbot pool (default)")];
+    let mut list = vec![model_json(
+        catalog.default_name(),
+        "squidbot pool (default)",
+    )];
     for entry in catalog.entries() {
         if entry.name == catalog.default_name() {
             continue;
@@ -126,7 +139,10 @@ async fn models(State(endpoint): State<Arc<Endpoint>>) -> Json<Value> {
 }
 
 async fn model(State(endpoint): State<Arc<Endpoint>>, Path(id): Path<String>) -> Response {
-    match model_list(&endpoint).into_iter().find(|m| m["id"] == id.as_str()) {
+    match model_list(&endpoint)
+        .into_iter()
+        .find(|m| m["id"] == id.as_str())
+    {
         Some(model) => Json(model).into_response(),
         None => unknown_model(&id).into_response(),
     }
@@ -137,7 +153,9 @@ fn unknown_model(name: &str) -> ApiError {
         param: Some("model".into()),
         ..ApiError::new(
             ErrorKind::UnknownModel,
-            format!("the model {name:?} is not configured; GET /v1/models lists the pools and models"),
+            format!(
+                "the model {name:?} is not configured; GET /v1/models lists the pools and models"
+            ),
         )
     }
 }
@@ -226,19 +244,31 @@ async fn answer(
             let started = parked_answer(&endpoint, &key, parked, &user).await?;
             match started {
                 Parked::Resumed(running, prefix) => {
-                    endpoint
-                        .tasks
-                        .spawn(turn::drive(endpoint.clone(), exchange, running, prefix, out));
+                    endpoint.tasks.spawn(turn::drive(
+                        endpoint.clone(),
+                        exchange,
+                        running,
+                        prefix,
+                        out,
+                    ));
                 }
                 Parked::Waiting(reminder) => {
-                    endpoint.kept.threads.record(&exchange.found, &user, &reminder).await;
+                    endpoint
+                        .kept
+                        .threads
+                        .record(&exchange.found, &user, &reminder)
+                        .await;
                     let _ = out.send(Out::Text(reminder));
                     let _ = out.send(Out::End(Ok(())));
                 }
                 Parked::Apart(running) => {
-                    endpoint
-                        .tasks
-                        .spawn(turn::drive(endpoint.clone(), exchange, running, String::new(), out));
+                    endpoint.tasks.spawn(turn::drive(
+                        endpoint.clone(),
+                        exchange,
+                        running,
+                        String::new(),
+                        out,
+                    ));
                 }
             }
         }
@@ -252,9 +282,13 @@ async fn answer(
                 text,
                 paths,
             )?;
-            endpoint
-                .tasks
-                .spawn(turn::drive(endpoint.clone(), exchange, running, String::new(), out));
+            endpoint.tasks.spawn(turn::drive(
+                endpoint.clone(),
+                exchange,
+                running,
+                String::new(),
+                out,
+            ));
         }
     }
     let id = format!("chatcmpl-{:016x}", fastrand::u64(..));
@@ -358,13 +392,17 @@ async fn message_text(
         let store = endpoint.kept.attachments.clone();
         let session = key.clone();
         let day = chrono::Local::now().date_naive();
-        let saved = tokio::task::spawn_blocking(move || {
-            store.save(&session, day, &name, &image.bytes)
-        })
-        .await;
+        let saved =
+            tokio::task::spawn_blocking(move || store.save(&session, day, &name, &image.bytes))
+                .await;
         let line = match saved {
             Ok(Ok(path)) => {
-                let line = format!("[attachment: image-{} ({})] → {}", n + 1, image.media_type, path.display());
+                let line = format!(
+                    "[attachment: image-{} ({})] → {}",
+                    n + 1,
+                    image.media_type,
+                    path.display()
+                );
                 paths.push(path.display().to_string());
                 line
             }
@@ -415,7 +453,10 @@ fn estimate_tokens(text: &str) -> usize {
 }
 
 /// Waits for the whole answer.
-async fn whole(reply: Reply, mut received: mpsc::UnboundedReceiver<Out>) -> Result<Response, ApiError> {
+async fn whole(
+    reply: Reply,
+    mut received: mpsc::UnboundedReceiver<Out>,
+) -> Result<Response, ApiError> {
     let mut text = String::new();
     loop {
         match received.recv().await {
@@ -477,7 +518,10 @@ fn stream(
                     return Some((vec![data(error.body())], (received, text, true)));
                 }
                 None => {
-                    return Some((vec![data(turn::shutting_down().body())], (received, text, true)));
+                    return Some((
+                        vec![data(turn::shutting_down().body())],
+                        (received, text, true),
+                    ));
                 }
             };
             Some((events, (received, text, false)))

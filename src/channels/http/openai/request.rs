@@ -103,7 +103,11 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest, ApiError> {
             "tools",
         ));
     }
-    if fields.get("n").and_then(Value::as_u64).is_some_and(|n| n > 1) {
+    if fields
+        .get("n")
+        .and_then(Value::as_u64)
+        .is_some_and(|n| n > 1)
+    {
         return Err(ApiError::unsupported(
             "only one choice per request (n = 1) is supported",
             "n",
@@ -121,7 +125,12 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest, ApiError> {
     let stream = match fields.get("stream") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(stream)) => *stream,
-        Some(_) => return Err(ApiError::invalid("`stream` must be a boolean", Some("stream"))),
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "`stream` must be a boolean",
+                Some("stream"),
+            ));
+        }
     };
     let include_usage = fields
         .get("stream_options")
@@ -177,7 +186,9 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest, ApiError> {
             }
             other => {
                 return Err(ApiError::invalid(
-                    format!("unknown role {other:?} (expected system, developer, user or assistant)"),
+                    format!(
+                        "unknown role {other:?} (expected system, developer, user or assistant)"
+                    ),
                     Some(&format!("{param}.role")),
                 ));
             }
@@ -257,11 +268,18 @@ fn content(
             }
             Some(other) => {
                 return Err(ApiError::unsupported(
-                    format!("content parts of type {other:?} are not supported (text and images are)"),
+                    format!(
+                        "content parts of type {other:?} are not supported (text and images are)"
+                    ),
                     &param,
                 ));
             }
-            None => return Err(ApiError::invalid("a content part needs a `type`", Some(&param))),
+            None => {
+                return Err(ApiError::invalid(
+                    "a content part needs a `type`",
+                    Some(&param),
+                ));
+            }
         }
     }
     Ok((texts.join("\n\n"), images))
@@ -289,7 +307,12 @@ fn data_url(url: &str, param: &str) -> Result<Image, ApiError> {
     }
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(data.trim())
-        .map_err(|error| ApiError::invalid(format!("the image's base64 is broken: {error}"), Some(param)))?;
+        .map_err(|error| {
+            ApiError::invalid(
+                format!("the image's base64 is broken: {error}"),
+                Some(param),
+            )
+        })?;
     let Some(media_type) = image_type(&bytes) else {
         return Err(ApiError::unsupported(
             "only PNG, JPEG, GIF and WebP images are read",

@@ -39,22 +39,51 @@ fn string_and_part_contents_are_read_and_unknown_fields_ignored() {
 #[test]
 fn what_squidbot_cannot_honour_is_refused_with_the_parameter_named() {
     let cases = [
-        (json!({ "model": "m", "messages": [{ "role": "user", "content": "x" }], "tools": [{}] }), ErrorKind::Unsupported),
-        (json!({ "model": "m", "messages": [{ "role": "user", "content": "x" }], "n": 2 }), ErrorKind::Unsupported),
-        (json!({ "model": "m", "messages": [{ "role": "tool", "content": "x" }] }), ErrorKind::Unsupported),
-        (json!({ "model": "m", "messages": [{ "role": "user", "content": [{ "type": "input_audio" }] }] }), ErrorKind::Unsupported),
-        (json!({ "messages": [{ "role": "user", "content": "x" }] }), ErrorKind::Invalid),
+        (
+            json!({ "model": "m", "messages": [{ "role": "user", "content": "x" }], "tools": [{}] }),
+            ErrorKind::Unsupported,
+        ),
+        (
+            json!({ "model": "m", "messages": [{ "role": "user", "content": "x" }], "n": 2 }),
+            ErrorKind::Unsupported,
+        ),
+        (
+            json!({ "model": "m", "messages": [{ "role": "tool", "content": "x" }] }),
+            ErrorKind::Unsupported,
+        ),
+        (
+            json!({ "model": "m", "messages": [{ "role": "user", "content": [{ "type": "input_audio" }] }] }),
+            ErrorKind::Unsupported,
+        ),
+        (
+            json!({ "messages": [{ "role": "user", "content": "x" }] }),
+            ErrorKind::Invalid,
+        ),
         (json!({ "model": "m", "messages": [] }), ErrorKind::Invalid),
-        (json!({ "model": "m", "messages": [{ "role": "user", "content": "" }] }), ErrorKind::Invalid),
-        (json!({ "model": "m", "messages": [{ "role": "wizard", "content": "x" }] }), ErrorKind::Invalid),
-        (json!({ "model": "m", "stream": "yes", "messages": [{ "role": "user", "content": "x" }] }), ErrorKind::Invalid),
+        (
+            json!({ "model": "m", "messages": [{ "role": "user", "content": "" }] }),
+            ErrorKind::Invalid,
+        ),
+        (
+            json!({ "model": "m", "messages": [{ "role": "wizard", "content": "x" }] }),
+            ErrorKind::Invalid,
+        ),
+        (
+            json!({ "model": "m", "stream": "yes", "messages": [{ "role": "user", "content": "x" }] }),
+            ErrorKind::Invalid,
+        ),
     ];
     for (body, kind) in cases {
         let error = parse(body.clone()).expect_err(&body.to_string());
         assert_eq!(error.kind, kind, "{body}: {error}");
     }
     // An empty tools list is what some apps send when none are on.
-    assert!(parse(json!({ "model": "m", "tools": [], "messages": [{ "role": "user", "content": "x" }] })).is_ok());
+    assert!(
+        parse(
+            json!({ "model": "m", "tools": [], "messages": [{ "role": "user", "content": "x" }] })
+        )
+        .is_ok()
+    );
 }
 
 #[test]
@@ -65,18 +94,27 @@ fn a_data_url_image_is_decoded_and_an_image_link_refused() {
     .unwrap();
     assert_eq!(request.images.len(), 1);
     assert_eq!(request.images[0].media_type, "image/png");
-    let link = parse(json!({ "model": "m", "messages": [{ "role": "user", "content": [
-        { "type": "image_url", "image_url": { "url": "https://example.com/cat.png" } }] }] }));
+    let link = parse(
+        json!({ "model": "m", "messages": [{ "role": "user", "content": [
+        { "type": "image_url", "image_url": { "url": "https://example.com/cat.png" } }] }] }),
+    );
     assert_eq!(link.unwrap_err().kind, ErrorKind::Unsupported);
-    let text = parse(json!({ "model": "m", "messages": [{ "role": "user", "content": [
-        { "type": "image_url", "image_url": { "url": "data:image/png;base64,aGVsbG8=" } }] }] }));
-    assert_eq!(text.unwrap_err().kind, ErrorKind::Unsupported, "not an image");
+    let text = parse(
+        json!({ "model": "m", "messages": [{ "role": "user", "content": [
+        { "type": "image_url", "image_url": { "url": "data:image/png;base64,aGVsbG8=" } }] }] }),
+    );
+    assert_eq!(
+        text.unwrap_err().kind,
+        ErrorKind::Unsupported,
+        "not an image"
+    );
 }
 
 #[test]
 fn megabytes_of_text_are_refused() {
     let big = "x".repeat(request::MAX_MESSAGE_TEXT + 1);
-    let error = parse(json!({ "model": "m", "messages": [{ "role": "user", "content": big }] })).unwrap_err();
+    let error = parse(json!({ "model": "m", "messages": [{ "role": "user", "content": big }] }))
+        .unwrap_err();
     assert_eq!(error.kind, ErrorKind::TooLarge);
     let history: Vec<_> = (0..20)
         .map(|_| json!({ "role": "user", "content": "y".repeat(request::MAX_MESSAGE_TEXT - 1) }))
@@ -100,19 +138,48 @@ async fn a_conversation_is_found_again_and_regenerates_and_edits_are_told_apart(
     let first = threads.find(&conversation(&[("user", "hi")]), None);
     assert_eq!(first.kind, Kind::Next);
     threads.record(&first, "hi", "Hello!").await;
-    let second = threads.find(&conversation(&[("user", "hi"), ("assistant", "Hello!"), ("user", "how are you")]), None);
+    let second = threads.find(
+        &conversation(&[
+            ("user", "hi"),
+            ("assistant", "Hello!"),
+            ("user", "how are you"),
+        ]),
+        None,
+    );
     assert_eq!((second.kind, &second.key), (Kind::Next, &first.key));
     threads.record(&second, "how are you", "Fine.").await;
     // Regenerate: the answer dropped, the message sent again.
-    let again = conversation(&[("user", "hi"), ("assistant", "Hello!"), ("user", "how are you")]);
+    let again = conversation(&[
+        ("user", "hi"),
+        ("assistant", "Hello!"),
+        ("user", "how are you"),
+    ]);
     let regenerate = threads.find(&again, None);
-    assert_eq!((regenerate.kind, &regenerate.key), (Kind::Regenerate, &first.key));
-    threads.record(&regenerate, "how are you", "Very well.").await;
+    assert_eq!(
+        (regenerate.kind, &regenerate.key),
+        (Kind::Regenerate, &first.key)
+    );
+    threads
+        .record(&regenerate, "how are you", "Very well.")
+        .await;
     // Edit: another message in its place.
-    let edit = threads.find(&conversation(&[("user", "hi"), ("assistant", "Hello!"), ("user", "who are you")]), None);
+    let edit = threads.find(
+        &conversation(&[
+            ("user", "hi"),
+            ("assistant", "Hello!"),
+            ("user", "who are you"),
+        ]),
+        None,
+    );
     assert_eq!((edit.kind, &edit.key), (Kind::Edit, &first.key));
     // Going on from the regenerated answer is the next message.
-    let on = conversation(&[("user", "hi"), ("assistant", "Hello!"), ("user", "how are you"), ("assistant", "Very well."), ("user", "good")]);
+    let on = conversation(&[
+        ("user", "hi"),
+        ("assistant", "Hello!"),
+        ("user", "how are you"),
+        ("assistant", "Very well."),
+        ("user", "good"),
+    ]);
     assert_eq!(threads.find(&on, None).kind, Kind::Next);
     // A new conversation that opens with "hi" is a session of its own.
     let fresh = threads.find(&conversation(&[("user", "hi")]), None);

@@ -87,10 +87,13 @@ impl Index {
         if !sessions.contains(&record.session) {
             sessions.push(record.session.clone());
         }
-        self.sessions.entry(record.session).or_default().push(Exchange {
-            user: record.user,
-            reply: record.reply,
-        });
+        self.sessions
+            .entry(record.session)
+            .or_default()
+            .push(Exchange {
+                user: record.user,
+                reply: record.reply,
+            });
     }
 }
 

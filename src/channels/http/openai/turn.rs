@@ -16,9 +16,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tokio::sync::mpsc;
 
+use super::Endpoint;
 use super::error::{ApiError, ErrorKind};
 use super::thread::Found;
-use super::Endpoint;
 use crate::core::audience::Readers;
 use crate::core::origin::Origin;
 use crate::core::ports::approvals::ApprovalRequest;
