@@ -29,18 +29,16 @@ use futures_util::stream::{self, StreamExt};
 use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 use tokio::sync::mpsc;
-use tokio_util::task::TaskTracker;
 
+use super::Endpoint;
 use super::error::{ApiError, ErrorKind};
 use super::request::{self, ChatRequest, Image, MAX_BODY};
 use super::thread::{CONVERSATION_HEADERS, Kind};
 use super::turn::{self, Exchange, Out, Running};
-use super::{Endpoint, OpenAiEndpoint};
-use crate::core::approval::{self, Approvals};
+use crate::core::approval;
 use crate::core::command::ChatCommand;
-use crate::core::conversation::{Conversations, DEFAULT_WORD};
-use crate::core::liveness::Liveness;
-use crate::core::ports::channel::{Dispatch, TurnResult};
+use crate::core::conversation::DEFAULT_WORD;
+use crate::core::ports::channel::TurnResult;
 use crate::core::ports::models::ModelKind;
 use crate::core::session::SessionId;
 
@@ -51,27 +49,9 @@ const REGENERATE_NOTE: &str =
 const EDIT_NOTE: &str = "[The person went back in the conversation and wrote this in place of \
                          what followed; what was said after that point is off their screen.]";
 
-/// The routes of the endpoint kept in `kept`, for a server whose handlers submit to `dispatch`
-/// and whose token is `token`.
-#[allow(clippy::too_many_arguments)]
-pub fn router<S: Clone + Send + Sync + 'static>(
-    kept: Arc<OpenAiEndpoint>,
-    dispatch: Arc<dyn Dispatch>,
-    tasks: TaskTracker,
-    liveness: Liveness,
-    token: Arc<str>,
-    approvals: Option<Arc<Approvals>>,
-    conversations: Option<Arc<Conversations>>,
-) -> axum::Router<S> {
-    let endpoint = Arc::new(Endpoint {
-        kept,
-        dispatch,
-        tasks,
-        liveness,
-        token,
-        approvals,
-        conversations,
-    });
+/// The routes of `endpoint`.
+pub fn router<S: Clone + Send + Sync + 'static>(endpoint: Endpoint) -> axum::Router<S> {
+    let endpoint = Arc::new(endpoint);
     axum::Router::new()
         .route("/v1/chat/completions", post(completions))
         .route("/v1/models", get(models))

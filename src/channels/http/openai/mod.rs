@@ -64,13 +64,20 @@ impl OpenAiEndpoint {
 
 /// The endpoint as the running server's handlers share it.
 pub struct Endpoint {
-    kept: Arc<OpenAiEndpoint>,
-    dispatch: Arc<dyn Dispatch>,
-    tasks: TaskTracker,
-    liveness: Liveness,
-    token: Arc<str>,
-    approvals: Option<Arc<Approvals>>,
-    conversations: Option<Arc<Conversations>>,
+    /// What was kept from the start.
+    pub kept: Arc<OpenAiEndpoint>,
+    /// Where messages are submitted.
+    pub dispatch: Arc<dyn Dispatch>,
+    /// Where the work a request leaves running is spawned (see `ChannelContext::tasks`).
+    pub tasks: TaskTracker,
+    /// Where accepted messages are reported.
+    pub liveness: Liveness,
+    /// The HTTP API's bearer token.
+    pub token: Arc<str>,
+    /// Where approval answers go.
+    pub approvals: Option<Arc<Approvals>>,
+    /// The conversations' current sessions and models, and the model catalog.
+    pub conversations: Option<Arc<Conversations>>,
 }
 
 impl Endpoint {
