@@ -290,3 +290,35 @@ async fn a_client_that_leaves_mid_stream_cancels_its_turn_as_the_terminal_does()
     assert_eq!(app_sessions(&gw).len(), 1, "{:?}", app_sessions(&gw));
     assert_eq!(user_texts(&session).len(), 2);
 }
+
+#[tokio::test]
+async fn the_stream_carries_the_answer_never_reasoning_or_tool_calls() {
+    let llm = ScriptedLlm::start().await;
+    llm.enqueue(Reply::TextWithReasoning {
+        text: "Let me look.".into(),
+        reasoning: "secret deliberation".into(),
+    });
+    let gw = Gateway::start(&llm.url(), ON, &[]).await;
+    let mut chat = Chat::new();
+    let answer = chat.say(&gw, "stream", "think first").await;
+    assert_eq!(answer["text"], "Let me look.", "{answer}");
+
+    llm.enqueue(Reply::ToolCalls {
+        text: "Checking. ".into(),
+        calls: vec![(
+            "c1".into(),
+            "no_such_tool".into(),
+            r#"{"path": "x"}"#.into(),
+        )],
+    });
+    llm.enqueue(Reply::Text("Done.".into()));
+    let answer = chat.say(&gw, "stream", "use a tool").await;
+    let text = answer["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("Checking.") && text.ends_with("Done."),
+        "{answer}"
+    );
+    for markup in ["no_such_tool", "\"path\"", "secret", "<tool", "{"] {
+        assert!(!text.contains(markup), "{markup} shown: {answer}");
+    }
+}
