@@ -170,11 +170,17 @@ def drive(base, out):
         page = browser.new_page(viewport={"width": 1280, "height": 900})
 
         def chat(text, expect, shot):
-            page.goto(base + "/", wait_until="networkidle")
-            page.keyboard.press("Escape")
+            page.goto(base + "/", wait_until="load")
             box = page.locator("#chat-input")
             box.wait_for(timeout=60000)
-            box.click()
+            # The first visit shows what is new in this version: dismissed.
+            page.wait_for_timeout(2000)
+            for label in ("Okay, Let's Go!", "Okay, Let's Go", "Close"):
+                button = page.get_by_role("button", name=label)
+                if button.count():
+                    button.first.click()
+            page.keyboard.press("Escape")
+            box.click(force=True)
             page.keyboard.type(text)
             page.keyboard.press("Enter")
             page.wait_for_function("(t) => document.body.innerText.includes(t)", arg=expect, timeout=90000)
