@@ -392,6 +392,10 @@ pub struct HttpConfig {
     pub token: Secret,
     /// Name of an environment variable holding the token. Default: empty.
     pub token_env: String,
+    /// Whether the OpenAI-compatible endpoint (`/v1/chat/completions`, `/v1/models`) is
+    /// served, behind the same token, so apps that speak to OpenAI are front ends of
+    /// squidbot. Default: `false`.
+    pub openai: bool,
 }
 
 impl Default for HttpConfig {
@@ -401,6 +405,7 @@ impl Default for HttpConfig {
             listen: SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 8765)),
             token: Secret::default(),
             token_env: String::new(),
+            openai: false,
         }
     }
 }

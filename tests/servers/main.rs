@@ -10,6 +10,10 @@
 
 // The shared test support and the clients of the real servers.
 mod support;
+// The scripted model's default answers (`default_reply`), shared with `tests/it`.
+#[allow(dead_code)]
+#[path = "../it/harness.rs"]
+mod harness;
 // The real test servers (Synapse, dovecot + SMTP) are up and answer.
 mod testenv;
 // A real gateway logged in to the test Synapse, for the Matrix tests.
@@ -51,3 +55,7 @@ mod voice;
 mod voice_faults;
 // Voice notes by mail: an audio attachment transcribed beside the text.
 mod voice_mail;
+// #39: the OpenAI-compatible endpoint driven by the `openai` SDK and the `llm` CLI (installed
+// by scripts/testenv/openai_clients.sh, as the servers are).
+mod openai;
+mod openai_rules;

@@ -14,6 +14,7 @@ use async_trait::async_trait;
 use serde_json::{Map, Value};
 
 use super::hub::HttpHub;
+use super::openai::OpenAiEndpoint;
 use super::routes::{AppState, router};
 use crate::core::approval::Approvals;
 use crate::core::conversation::Conversations;
@@ -33,6 +34,8 @@ pub struct HttpSettings {
     /// Which session an API session id's messages go to now (`/new`), so an approval
     /// answered under the id the client uses finds the request its current session opened.
     pub conversations: Option<Arc<Conversations>>,
+    /// The OpenAI-compatible endpoint, when `gateway.http.openai` is on (it needs the token).
+    pub openai: Option<Arc<OpenAiEndpoint>>,
 }
 
 impl std::fmt::Debug for HttpSettings {
@@ -114,7 +117,7 @@ impl Channel for HttpChannel {
             .and_then(tokio::net::TcpListener::from_std)
             .map_err(serve_error)?;
         let local = listener.local_addr().map_err(serve_error)?;
-        tracing::info!(listen = %local, message_api = self.settings.token.is_some(), "HTTP API listening.");
+        tracing::info!(listen = %local, message_api = self.settings.token.is_some(), openai = self.settings.openai.is_some() && self.settings.token.is_some(), "HTTP API listening.");
         let app = AppState {
             dispatch: context.dispatch.clone(),
             state: self.state.clone(),
@@ -125,6 +128,7 @@ impl Channel for HttpChannel {
             liveness: context.liveness.clone(),
             approvals: self.settings.approvals.clone(),
             conversations: self.settings.conversations.clone(),
+            openai: self.settings.openai.clone(),
         };
         context.ready.cancel();
         let shutdown = context.shutdown.clone();

@@ -7,6 +7,8 @@
 //!   read through `GET /v1/sessions/{id}/events`.
 //! - `sse.rs`: the streaming reply sink behind `Accept: text/event-stream`.
 //! - `plugin.rs`: [`HttpPlugin`], the API on the list of channel plug-ins, and its doctor check.
+//! - `openai/`: the OpenAI-compatible endpoint (`/v1/chat/completions`, `/v1/models`), mounted
+//!   when `gateway.http.openai` is on.
 //!
 //! The server binds to loopback by default; without a configured token the `/v1` routes do not
 //! exist at all.
@@ -14,6 +16,7 @@
 mod channel;
 mod hub;
 mod plugin;
+pub mod openai;
 mod routes;
 mod sse;
 

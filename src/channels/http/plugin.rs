@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use super::openai::OpenAiEndpoint;
 use super::{HttpChannel, HttpSettings};
 use crate::channels::plugin::{
     ChannelPlugin, PROBE_TIMEOUT, Plugged, PluginContext, PluginError, Probe,
@@ -31,11 +32,19 @@ impl ChannelPlugin for HttpPlugin {
         if token.is_none() {
             tracing::info!("No gateway.http.token configured; the /v1 message API is off.");
         }
+        if http.openai && token.is_none() {
+            tracing::warn!(
+                "gateway.http.openai is on but no gateway.http.token is set; the OpenAI-compatible endpoint is off."
+            );
+        }
+        let openai = (http.openai && token.is_some())
+            .then(|| Arc::new(OpenAiEndpoint::open(cx.home, &cx.config.agents.workspace)));
         let settings = HttpSettings {
             listen: http.listen,
             token,
             approvals: cx.approvals.cloned(),
             conversations: cx.conversations.cloned(),
+            openai,
         };
         if let Some(warning) = exposure(http.listen) {
             tracing::warn!(listen = %http.listen, "The HTTP API is {warning}.");

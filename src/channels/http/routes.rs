@@ -33,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::hub::{HttpHub, HubEvent, approval_json};
+use super::openai;
 use super::sse::{SseSink, event};
 use crate::core::approval::{Approvals, Decision, ResolveError};
 use crate::core::audience::Readers;
@@ -63,6 +64,8 @@ pub struct AppState {
     pub approvals: Option<Arc<Approvals>>,
     /// The API session ids' current sessions (see `HttpSettings::conversations`).
     pub conversations: Option<Arc<Conversations>>,
+    /// The OpenAI-compatible endpoint, if on (see `HttpSettings::openai`).
+    pub openai: Option<Arc<openai::OpenAiEndpoint>>,
 }
 
 /// The router for `app`.
@@ -78,10 +81,20 @@ pub fn router(app: AppState) -> axum::Router {
         .route("/v1/sessions/{id}/approvals/{approval}", post(approval))
         .layer(middleware::from_fn_with_state(app.clone(), require_token))
         .layer(DefaultBodyLimit::max(MAX_BODY));
-    let routes = if app.token.is_some() {
-        operator.merge(api)
-    } else {
-        operator
+    let routes = match (&app.token, &app.openai) {
+        (Some(token), Some(openai)) => {
+            operator.merge(api).merge(openai::router(openai::Endpoint {
+                kept: openai.clone(),
+                dispatch: app.dispatch.clone(),
+                tasks: app.tasks.clone(),
+                liveness: app.liveness.clone(),
+                token: token.clone(),
+                approvals: app.approvals.clone(),
+                conversations: app.conversations.clone(),
+            }))
+        }
+        (Some(_), None) => operator.merge(api),
+        (None, _) => operator,
     };
     routes
         .layer(middleware::from_fn(require_host))
