@@ -23,7 +23,6 @@ use squidbot::config::{
 };
 use squidbot::core::agent_loop::AgentLoop;
 use squidbot::core::approval::{ApprovalMode, ApprovalSettings, Approvals};
-use squidbot::core::backoff::Backoff;
 use squidbot::core::conversation::Conversations;
 use squidbot::core::memory_manager::{MemoryManager, MemorySettings};
 use squidbot::core::origin::Origin;
@@ -39,10 +38,10 @@ use squidbot::core::redact::Redactor;
 use squidbot::core::session::SessionId;
 use squidbot::core::session_locks::SessionLocks;
 use squidbot::core::tool_registry::ToolRegistry;
-use squidbot::core::zone::Zone;
 use squidbot::cron::store::CronJobs;
 use squidbot::cron::tools::{CronAddTool, registry_tools};
 use squidbot::gateway::Metrics;
+use squidbot::gateway::backoff::Backoff;
 use squidbot::llm::learned::Learned;
 use squidbot::llm::profile::{TokenLimit, ToolCallIds};
 use squidbot::llm::{
@@ -65,6 +64,7 @@ use squidbot::tools::{
     file_tools, spawn_tools,
 };
 use squidbot::workspace::WorkspaceGuard;
+use squidbot::zone::Zone;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -75,6 +75,9 @@ const MCP_RETRY: Backoff = Backoff::new(Duration::from_secs(5), Duration::from_s
 pub struct Assembly {
     /// The shared agent loop.
     pub agent: Arc<AgentLoop>,
+    /// The registry of open approval requests: the agent's turns open them, the gateway's
+    /// router, HTTP API, `/status` and shutdown answer, show and refuse them.
+    pub approvals: Arc<Approvals>,
     /// The default pool's name (for banners).
     pub pool_name: String,
     memory: Arc<dyn MemoryStore>,
@@ -301,11 +304,12 @@ impl Assembly {
             locks,
             clock.clone(),
         )
-        .with_approvals(Some(approvals), approval_settings(config))
+        .with_approvals(Some(approvals.clone()), approval_settings(config))
         .with_usage(pools.metering.usage.clone())
         .with_conversations(Arc::new(conversations));
         Ok(Self {
             agent: Arc::new(agent),
+            approvals,
             pool_name: default_pool.clone(),
             memory,
             pools,

@@ -134,36 +134,38 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     };
     #[cfg(not(feature = "matrix"))]
     let turn_tools: Arc<dyn TurnTools> = assembly.turn_tools();
-    let router = Arc::new(Router::new(
-        assembly.agent.clone(),
-        turn_tools,
-        Some(activity_log.clone()),
-        state.clone(),
-        config.gateway.max_parallel_sessions,
-    ));
+    let router = Arc::new(
+        Router::new(
+            assembly.agent.clone(),
+            turn_tools,
+            Some(activity_log.clone()),
+            state.clone(),
+            config.gateway.max_parallel_sessions,
+        )
+        .with_approvals(assembly.approvals.clone()),
+    );
     let directory = Arc::new(ChannelDirectory::new(state.clone()));
     let outboxes: Arc<dyn Outboxes> = directory.clone();
     // Before any turn can open a request: what the last run left open is expired now.
-    let expired_approvals = match assembly.agent.approvals() {
-        Some(approvals) => {
-            let status = approvals.clone();
-            // The one-time codes stay out: `/status` needs no token.
-            let open = move || {
-                let open = status.open().into_iter().map(|request| {
-                    serde_json::json!({
-                        "id": request.id,
-                        "session": request.session,
-                        "tool": request.tool,
-                        "command": request.command,
-                        "expires_at": request.expires_at,
-                    })
-                });
-                open.collect::<Vec<_>>()
-            };
-            state.add_section(Arc::new(status_fn("approvals", open)));
-            approvals.recover(Arc::new(ApprovalFile::new(&loaded.home)))
-        }
-        None => Vec::new(),
+    let expired_approvals = {
+        let status = assembly.approvals.clone();
+        // The one-time codes stay out: `/status` needs no token.
+        let open = move || {
+            let open = status.open().into_iter().map(|request| {
+                serde_json::json!({
+                    "id": request.id,
+                    "session": request.session,
+                    "tool": request.tool,
+                    "command": request.command,
+                    "expires_at": request.expires_at,
+                })
+            });
+            open.collect::<Vec<_>>()
+        };
+        state.add_section(Arc::new(status_fn("approvals", open)));
+        assembly
+            .approvals
+            .recover(Arc::new(ApprovalFile::new(&loaded.home)))
     };
 
     let http = &config.gateway.http;
@@ -175,7 +177,7 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
         let settings = HttpSettings {
             listen: http.listen,
             token,
-            approvals: assembly.agent.approvals().cloned(),
+            approvals: Some(assembly.approvals.clone()),
             conversations: assembly.agent.conversations().cloned(),
         };
         if let Some(warning) = super::doctor::exposure(http.listen) {
@@ -262,14 +264,12 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     stop.cancelled().await;
     // A turn waiting for the owner would hold the drain for the whole grace period and then
     // be cut off: refuse what waits, so each such turn ends now and tells its asker.
-    if let Some(approvals) = assembly.agent.approvals() {
-        let refused = approvals.refuse_all();
-        if refused > 0 {
-            tracing::info!(
-                refused,
-                "Refused the approvals still waiting: the gateway is stopping."
-            );
-        }
+    let refused = assembly.approvals.refuse_all();
+    if refused > 0 {
+        tracing::info!(
+            refused,
+            "Refused the approvals still waiting: the gateway is stopping."
+        );
     }
     let grace = Duration::from_secs(config.gateway.shutdown_grace_seconds);
     let deadline = tokio::time::Instant::now() + grace;

@@ -15,10 +15,10 @@ use chrono::{Days, NaiveDate, Utc};
 use clap::{Args, ValueEnum};
 
 use squidbot::accounting::budget::local_date;
+use squidbot::accounting::ledger::UsageRecord;
 use squidbot::accounting::price::Totals;
-use squidbot::core::ports::usage::UsageRecord;
-use squidbot::core::zone::Zone;
 use squidbot::storage::UsageLedgerFile;
+use squidbot::zone::Zone;
 
 /// What the rows of the table are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

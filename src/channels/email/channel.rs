@@ -35,13 +35,13 @@ use crate::channels::attachments::AttachmentStore;
 use crate::channels::owner::{Ids, Owner, OwnerIds};
 use crate::config::EmailConfig;
 use crate::core::audience::Readers;
-use crate::core::backoff::Backoff;
 use crate::core::origin::Origin;
 use crate::core::ports::channel::{
     Channel, ChannelContext, ChannelError, Inbound, ReplySink, routing,
 };
 use crate::core::session::SessionId;
 use crate::core::untrusted;
+use crate::gateway::backoff::Backoff;
 use crate::gateway::fault;
 
 /// The channel name and session prefix.

@@ -39,10 +39,10 @@ use super::{backfill, device, identity, verification};
 use crate::channels::attachments::AttachmentStore;
 use crate::channels::owner::{Ids, Owner, OwnerIds};
 use crate::config::MatrixConfig;
-use crate::core::backoff::Backoff;
 use crate::core::ports::channel::{Channel, ChannelContext, ChannelError, ReplySink, routing};
 use crate::core::redact::Redactor;
 use crate::core::session::SessionId;
+use crate::gateway::backoff::Backoff;
 
 /// The channel's name and session prefix.
 pub const NAME: &str = "matrix";
