@@ -83,7 +83,7 @@ impl Budgets {
             });
         }
         let (kind, limit) = self.turn_limit(purpose)?;
-        (spent.turn_tokens >= limit).then(|| BudgetStop {
+        (spent.turn_tokens >= limit).then_some(BudgetStop {
             kind,
             figures: BudgetFigures::Tokens {
                 limit,
