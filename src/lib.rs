@@ -16,6 +16,8 @@
 //!   heartbeat).
 //! - [`gateway`]: the daemon: supervisor, router, live state, metrics, shutdown.
 //! - [`workspace`]: the guard that keeps the agent's file access inside the workspace.
+//! - [`zone`]: time zones (`UTC`, `local`, offsets, IANA names from a bundled database), one
+//!   type for cron schedules, the heartbeat's active hours and the budgets' day.
 //! - [`console`]: printing and logging that never panic on a closed pipe; colour only on a
 //!   terminal.
 
@@ -31,3 +33,4 @@ pub mod skills;
 pub mod storage;
 pub mod tools;
 pub mod workspace;
+pub mod zone;

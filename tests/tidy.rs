@@ -14,6 +14,8 @@
 //! - No two files of `src/` import each other, directly or round a loop (a `mod.rs` naming its
 //!   own children aside): a cycle means two modules are one, or a type lives on the wrong side.
 //! - ARCHITECTURE.md names every module and every path it names exists.
+//! - Sizes (`tidy/size.rs`): core's production code, production functions and the agent loop
+//!   stay under their limits.
 //!
 //! Each check is a function from file text to problems, and `the_checks_catch_planted_violations`
 //! feeds each one a violation it must report, so a rule cannot be broken and still pass.
@@ -25,6 +27,9 @@ use std::path::{Path, PathBuf};
 
 #[path = "tidy/channel_names.rs"]
 mod channel_names;
+// The size rules of issue 37 (core's size, function length, the agent loop).
+#[path = "tidy/size.rs"]
+mod size;
 
 const MAX_LINES: usize = 800;
 

@@ -1,5 +1,5 @@
 //! Budgets: the limits on tokens and cost (`budgets.*`), the owner's day they count in, and
-//! the message a stopped turn ends with.
+//! the figures a stopped turn ends with (worded by [`BudgetStop::message`]).
 //!
 //! Pure functions of the spend so far and the time, so the day boundaries (in the owner's zone,
 //! DST included) are unit-tested without a clock or a ledger. [`crate::accounting::meter`] feeds them
@@ -7,8 +7,10 @@
 
 use chrono::{DateTime, Days, Local, NaiveDate, NaiveTime, TimeZone, Utc};
 
+pub use crate::core::ports::llm::BudgetKind;
+use crate::core::ports::llm::{BudgetFigures, BudgetStop};
 use crate::core::ports::usage::Purpose;
-use crate::core::zone::Zone;
+use crate::zone::Zone;
 
 /// The configured limits; `None` is no limit.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -25,39 +27,6 @@ pub struct Budgets {
     pub cron_tokens: Option<u64>,
 }
 
-/// Which budget stopped a call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum BudgetKind {
-    /// `budgets.daily_tokens`.
-    DailyTokens,
-    /// `budgets.daily_cost`.
-    DailyCost,
-    /// `budgets.turn_tokens`.
-    TurnTokens,
-    /// `budgets.heartbeat_tokens`.
-    HeartbeatTokens,
-    /// `budgets.cron_tokens`.
-    CronTokens,
-}
-
-impl BudgetKind {
-    /// The config field, which is also how messages and `/status` name it.
-    pub fn field(self) -> &'static str {
-        match self {
-            Self::DailyTokens => "budgets.daily_tokens",
-            Self::DailyCost => "budgets.daily_cost",
-            Self::TurnTokens => "budgets.turn_tokens",
-            Self::HeartbeatTokens => "budgets.heartbeat_tokens",
-            Self::CronTokens => "budgets.cron_tokens",
-        }
-    }
-
-    /// Whether it counts a whole day (rather than one turn, tick or run).
-    pub fn is_daily(self) -> bool {
-        matches!(self, Self::DailyTokens | Self::DailyCost)
-    }
-}
-
 /// What has been spent when a call is about to be made.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Spent {
@@ -67,17 +36,6 @@ pub struct Spent {
     pub today_cost: f64,
     /// Tokens of the turn this call belongs to.
     pub turn_tokens: u64,
-}
-
-/// A budget that is used up: which one, its limit and the spend, as text.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Exceeded {
-    /// The budget.
-    pub kind: BudgetKind,
-    /// The limit, formatted.
-    pub limit: String,
-    /// The spend, formatted.
-    pub used: String,
 }
 
 impl Budgets {
@@ -99,69 +57,54 @@ impl Budgets {
     /// The first budget that a call for `purpose` would pass, given `spent`; a budget is
     /// reached when the spend is at or above its limit, so the call that crosses it still
     /// finishes and the next one is stopped.
-    pub fn exceeded(&self, purpose: Purpose, spent: Spent) -> Option<Exceeded> {
+    pub fn exceeded(&self, purpose: Purpose, spent: Spent) -> Option<BudgetStop> {
         if purpose == Purpose::Doctor {
             return None;
         }
         if let Some(limit) = self.daily_tokens
             && spent.today_tokens >= limit
         {
-            return Some(Exceeded {
+            return Some(BudgetStop {
                 kind: BudgetKind::DailyTokens,
-                limit: format!("{limit} tokens"),
-                used: format!("{} tokens", spent.today_tokens),
+                figures: BudgetFigures::Tokens {
+                    limit,
+                    used: spent.today_tokens,
+                },
+                resets: None,
             });
         }
         if let Some(limit) = self.daily_cost
             && spent.today_cost >= limit
         {
-            return Some(Exceeded {
+            return Some(BudgetStop {
                 kind: BudgetKind::DailyCost,
-                limit: format!("{limit:.2}"),
-                used: format!("{:.4}", spent.today_cost),
+                figures: BudgetFigures::Cost {
+                    limit,
+                    used: spent.today_cost,
+                },
+                resets: None,
             });
         }
         let (kind, limit) = self.turn_limit(purpose)?;
-        (spent.turn_tokens >= limit).then(|| Exceeded {
+        (spent.turn_tokens >= limit).then_some(BudgetStop {
             kind,
-            limit: format!("{limit} tokens"),
-            used: format!("{} tokens", spent.turn_tokens),
+            figures: BudgetFigures::Tokens {
+                limit,
+                used: spent.turn_tokens,
+            },
+            resets: None,
         })
     }
 }
 
-impl Exceeded {
-    /// What the person (or the owner, for a tick or run) reads: which budget, the spend, and
-    /// when it resets.
-    pub fn message(&self, zone: &Zone, now: DateTime<Utc>) -> String {
-        let what = match self.kind {
-            BudgetKind::DailyTokens => "daily token budget",
-            BudgetKind::DailyCost => "daily cost budget",
-            BudgetKind::TurnTokens => "token budget of one turn",
-            BudgetKind::HeartbeatTokens => "token budget of one heartbeat tick",
-            BudgetKind::CronTokens => "token budget of one cron run",
-        };
-        let resets = match self.kind {
-            BudgetKind::DailyTokens | BudgetKind::DailyCost => {
-                let reset = next_midnight(zone, now);
-                let minutes = (reset - now).num_minutes().max(0);
-                format!(
-                    "it resets at midnight ({zone}), in {} h {} min",
-                    minutes / 60,
-                    minutes % 60
-                )
-            }
-            BudgetKind::TurnTokens => "the next message starts a new turn".to_owned(),
-            BudgetKind::HeartbeatTokens => "the next tick starts afresh".to_owned(),
-            BudgetKind::CronTokens => "the job's next run starts afresh".to_owned(),
-        };
-        format!(
-            "Stopped: the {what} is used up ({} of {}, {}); {resets}.",
-            self.used,
-            self.limit,
-            self.kind.field()
-        )
+/// `stop` with its reset filled in: a daily budget resets at the owner's next midnight in
+/// `zone`, counted from `now`.
+pub fn with_reset(mut stop: BudgetStop, zone: &Zone, now: DateTime<Utc>) -> BudgetStop {
+    if stop.kind.is_daily() {
+        let minutes = (next_midnight(zone, now) - now).num_minutes().max(0);
+        stop.resets = Some((zone.to_string(), minutes));
     }
+    stop
 }
 
 /// The owner's calendar date at `at`.
@@ -281,13 +224,16 @@ mod tests {
 
     #[test]
     fn the_message_names_the_budget_and_the_reset() {
-        let exceeded = Exceeded {
+        let exceeded = BudgetStop {
             kind: BudgetKind::DailyTokens,
-            limit: "1000 tokens".into(),
-            used: "1200 tokens".into(),
+            figures: BudgetFigures::Tokens {
+                limit: 1000,
+                used: 1200,
+            },
+            resets: None,
         };
         let zone = Zone::parse("Europe/Berlin").unwrap();
-        let text = exceeded.message(&zone, utc("2026-11-24T20:30:00Z"));
+        let text = with_reset(exceeded, &zone, utc("2026-11-24T20:30:00Z")).message();
         assert_eq!(
             text,
             "Stopped: the daily token budget is used up (1200 tokens of 1000 tokens, \

@@ -23,11 +23,12 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
+use crate::accounting::ledger::UsageRecord;
 use crate::accounting::meter::{UsageMeter, estimate};
 use crate::core::ports::llm::{
     ChatRequest, ChatResponse, ContextBudget, LlmClient, LlmError, StreamEvent, StreamObserver,
 };
-use crate::core::ports::usage::{CallTag, TokenUsage, UsageRecord};
+use crate::core::ports::usage::{CallTag, TokenUsage};
 
 /// What wants to see the calls as they happen (the gateway's metrics).
 pub trait CallObserver: Send + Sync {
@@ -218,12 +219,13 @@ mod tests {
 
     use super::*;
     use crate::accounting::budget::Budgets;
+    use crate::accounting::ledger::{LedgerError, UsageLedger, UsageRecord};
     use crate::accounting::meter::MeterSettings;
     use crate::accounting::price::Price;
     use crate::core::message::{Message, Role};
     use crate::core::ports::clock::SystemClock;
-    use crate::core::ports::usage::{LedgerError, Purpose, TurnSpend, UsageLedger, UsageRecord};
-    use crate::core::zone::Zone;
+    use crate::core::ports::usage::{Purpose, TurnSpend};
+    use crate::zone::Zone;
 
     /// A ledger in memory.
     #[derive(Default)]

@@ -17,15 +17,14 @@ use chrono::{DateTime, Datelike, NaiveDate, Utc};
 use serde::Serialize;
 
 use crate::accounting::budget::{self, BudgetKind, Budgets, Spent};
+use crate::accounting::ledger::{UsageLedger, UsageRecord};
 use crate::accounting::price::{Price, Totals};
 use crate::core::ports::clock::Clock;
 use crate::core::ports::llm::{ChatRequest, ChatResponse, LlmError};
-use crate::core::ports::usage::{
-    CallTag, Purpose, SpendReport, TokenUsage, UsageLedger, UsageRecord,
-};
+use crate::core::ports::usage::{CallTag, Purpose, SpendReport, TokenUsage};
 use crate::core::session::SessionId;
 use crate::core::window::approx_tokens;
-use crate::core::zone::Zone;
+use crate::zone::Zone;
 
 /// What one picture costs a model that reads it, roughly: OpenAI counts 765 tokens for a
 /// 1024×1024 image at high detail, Anthropic about 1 600 for 1.15 megapixels, Gemini 258; a
@@ -220,8 +219,7 @@ impl UsageMeter {
             "Budget reached; LLM call not made."
         );
         Err(LlmError::Budget {
-            budget,
-            message: exceeded.message(zone, now),
+            stop: budget::with_reset(exceeded, zone, now),
             notify,
         })
     }
@@ -507,7 +505,9 @@ pub fn estimate(request: &ChatRequest<'_>, response: &ChatResponse) -> TokenUsag
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::ports::usage::{LedgerError, Purpose, TurnSpend};
+    use crate::accounting::ledger::LedgerError;
+    use crate::core::ports::llm::BudgetStop;
+    use crate::core::ports::usage::{Purpose, TurnSpend};
     use crate::core::session::SessionId;
     use async_trait::async_trait;
 
@@ -642,8 +642,8 @@ mod tests {
         spend(&meter, turn, &response(90, 10, 0)).await;
         let error = meter.admit(turn).await.unwrap_err();
         assert!(
-            matches!(&error, LlmError::Budget { budget: "budgets.daily_tokens", notify: true, message }
-                if message.contains("in 0 h 30 min")),
+            matches!(&error, LlmError::Budget { stop, notify: true }
+                if stop.kind == BudgetKind::DailyTokens && stop.message().contains("in 0 h 30 min")),
             "{error:?}"
         );
         // Midnight in Berlin (23:00 UTC) starts a new day.
@@ -699,7 +699,10 @@ mod tests {
         assert!(matches!(
             error,
             LlmError::Budget {
-                budget: "budgets.turn_tokens",
+                stop: BudgetStop {
+                    kind: BudgetKind::TurnTokens,
+                    ..
+                },
                 ..
             }
         ));

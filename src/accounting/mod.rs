@@ -4,6 +4,8 @@
 //! - [`budget`]: the limits (`budgets.*`), the owner's day they count in, the stop message.
 //! - [`price`]: [`price::Price`], what a call costs (cache reads and writes apart), and
 //!   [`price::Totals`], the sums of records with the cache hit rate.
+//! - [`ledger`]: [`ledger::UsageLedger`], the append-only record of calls storage keeps, and its
+//!   line [`ledger::UsageRecord`].
 //! - [`meter`]: [`meter::UsageMeter`], the running totals folded from the ledger, the prices,
 //!   and the admission check before each call.
 //! - [`layer`]: [`layer::AccountedLlm`], the outermost layer of each pool's client: admit,
@@ -16,6 +18,7 @@
 
 pub mod budget;
 pub mod layer;
+pub mod ledger;
 pub mod meter;
 pub mod price;
 pub mod transcription;

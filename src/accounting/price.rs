@@ -7,7 +7,8 @@
 
 use serde::Serialize;
 
-use crate::core::ports::usage::{TokenUsage, UsageRecord};
+use crate::accounting::ledger::UsageRecord;
+use crate::core::ports::usage::TokenUsage;
 
 /// A model's prices per million tokens.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

@@ -14,11 +14,11 @@ use clap::Args;
 use squidbot::channels::terminal;
 use squidbot::core::agent_loop::TurnRequest;
 use squidbot::core::audience::Audience;
-use squidbot::core::command::ChatCommand;
-use squidbot::core::command_answer;
 use squidbot::core::origin::Origin;
 use squidbot::core::ports::channel::CollectingSink;
 use squidbot::core::session::SessionId;
+use squidbot::gateway::command::ChatCommand;
+use squidbot::gateway::command_answer;
 
 use super::assemble::Assembly;
 
@@ -78,8 +78,13 @@ pub async fn run(config: Option<&Path>, args: AgentArgs) -> Result<ExitCode> {
                 env!("CARGO_PKG_VERSION"),
                 assembly.pool_name
             );
-            let ended =
-                terminal::run_interactive(assembly.agent.clone(), extra.as_ref(), &banner).await;
+            let ended = terminal::run_interactive(
+                assembly.agent.clone(),
+                assembly.approvals.clone(),
+                extra.as_ref(),
+                &banner,
+            )
+            .await;
             stop.cancel();
             tasks.close();
             tasks.wait().await;

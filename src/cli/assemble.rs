@@ -22,7 +22,6 @@ use squidbot::config::{
 };
 use squidbot::core::agent_loop::AgentLoop;
 use squidbot::core::approval::{ApprovalMode, ApprovalSettings, Approvals};
-use squidbot::core::backoff::Backoff;
 use squidbot::core::conversation::Conversations;
 use squidbot::core::memory_manager::{MemoryManager, MemorySettings};
 use squidbot::core::origin::Origin;
@@ -42,6 +41,7 @@ use squidbot::cron::admin::JobRoutes;
 use squidbot::cron::store::CronJobs;
 use squidbot::cron::tools::{CronAddTool, registry_tools};
 use squidbot::gateway::Metrics;
+use squidbot::gateway::backoff::Backoff;
 use squidbot::llm::learned::Learned;
 use squidbot::llm::profile::{TokenLimit, ToolCallIds};
 use squidbot::llm::{
@@ -72,6 +72,9 @@ const MCP_RETRY: Backoff = Backoff::new(Duration::from_secs(5), Duration::from_s
 pub struct Assembly {
     /// The shared agent loop.
     pub agent: Arc<AgentLoop>,
+    /// The registry of open approval requests: the agent's turns open them, the gateway's
+    /// router, HTTP API, `/status` and shutdown answer, show and refuse them.
+    pub approvals: Arc<Approvals>,
     /// The default pool's name (for banners).
     pub pool_name: String,
     memory: Arc<dyn MemoryStore>,
@@ -269,11 +272,12 @@ impl Assembly {
             locks,
             clock.clone(),
         )
-        .with_approvals(Some(approvals), approval_settings(config))
+        .with_approvals(Some(approvals.clone()), approval_settings(config))
         .with_usage(pools.metering.usage.clone())
         .with_conversations(Arc::new(conversations));
         Ok(Self {
             agent: Arc::new(agent),
+            approvals,
             pool_name: default_pool.clone(),
             memory,
             pools,

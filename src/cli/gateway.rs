@@ -81,13 +81,16 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
     };
     let turn_tools = wiring.plug_channels()?;
     wiring.plug_cron();
-    let router = Arc::new(Router::new(
-        assembly.agent.clone(),
-        turn_tools,
-        Some(activity_log.clone()),
-        state.clone(),
-        config.gateway.max_parallel_sessions,
-    ));
+    let router = Arc::new(
+        Router::new(
+            assembly.agent.clone(),
+            turn_tools,
+            Some(activity_log.clone()),
+            state.clone(),
+            config.gateway.max_parallel_sessions,
+        )
+        .with_approvals(assembly.approvals.clone()),
+    );
 
     let channels: Vec<Arc<dyn Channel>> = directory.all();
     let names: Vec<&str> = channels.iter().map(|c| c.name()).collect();
@@ -160,9 +163,7 @@ fn recover_approvals(
     assembly: &Assembly,
     home: &Path,
 ) -> Vec<ApprovalRequest> {
-    let Some(approvals) = assembly.agent.approvals() else {
-        return Vec::new();
-    };
+    let approvals = &assembly.approvals;
     let status = approvals.clone();
     // The one-time codes stay out: `/status` needs no token.
     let open = move || {
@@ -212,7 +213,7 @@ impl Wiring<'_> {
             state: self.state,
             outboxes: self.outboxes,
             activity: self.activity,
-            approvals: agent.approvals(),
+            approvals: Some(&self.assembly.approvals),
             conversations: agent.conversations(),
             pool: &pool,
         };
@@ -268,14 +269,12 @@ async fn drain(
 ) -> bool {
     // A turn waiting for the owner would hold the drain for the whole grace period and then
     // be cut off: refuse what waits, so each such turn ends now and tells its asker.
-    if let Some(approvals) = assembly.agent.approvals() {
-        let refused = approvals.refuse_all();
-        if refused > 0 {
-            tracing::info!(
-                refused,
-                "Refused the approvals still waiting: the gateway is stopping."
-            );
-        }
+    let refused = assembly.approvals.refuse_all();
+    if refused > 0 {
+        tracing::info!(
+            refused,
+            "Refused the approvals still waiting: the gateway is stopping."
+        );
     }
     let grace = Duration::from_secs(config.gateway.shutdown_grace_seconds);
     let deadline = tokio::time::Instant::now() + grace;

@@ -16,13 +16,13 @@ use chrono::{Days, NaiveDate, Utc};
 use clap::{Args, ValueEnum};
 
 use squidbot::accounting::budget::{Budgets, local_date};
+use squidbot::accounting::ledger::UsageRecord;
 use squidbot::accounting::meter::{MeterSettings, UsageMeter};
 use squidbot::accounting::price::{Price, Totals};
 use squidbot::config::Config;
 use squidbot::core::ports::clock::Clock;
-use squidbot::core::ports::usage::UsageRecord;
-use squidbot::core::zone::Zone;
 use squidbot::storage::UsageLedgerFile;
+use squidbot::zone::Zone;
 
 /// What the rows of the table are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

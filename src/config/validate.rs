@@ -373,7 +373,7 @@ fn check_agents(config: &Config, checker: &mut Checker<'_>) {
     }
     let zone = heartbeat.timezone.as_str();
     if !zone.trim().is_empty()
-        && let Err(error) = crate::core::zone::Zone::parse(zone)
+        && let Err(error) = crate::zone::Zone::parse(zone)
     {
         checker.report("agents.heartbeat.timezone", error.to_string());
     }
@@ -501,7 +501,7 @@ fn check_budgets(config: &Config, checker: &mut Checker<'_>) {
         );
     }
     if !budgets.timezone.trim().is_empty()
-        && let Err(error) = crate::core::zone::Zone::parse(&budgets.timezone)
+        && let Err(error) = crate::zone::Zone::parse(&budgets.timezone)
     {
         checker.report("budgets.timezone", error.to_string());
     }

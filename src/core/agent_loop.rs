@@ -18,176 +18,32 @@
 //! The router sets it from the reply sink's readers ([`AgentLoop::audience`]); the terminal,
 //! whose person is the owner by construction, sets it itself.
 
-use std::borrow::Cow;
 use std::sync::Arc;
-
-use futures_util::future::join_all;
-use serde_json::{Map, Value};
-use tokio::sync::{mpsc, oneshot};
-use tokio_util::sync::CancellationToken;
 
 use crate::core::approval::{ApprovalSettings, Approvals, TurnApprovals};
 use crate::core::audience::Audience;
 use crate::core::authority::Authority;
-use crate::core::command;
 use crate::core::conversation::Conversations;
-use crate::core::loop_breaker::{self, LoopBreaker, Verdict};
 use crate::core::memory_manager::{Consolidation, MemoryManager};
-use crate::core::message::{Message, Role};
-use crate::core::origin::Origin;
-use crate::core::ports::channel::{Inbound, ReplySink};
+use crate::core::message::Message;
+use crate::core::ports::channel::ReplySink;
 use crate::core::ports::clock::Clock;
-use crate::core::ports::llm::{ChatRequest, ChatResponse, LlmClient, LlmError, StreamEvent};
-use crate::core::ports::store::{StoreError, StoredMessage, Tail};
-use crate::core::ports::tool::{Tool, ToolContext};
+use crate::core::ports::llm::LlmClient;
+use crate::core::ports::tool::ToolContext;
 use crate::core::ports::usage::{CallTag, Purpose, SpendReport, TurnSpend};
-use crate::core::redact::StreamRedactor;
 use crate::core::resume::{self, Resume};
 use crate::core::session::SessionId;
 use crate::core::session_locks::SessionLocks;
-use crate::core::tool_pipeline::CallPipeline;
+use crate::core::tool_pipeline::{CallPipeline, Round};
 use crate::core::tool_registry::{ToolRegistry, ToolSet};
+use crate::core::turn::Turn;
+pub use crate::core::turn::{CANCELLED_NOTE, TurnError, TurnOutcome, TurnRequest};
 
 /// The most tool rounds a turn may take before it is stopped.
 pub const DEFAULT_MAX_TOOL_ROUNDS: usize = 20;
 
 /// Tool results longer than this are cut before they are stored and sent.
 pub const DEFAULT_TOOL_RESULT_CAP: usize = 16 * 1024;
-
-/// The assistant record that stands for the reply of a cancelled turn: the next prompt then
-/// shows the model that its last answer was cut off, instead of two user messages in a row.
-pub const CANCELLED_NOTE: &str = "[The user cancelled this turn before the reply was complete.]";
-
-/// One inbound message to run as a turn.
-pub struct TurnRequest {
-    /// The session it belongs to.
-    pub session: SessionId,
-    /// The message text.
-    pub text: String,
-    /// Who sent it.
-    pub origin: Origin,
-    /// Tools for this turn only (e.g. `memory_write` bound to the session).
-    pub extra_tools: Vec<Arc<dyn Tool>>,
-    /// A client to use instead of the default (e.g. the heartbeat pool).
-    pub llm: Option<Arc<dyn LlmClient>>,
-    /// Routing data of the channel (room, thread, mail headers), visible to tools.
-    pub metadata: Map<String, Value>,
-    /// Fired once the message is durably persisted: the channel may acknowledge it then.
-    pub persisted: Option<oneshot::Sender<()>>,
-    /// Cancelled by the channel to stop the turn while it waits on the LLM or on tools (the
-    /// terminal's Ctrl-C); a token nobody cancels by default.
-    pub cancel: CancellationToken,
-    /// Who takes part: the owner's private memory is part of the turn only with
-    /// [`Audience::Owner`]. Shared by default, so a request nobody judged keeps it out.
-    pub audience: Audience,
-    /// The channel's id of the message, when it may be handed over again (see
-    /// [`crate::core::resume`]).
-    pub source_id: Option<String>,
-    /// Images received with the message (saved paths).
-    pub images: Vec<String>,
-}
-
-impl TurnRequest {
-    /// A plain request with no extras.
-    pub fn new(session: SessionId, text: impl Into<String>, origin: Origin) -> Self {
-        Self {
-            session,
-            text: text.into(),
-            origin,
-            extra_tools: Vec::new(),
-            llm: None,
-            metadata: Map::new(),
-            persisted: None,
-            cancel: CancellationToken::new(),
-            audience: Audience::Shared,
-            source_id: None,
-            images: Vec::new(),
-        }
-    }
-
-    /// The turn a channel's message asks for, with the tools its turn gets; the reply sink is
-    /// handed back separately because [`AgentLoop::run`] borrows it.
-    pub fn from_inbound(
-        inbound: Inbound,
-        extra_tools: Vec<Arc<dyn Tool>>,
-    ) -> (Self, Arc<dyn ReplySink>) {
-        let Inbound {
-            session,
-            text,
-            origin,
-            metadata,
-            reply,
-            persisted,
-            llm,
-            source_id,
-            images,
-            // Used by the router to put an edit in its message's place; done before a turn.
-            message_id: _,
-            corrects: _,
-        } = inbound;
-        let request = Self {
-            session,
-            text,
-            origin,
-            extra_tools,
-            llm,
-            metadata,
-            persisted,
-            cancel: CancellationToken::new(),
-            audience: Audience::Shared,
-            source_id,
-            images,
-        };
-        (request, reply)
-    }
-}
-
-/// What a successful turn produced.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TurnOutcome {
-    /// The delivered reply.
-    pub reply: String,
-    /// How many tool rounds ran.
-    pub tool_rounds: usize,
-    /// The tools called, in order (for metrics).
-    pub tools_called: Vec<String>,
-    /// Messages in the session's history after the turn.
-    pub history_len: u64,
-    /// What consolidation did after the reply.
-    pub consolidation: Consolidation,
-}
-
-/// What the LLM/tool rounds of a turn produced.
-struct Conversation {
-    reply: String,
-    tool_rounds: usize,
-    tools_called: Vec<String>,
-    tail: Tail,
-}
-
-/// Why a turn did not produce a reply. The user has been told (except for `Persist`).
-#[derive(Debug, thiserror::Error)]
-pub enum TurnError {
-    /// The inbound message could not be persisted; it must not be acknowledged.
-    #[error("could not persist the inbound message: {0}")]
-    Persist(#[source] StoreError),
-    /// History could not be read or a later write failed.
-    #[error("storage failed during the turn: {0}")]
-    Store(#[source] StoreError),
-    /// Every model failed; the user got a short explanation.
-    #[error("the LLM call failed: {0}")]
-    Llm(#[source] LlmError),
-    /// The model kept calling tools past the round limit.
-    #[error("stopped after {0} tool rounds without a final answer")]
-    TooManyToolRounds(usize),
-    /// The channel cancelled the turn; the history ends with [`CANCELLED_NOTE`].
-    #[error("the turn was cancelled")]
-    Cancelled,
-    /// The model called this tool with the same arguments [`loop_breaker::STOP_AT`] times;
-    /// the person was told.
-    #[error("ended: {0} was called with the same arguments {stop} times", stop = loop_breaker::STOP_AT)]
-    Repeating(String),
-}
 
 /// Runs turns. One instance is shared by every channel.
 pub struct AgentLoop {
@@ -238,11 +94,6 @@ impl AgentLoop {
         self.approvals = approvals;
         self.approval_settings = settings;
         self
-    }
-
-    /// The registry of open approval requests, where answers are resolved.
-    pub fn approvals(&self) -> Option<&Arc<Approvals>> {
-        self.approvals.as_ref()
     }
 
     /// Adds today's usage to the `/status` line.
@@ -319,327 +170,162 @@ impl AgentLoop {
         &self.llm
     }
 
-    /// The `/status` line of `session` (see [`command::status_line`]). Reads only, so it
-    /// does not wait for the session's running turn.
-    pub async fn status_line(&self, session: &SessionId) -> Result<String, StoreError> {
-        let tail = self.memory.load_tail(session).await?;
-        let llm = self.llm_of(session);
-        let mut line = command::status_line(&llm.describe(), &tail, self.clock.now().to_utc());
-        if let Some(usage) = &self.usage {
-            line.push_str(" · ");
-            line.push_str(&usage.status_line().await);
-        }
-        Ok(line)
+    /// The clock turns are stamped with.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
     }
 
-    /// Runs one turn and delivers its reply (or a short error) through `sink`.
+    /// Runs one turn and delivers its reply (or a short error) through `reply`.
     pub async fn run(
         &self,
-        mut request: TurnRequest,
+        request: TurnRequest,
         reply: Arc<dyn ReplySink>,
     ) -> Result<TurnOutcome, TurnError> {
-        let sink = reply.as_ref();
-        let session = request.session.clone();
-        if request.llm.is_none() {
-            request.llm = self
-                .conversations
-                .as_ref()
-                .and_then(|conversations| conversations.client(&session));
-        }
-        let _guard = self.locks.lock(&session).await;
-        let channel = session.channel().to_owned();
-        // A heartbeat tick or cron run over budget is skipped before anything is written.
-        let purpose = Purpose::of(&request.origin);
-        if purpose.is_scheduled() {
-            let llm = request.llm.as_deref().unwrap_or(self.llm.as_ref());
-            let call = CallTag {
-                session: Some(&session),
-                ..CallTag::new(purpose)
-            };
-            if let Err(error) = llm.admit(call).await {
-                if error.should_tell() {
-                    self.deliver(sink, &error.user_message()).await;
-                }
-                return Err(TurnError::Llm(error));
-            }
-        }
-
-        let resumed = match &request.source_id {
-            Some(source_id) => {
-                let tail = self.memory.load_tail(&session).await;
-                resume::resume(&tail.map_err(TurnError::Store)?, source_id)
-            }
+        let _guard = self.locks.lock(&request.session).await;
+        let mut turn = self.begin(request, reply).await?;
+        let resumed = match &turn.request.source_id {
+            Some(source_id) => resume::resume(&turn.tail, source_id),
             None => Resume::Fresh,
         };
-        let user = match resumed {
-            Resume::Fresh => {
-                let mut user = Message::new(Role::User, request.text.clone(), self.clock.now());
-                user.channel = Some(channel.clone());
-                user.sender_id = Some(request.origin.sender_id().into_owned());
-                user.source_id = request.source_id.clone();
-                user.images = request.images.clone();
-                // A channel that acknowledges the message before its answer (a sync token,
-                // `\Seen`), or shows the answer while it is written (a stream), waits for it to
-                // be on disk. Where the whole answer is the acknowledgement (an HTTP reply,
-                // scheduled runs), the reply's durable append flushes both lines at once, and an
-                // answer without one (an error) syncs first: one flush per turn instead of two.
-                let history = self.memory.history();
-                let message = std::slice::from_ref(&user);
-                let offsets = if request.persisted.is_some() || sink.streaming() {
-                    history.append(&session, message).await
-                } else {
-                    history.append_unsynced(&session, message).await
-                };
-                let offsets = offsets.map_err(TurnError::Persist)?;
-                Some((user, offsets))
-            }
+        match resumed {
+            Resume::Fresh => turn.record_user().await?,
             Resume::Continue(_) => {
-                tracing::info!(session = %session, "A message handed over again was cut short; its turn goes on.");
-                None
+                tracing::info!(session = %turn.session(), "A message handed over again was cut short; its turn goes on.");
             }
             Resume::Answered(reply) => {
-                tracing::info!(session = %session, "A message handed over again was answered; the answer is sent again.");
-                if let Some(persisted) = request.persisted.take() {
+                tracing::info!(session = %turn.session(), "A message handed over again was answered; the answer is sent again.");
+                if let Some(persisted) = turn.request.persisted.take() {
                     let _ = persisted.send(());
                 }
-                self.send(sink, &reply).await;
-                let tail = self.memory.load_tail(&session).await;
+                turn.send(&reply).await;
                 return Ok(TurnOutcome {
                     reply,
                     tool_rounds: 0,
                     tools_called: Vec::new(),
-                    history_len: tail.map_err(TurnError::Store)?.total(),
+                    history_len: turn.tail.total(),
                     consolidation: Consolidation::NotDue,
                 });
             }
-        };
-        if let Some(persisted) = request.persisted.take() {
+        }
+        if let Some(persisted) = turn.request.persisted.take() {
             let _ = persisted.send(());
         }
-        sink.typing(true).await;
-        let result = self.converse(&request, &channel, user, &reply).await;
-        sink.typing(false).await;
-        let Conversation {
-            reply,
-            tool_rounds,
-            tools_called,
-            mut tail,
-        } = result?;
-
-        let llm = request.llm.as_deref().unwrap_or(self.llm.as_ref());
-        let budget = llm.context_budget();
+        turn.sink.typing(true).await;
+        let result = self.converse(&mut turn).await;
+        turn.sink.typing(false).await;
+        let (reply, tool_rounds, tools_called) = result?;
         let consolidation = self
             .memory
-            .consolidate_if_due(&session, &mut tail, budget)
+            .consolidate_if_due(&turn.request.session, &mut turn.tail, turn.budget)
             .await
             .map_err(TurnError::Store)?;
         Ok(TurnOutcome {
             reply,
             tool_rounds,
             tools_called,
-            history_len: tail.total(),
+            history_len: turn.tail.total(),
             consolidation,
         })
     }
 
-    /// The LLM/tool rounds of a turn; returns the reply, the rounds and the updated tail.
-    async fn converse(
+    /// Settles everything about a turn once: its client (the request's, the session's chosen
+    /// model's, or the default), budget, purpose and authority, and reads its tail. A heartbeat
+    /// tick or cron run over budget is refused here, before anything is written; every other
+    /// call is admitted by the client itself.
+    async fn begin(
         &self,
-        request: &TurnRequest,
-        channel: &str,
-        user: Option<(Message, Vec<u64>)>,
-        reply: &Arc<dyn ReplySink>,
-    ) -> Result<Conversation, TurnError> {
-        let sink = reply.as_ref();
+        request: TurnRequest,
+        sink: Arc<dyn ReplySink>,
+    ) -> Result<Turn, TurnError> {
         let session = &request.session;
-        let llm = request.llm.as_deref().unwrap_or(self.llm.as_ref());
-        let budget = llm.context_budget();
-        let mut tail = self
+        let llm = match &request.llm {
+            Some(llm) => Arc::clone(llm),
+            None => self.llm_of(session),
+        };
+        let purpose = Purpose::of(&request.origin);
+        if purpose.is_scheduled() {
+            let call = CallTag {
+                session: Some(session),
+                ..CallTag::new(purpose)
+            };
+            if let Err(error) = llm.admit(call).await {
+                let told = self
+                    .tools
+                    .redactor()
+                    .redact(&error.user_message())
+                    .into_owned();
+                if error.should_tell()
+                    && let Err(failed) = sink.deliver(&told).await
+                {
+                    tracing::error!(error = %failed, "Reply delivery failed.");
+                }
+                return Err(TurnError::Llm(error));
+            }
+        }
+        let tail = self
             .memory
             .load_tail(session)
             .await
             .map_err(TurnError::Store)?;
-        // `None`: a resumed turn, whose message (and what followed it) is in the tail.
-        if let Some((user, offsets)) = user
-            && tail.messages.last().is_none_or(|s| *s.message != user)
-        {
-            // The tail was read before our append became visible (cannot happen with a
-            // read-your-writes store, but stay correct): add it ourselves.
-            tail.messages.push(StoredMessage {
-                message: Arc::new(user),
-                end_offset: offsets[0],
-            });
-        }
-        self.memory
-            .consolidate_if_over_budget(session, &mut tail, budget)
-            .await
-            .map_err(TurnError::Store)?;
-        let mut prompt = self
-            .memory
-            .prompt(session, &tail, budget, self.clock.now(), request.audience)
-            .await
-            .map_err(TurnError::Store)?;
-        // The system prompt is built from files (MEMORY.md, the bootstrap files) anyone with
-        // the workspace could have written a secret into; the provider never sees it.
-        if let Some(system) = prompt.first_mut()
-            && self.tools.redactor().finds(&system.content)
-        {
-            let mut redacted = (**system).clone();
-            redacted.content = self.tools.redactor().redact(&system.content).into_owned();
-            *system = Arc::new(redacted);
-            tracing::info!(session = %session, "Secret redacted from the system prompt.");
-        }
-        let gate = TurnApprovals::new(
-            self.approvals.clone(),
-            self.approval_settings,
-            session.clone(),
-            request.origin.clone(),
-            Arc::clone(reply),
-            Arc::clone(self.tools.redactor()),
-        );
-        let authority = Authority::of(&request.origin);
-        let tools = ToolSet::new(
-            &self.tools,
-            request.extra_tools.clone(),
-            request.audience,
-            authority,
-        );
-        let context = ToolContext {
-            session: session.clone(),
-            metadata: request.metadata.clone(),
-            prompt_tail: Some(tail.cursor.offset),
-            approvals: Some(Arc::new(gate)),
-            audience: request.audience,
-            authority,
-        };
-        let mut tools_called = Vec::new();
-        let mut breaker = LoopBreaker::default();
-        let spend = TurnSpend::default();
-        let tag = CallTag {
-            purpose: Purpose::of(&request.origin),
-            session: Some(session),
-            turn: Some(&spend),
-        };
+        Ok(Turn {
+            channel: session.channel().to_owned(),
+            budget: llm.context_budget(),
+            authority: Authority::of(&request.origin),
+            llm,
+            purpose,
+            tail,
+            spend: TurnSpend::default(),
+            history: Arc::clone(self.memory.history()),
+            clock: Arc::clone(&self.clock),
+            redactor: Arc::clone(self.tools.redactor()),
+            sink,
+            request,
+        })
+    }
 
+    /// The LLM/tool rounds of a turn; returns the reply, the rounds and the tools called.
+    async fn converse(&self, turn: &mut Turn) -> Result<(String, usize, Vec<String>), TurnError> {
+        let mut prompt = self.prompt(turn).await?;
+        let mut pipeline = self.pipeline(turn);
+        let cancel = turn.request.cancel.clone();
+        let redactor = self.tools.redactor();
+        let mut tools_called = Vec::new();
         for round in 0..self.max_tool_rounds {
-            let call = tokio::select! {
-                biased;
-                () = request.cancel.cancelled() => {
-                    return Err(self.cancelled(session, channel, &mut tail).await);
+            let call = {
+                let specs = pipeline.specs();
+                tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => return Err(turn.cancelled().await),
+                    call = turn.call(&prompt, &specs, redactor) => call,
                 }
-                call = self.call_llm(llm, &prompt, &tools, sink, tag) => call,
             };
             let mut response = match call {
                 Ok(response) => response,
-                Err(error) => {
-                    tracing::warn!(session = %session, error = %error, "LLM call failed; told the user.");
-                    self.sync_before_answer(session).await;
-                    if error.should_tell() {
-                        self.deliver(sink, &error.user_message()).await;
-                    }
-                    return Err(TurnError::Llm(error));
-                }
+                Err(error) => return Err(turn.failed(error).await),
             };
-            // A secret the model repeats in its reasoning or in a call's arguments is neither
-            // kept in the history nor used: the call runs with `[redacted]`.
-            let redactor = self.tools.redactor();
-            if let Some(reasoning) = &mut response.reasoning_content
-                && let Cow::Owned(redacted) = redactor.redact(reasoning)
-            {
-                *reasoning = redacted;
-            }
-            for call in &mut response.tool_calls {
-                redactor.redact_json(&mut call.arguments);
-            }
+            pipeline.redact(&mut response);
             if response.tool_calls.is_empty() {
-                if response.text.trim().is_empty() {
-                    let error = LlmError::Protocol {
-                        model: response.model,
-                        detail: "it had no text and no tool call (if that repeats, the model may \
-                                 not handle this conversation's length or tools: try /new or \
-                                 another model with /model)"
-                            .into(),
-                    };
-                    self.sync_before_answer(session).await;
-                    self.deliver(sink, &error.user_message()).await;
-                    return Err(TurnError::Llm(error));
-                }
-                // A secret the model repeats is kept out of the history as out of the reply.
-                let text = self.tools.redactor().redact(&response.text).into_owned();
-                let mut reply = self.assistant(text.clone(), channel);
-                reply.reasoning_content = response.reasoning_content;
-                reply.reasoning_state = response.reasoning_state;
-                self.persist(session, &mut tail, vec![reply]).await?;
-                self.send(sink, &text).await;
-                return Ok(Conversation {
-                    reply: text,
-                    tool_rounds: round,
-                    tools_called,
-                    tail,
-                });
+                let reply = turn.answer(response).await?;
+                return Ok((reply, round, tools_called));
             }
-            let verdicts: Vec<Verdict> = response
-                .tool_calls
-                .iter()
-                .map(|call| breaker.check(&call.name, &call.arguments))
-                .collect();
-            if let Some(call) = response
-                .tool_calls
-                .iter()
-                .zip(&verdicts)
-                .find_map(|(call, verdict)| (*verdict == Verdict::Stop).then_some(call))
-            {
-                // This round's calls are not run, so its tool-call message is not written: the
-                // turn ends with the message to the person as the assistant's answer.
-                tracing::warn!(session = %session, tool = %call.name, "Identical tool call repeated; turn ended.");
-                let text = loop_breaker::stop_message(&call.name);
-                self.persist(
-                    session,
-                    &mut tail,
-                    vec![self.assistant(text.clone(), channel)],
-                )
-                .await?;
-                self.deliver(sink, &text).await;
-                return Err(TurnError::Repeating(call.name.clone()));
-            }
-            let text = self.tools.redactor().redact(&response.text).into_owned();
-            let mut assistant = self.assistant(text, channel);
-            assistant.reasoning_content = response.reasoning_content;
-            assistant.reasoning_state = response.reasoning_state;
-            let pipeline = CallPipeline::new(&tools, &context, self.tool_result_cap);
-            let pipeline = &pipeline;
-            let calls = join_all(
-                response
-                    .tool_calls
-                    .iter()
-                    .zip(&verdicts)
-                    .map(|(call, verdict)| pipeline.run(call, *verdict)),
-            );
+            let calls = std::mem::take(&mut response.tool_calls);
             // Dropping the calls stops them (the shell tool kills its process group; a request
             // for approval expires); the unanswered tool-call message is then never written.
-            let outputs = tokio::select! {
+            let ran = tokio::select! {
                 biased;
-                () = request.cancel.cancelled() => {
-                    return Err(self.cancelled(session, channel, &mut tail).await);
-                }
-                outputs = calls => outputs,
+                () = cancel.cancelled() => return Err(turn.cancelled().await),
+                ran = pipeline.round(&calls) => ran,
             };
-            tools_called.extend(response.tool_calls.iter().map(|call| call.name.clone()));
-            let mut batch = Vec::with_capacity(outputs.len() + 1);
-            for (call, output) in response.tool_calls.iter().zip(outputs) {
-                tracing::debug!(tool = %call.name, output.is_error, "Tool call finished.");
-                let mut result = Message::new(Role::Tool, output.content, self.clock.now());
-                result.tool_call_id = Some(call.id.clone());
-                result.images = output.images;
-                result.channel = Some(channel.to_owned());
-                batch.push(result);
-            }
-            assistant.tool_calls = Some(response.tool_calls);
-            batch.insert(0, assistant);
-            let persisted = tail.messages.len();
-            self.persist(session, &mut tail, batch).await?;
+            let results = match ran {
+                Round::Ran(results) => results,
+                Round::Stop { tool } => return Err(turn.stopped(tool).await),
+            };
+            tools_called.extend(calls.iter().map(|call| call.name.clone()));
+            let batch = turn.round_messages(response, calls, results);
+            let persisted = turn.tail.messages.len();
+            turn.persist(batch).await?;
             prompt.extend(
-                tail.messages[persisted..]
+                turn.tail.messages[persisted..]
                     .iter()
                     .map(|s| Arc::clone(&s.message)),
             );
@@ -648,132 +334,67 @@ impl AgentLoop {
             "Error: stopped after {} tool rounds without a final answer.",
             self.max_tool_rounds
         );
-        self.deliver(sink, &text).await;
+        turn.deliver(&text).await;
         Err(TurnError::TooManyToolRounds(self.max_tool_rounds))
     }
 
-    /// An assistant record of this turn's channel.
-    fn assistant(&self, text: impl Into<String>, channel: &str) -> Message {
-        let mut message = Message::new(Role::Assistant, text, self.clock.now());
-        message.channel = Some(channel.to_owned());
-        message.sender_id = Some("assistant".to_owned());
-        message
-    }
-
-    /// Records that the turn was cancelled; the error the turn ends with.
-    async fn cancelled(&self, session: &SessionId, channel: &str, tail: &mut Tail) -> TurnError {
-        tracing::info!(session = %session, "Turn cancelled.");
-        let note = self.assistant(CANCELLED_NOTE, channel);
-        match self.persist(session, tail, vec![note]).await {
-            Ok(()) => TurnError::Cancelled,
-            Err(error) => error,
-        }
-    }
-
-    /// One streamed LLM call, relaying deltas to a streaming sink.
-    async fn call_llm(
-        &self,
-        llm: &dyn LlmClient,
-        prompt: &[Arc<Message>],
-        tools: &ToolSet<'_>,
-        sink: &dyn ReplySink,
-        call: CallTag<'_>,
-    ) -> Result<ChatResponse, LlmError> {
-        let specs = tools.specs();
-        let request = ChatRequest {
-            messages: prompt,
-            tools: &specs,
-            call,
-        };
-        if !sink.streaming() {
-            return llm.chat(request, &|_| {}).await;
-        }
-        let (events, mut received) = mpsc::unbounded_channel();
-        let observer = move |event: StreamEvent| {
-            let _ = events.send(event);
-        };
-        let call = async move {
-            let result = llm.chat(request, &observer).await;
-            drop(observer);
-            result
-        };
-        let relay = async {
-            let mut shown = false;
-            // A secret the model writes never reaches the screen, even split across deltas.
-            let mut redacting = StreamRedactor::new(self.tools.redactor());
-            while let Some(event) = received.recv().await {
-                match event {
-                    StreamEvent::TextDelta(text) => {
-                        let text = redacting.push(&text);
-                        if !text.is_empty() {
-                            shown = true;
-                            sink.delta(&text).await;
-                        }
-                    }
-                    // The accounting layer's business; nothing is shown.
-                    StreamEvent::Usage(_) => {}
-                    StreamEvent::Restart { .. } => {
-                        redacting.reset();
-                        if shown {
-                            shown = false;
-                            sink.reset().await;
-                        }
-                    }
-                }
-            }
-            let rest = redacting.finish();
-            if !rest.is_empty() {
-                sink.delta(&rest).await;
-            }
-        };
-        let (result, ()) = tokio::join!(call, relay);
-        result
-    }
-
-    async fn persist(
-        &self,
-        session: &SessionId,
-        tail: &mut Tail,
-        messages: Vec<Message>,
-    ) -> Result<(), TurnError> {
-        let offsets = self
-            .memory
-            .history()
-            .append(session, &messages)
+    /// The turn's prompt: the tail consolidated first if it outgrew the budget, secrets kept
+    /// out of the system prompt (built from files anyone with the workspace could have written
+    /// a secret into; the provider never sees it).
+    async fn prompt(&self, turn: &mut Turn) -> Result<Vec<Arc<Message>>, TurnError> {
+        let session = &turn.request.session;
+        self.memory
+            .consolidate_if_over_budget(session, &mut turn.tail, turn.budget)
             .await
             .map_err(TurnError::Store)?;
-        tail.messages.extend(
-            messages
-                .into_iter()
-                .zip(offsets)
-                .map(|(message, end_offset)| StoredMessage {
-                    message: Arc::new(message),
-                    end_offset,
-                }),
+        let mut prompt = self
+            .memory
+            .prompt(
+                session,
+                &turn.tail,
+                turn.budget,
+                self.clock.now(),
+                turn.request.audience,
+            )
+            .await
+            .map_err(TurnError::Store)?;
+        let redactor = self.tools.redactor();
+        if let Some(system) = prompt.first_mut()
+            && redactor.finds(&system.content)
+        {
+            let mut redacted = (**system).clone();
+            redacted.content = redactor.redact(&system.content).into_owned();
+            *system = Arc::new(redacted);
+            tracing::info!(session = %session, "Secret redacted from the system prompt.");
+        }
+        Ok(prompt)
+    }
+
+    /// The turn's tool-call pipeline: its tools, their context and its approval gate.
+    fn pipeline(&self, turn: &Turn) -> CallPipeline<'_> {
+        let request = &turn.request;
+        let gate = TurnApprovals::new(
+            self.approvals.clone(),
+            self.approval_settings,
+            request.session.clone(),
+            request.origin.clone(),
+            Arc::clone(&turn.sink),
+            Arc::clone(self.tools.redactor()),
         );
-        Ok(())
-    }
-
-    /// Makes the session's history durable before an answer that follows no durable append (an
-    /// error told instead of a reply), so the user's message, appended unsynced when the answer
-    /// is its acknowledgement, is on disk before that answer goes out (the store flushes nothing when
-    /// the message was synced already). A failure is logged and the
-    /// answer still goes out: it tells of an error, not of a reply the history holds.
-    async fn sync_before_answer(&self, session: &SessionId) {
-        if let Err(error) = self.memory.history().sync(session).await {
-            tracing::error!(session = %session, error = %error, "History could not be synced before an error answer.");
-        }
-    }
-
-    /// Delivers `text` with known secrets redacted (an error text may quote a provider's).
-    async fn deliver(&self, sink: &dyn ReplySink, text: &str) {
-        self.send(sink, &self.tools.redactor().redact(text)).await;
-    }
-
-    /// Delivers `text`, already redacted.
-    async fn send(&self, sink: &dyn ReplySink, text: &str) {
-        if let Err(error) = sink.deliver(text).await {
-            tracing::error!(error = %error, "Reply delivery failed.");
-        }
+        let tools = ToolSet::new(
+            &self.tools,
+            request.extra_tools.clone(),
+            request.audience,
+            turn.authority,
+        );
+        let context = ToolContext {
+            session: request.session.clone(),
+            metadata: request.metadata.clone(),
+            prompt_tail: Some(turn.tail.cursor.offset),
+            approvals: Some(Arc::new(gate)),
+            audience: request.audience,
+            authority: turn.authority,
+        };
+        CallPipeline::new(tools, context, self.tool_result_cap, self.tools.redactor())
     }
 }

@@ -109,7 +109,7 @@ impl CronChannel {
         context.tasks.spawn(async move {
             let error = match outcome.await {
                 Ok(TurnResult::Replied(_)) => None,
-                Ok(TurnResult::Failed(text)) => Some(format!("run failed: {text}")),
+                Ok(TurnResult::Failed(failure)) => Some(format!("run failed: {}", failure.told)),
                 Ok(TurnResult::Dropped | TurnResult::Replaced) | Err(_) => return,
             };
             if let Err(store_error) = scheduler.record_outcome(&job_id, error).await {

@@ -10,8 +10,8 @@ use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
 
 use super::CronError;
-use crate::core::zone::UnknownZone;
-pub use crate::core::zone::Zone;
+use crate::zone::UnknownZone;
+pub use crate::zone::Zone;
 
 /// Most cron slots counted one by one when reporting how many were missed.
 const COUNT_CAP: u64 = 100_000;

@@ -16,8 +16,8 @@ use super::*;
 use crate::config::MissedRuns;
 use crate::core::origin::Origin;
 use crate::core::ports::channel::{
-    Channel, ChannelContext, DeliveryError, Dispatch, DispatchClosed, Inbound, NoRoute, Outboxes,
-    ReplySink, TurnResult,
+    Channel, ChannelContext, DeliveryError, Dispatch, DispatchClosed, FailureKind, Inbound,
+    NoRoute, Outboxes, ReplySink, TurnFailure, TurnResult,
 };
 use crate::core::ports::clock::Clock;
 use crate::core::session::SessionId;
@@ -378,7 +378,7 @@ async fn the_channel_fires_routable_jobs_and_reports_unroutable_ones() {
         shutdown: CancellationToken::new(),
         ready: CancellationToken::new(),
         tasks: TaskTracker::new(),
-        liveness: crate::core::liveness::Liveness::new(),
+        liveness: Arc::new(crate::gateway::liveness::Liveness::new()),
     };
     let task = tokio::spawn({
         let channel = channel.clone();
@@ -409,7 +409,10 @@ async fn the_channel_fires_routable_jobs_and_reports_unroutable_ones() {
     // tracker: a turn that ends during shutdown still gets its outcome recorded.
     assert_eq!(context.tasks.len(), 2);
     for outcome in recorder.outcomes.lock().unwrap().drain(..) {
-        let _ = outcome.send(TurnResult::Failed("late".into()));
+        let _ = outcome.send(TurnResult::Failed(TurnFailure::new(
+            FailureKind::Llm,
+            "late",
+        )));
     }
     context.tasks.close();
     context.tasks.wait().await;

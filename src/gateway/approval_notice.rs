@@ -12,9 +12,9 @@ use serde_json::Map;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::core::backoff::Backoff;
 use crate::core::ports::approvals::ApprovalRequest;
 use crate::core::ports::channel::Outboxes;
+use crate::gateway::backoff::Backoff;
 
 /// How many times a note is tried while its channel comes up (about ten minutes in all).
 const ATTEMPTS: u32 = 15;

@@ -17,9 +17,9 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use crate::accounting::layer::CallObserver;
+use crate::accounting::ledger::UsageRecord;
 use crate::accounting::price::hit_rate;
-use crate::core::liveness::Pulse;
-use crate::core::ports::usage::UsageRecord;
+use crate::gateway::liveness::Pulse;
 
 /// Declares a one-label set, so every family gets a label name that says what it counts.
 macro_rules! label {

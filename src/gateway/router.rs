@@ -38,14 +38,15 @@ use tokio_util::task::TaskTracker;
 use super::state::GatewayState;
 use crate::core::agent_loop::{AgentLoop, TurnError, TurnRequest};
 use crate::core::approval::{self, Approvals, Decision, ResolveError};
-use crate::core::command::ChatCommand;
-use crate::core::command_answer;
 use crate::core::loop_breaker;
 use crate::core::memory_manager::Consolidation;
 use crate::core::ports::channel::{
-    ActivityLog, Dispatch, DispatchClosed, Inbound, ReplySink, TurnResult, TurnTools,
+    ActivityLog, Dispatch, DispatchClosed, FailureKind, Inbound, ReplySink, TurnFailure,
+    TurnResult, TurnTools,
 };
 use crate::core::session::SessionId;
+use crate::gateway::command::ChatCommand;
+use crate::gateway::command_answer;
 
 /// One queued message and where to report its end.
 struct Job {
@@ -79,6 +80,9 @@ pub struct Router {
 
 struct Inner {
     agent: Arc<AgentLoop>,
+    /// The registry of open approval requests, owned by the gateway: an owner's `yes CODE`
+    /// resolves one here.
+    approvals: Option<Arc<Approvals>>,
     tools: Arc<dyn TurnTools>,
     activity: Option<Arc<dyn ActivityLog>>,
     state: Arc<GatewayState>,
@@ -103,6 +107,7 @@ impl Router {
     ) -> Self {
         let inner = Inner {
             agent,
+            approvals: None,
             tools,
             activity,
             state,
@@ -115,6 +120,15 @@ impl Router {
         Self {
             inner: Arc::new(inner),
         }
+    }
+
+    /// Takes the owner's answers to open approval requests (`yes CODE` / `no CODE`) to
+    /// `approvals`, the registry the gateway gave the agent; without it they are messages.
+    pub fn with_approvals(mut self, approvals: Arc<Approvals>) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.approvals = Some(approvals);
+        }
+        self
     }
 
     /// Stops accepting and waits up to `grace` for running turns. Returns whether every turn
@@ -168,7 +182,7 @@ impl Dispatch for Router {
         inbound.session = self.inner.agent.current_session(&key);
         if inbound.origin.is_person()
             && let Some((decision, code)) = approval::parse_answer(&inbound.text)
-            && let Some(approvals) = self.inner.agent.approvals()
+            && let Some(approvals) = &self.inner.approvals
             && approvals.is_open_code(&inbound.session, &code)
         {
             return Ok(self
@@ -228,7 +242,9 @@ async fn handled(
     }
     match reply.deliver(&text).await {
         Ok(()) => TurnResult::Replied(text),
-        Err(error) => TurnResult::Failed(error.to_string()),
+        Err(error) => {
+            TurnResult::Failed(TurnFailure::new(FailureKind::Delivery, error.to_string()))
+        }
     }
 }
 
@@ -364,8 +380,7 @@ impl Inner {
         }
         let audience = self.agent.audience(&session, inbound.reply.as_ref()).await;
         let tools = self.tools.for_turn(key, &inbound.metadata, &inbound.origin);
-        let (mut request, reply) = TurnRequest::from_inbound(inbound, tools);
-        request.audience = audience;
+        let (request, reply) = TurnRequest::from_inbound(inbound, tools, audience);
         self.running
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -390,31 +405,38 @@ impl Inner {
                 metrics.turn("replied", started.elapsed());
                 TurnResult::Replied(outcome.reply)
             }
-            Err(TurnError::Cancelled) => {
-                metrics.turn("cancelled", started.elapsed());
-                let why = if self.closed.load(Ordering::SeqCst) {
-                    "The gateway stopped before this turn finished (its grace period ran out); \
-                     ask again when it is back."
-                } else {
-                    "The turn was cancelled with /stop."
-                };
-                TurnResult::Failed(why.to_owned())
-            }
-            Err(TurnError::Persist(error)) => {
-                tracing::error!(session = %session, error = %error, "Inbound message could not be persisted; not acknowledged.");
-                metrics.turn("failed", started.elapsed());
-                TurnResult::Failed(error.to_string())
-            }
             Err(error) => {
-                tracing::warn!(session = %session, error = %error, "Turn failed.");
-                metrics.turn("failed", started.elapsed());
-                let told = match &error {
-                    TurnError::Llm(llm) => llm.user_message(),
-                    TurnError::Repeating(tool) => loop_breaker::stop_message(tool),
-                    other => format!("Error: {other}"),
-                };
-                TurnResult::Failed(told)
+                let failure = self.failure(&session, error);
+                metrics.turn(failure.kind.label(), started.elapsed());
+                TurnResult::Failed(failure)
             }
         }
+    }
+
+    /// What a failed turn of `session` comes to: its kind, and what the person was told.
+    fn failure(&self, session: &SessionId, error: TurnError) -> TurnFailure {
+        let kind = match error.kind() {
+            FailureKind::Cancelled if self.closed.load(Ordering::SeqCst) => FailureKind::Stopping,
+            kind => kind,
+        };
+        let told = match &error {
+            TurnError::Cancelled if kind == FailureKind::Stopping => {
+                "The gateway stopped before this turn finished (its grace period ran out); ask \
+                 again when it is back."
+                    .to_owned()
+            }
+            TurnError::Cancelled => "The turn was cancelled with /stop.".to_owned(),
+            TurnError::Persist(store) => {
+                tracing::error!(session = %session, error = %store, "Inbound message could not be persisted; not acknowledged.");
+                store.to_string()
+            }
+            TurnError::Llm(llm) => llm.user_message(),
+            TurnError::Repeating(tool) => loop_breaker::stop_message(tool),
+            other => format!("Error: {other}"),
+        };
+        if !matches!(error, TurnError::Cancelled | TurnError::Persist(_)) {
+            tracing::warn!(session = %session, error = %error, "Turn failed.");
+        }
+        TurnFailure::new(kind, told)
     }
 }

@@ -13,9 +13,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::metrics::Metrics;
-use crate::core::liveness::Liveness;
 use crate::core::redact::Redactor;
 use crate::core::session::SessionId;
+use crate::gateway::liveness::Liveness;
 
 /// Where a channel task is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

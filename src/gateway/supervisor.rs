@@ -17,11 +17,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::state::{ChannelPhase, GatewayState};
-use crate::core::backoff::Backoff;
 use crate::core::ports::channel::{
     Channel, ChannelContext, Dispatch, NoRoute, Outboxes, ReplySink,
 };
 use crate::core::session::SessionId;
+use crate::gateway::backoff::Backoff;
 
 /// Delays between restarts: 1 s doubling to 60 s.
 pub const RESTART_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
@@ -161,7 +161,7 @@ async fn supervise(channel: Arc<dyn Channel>, state: Arc<GatewayState>, parts: P
             shutdown: shutdown.clone(),
             ready: ready.clone(),
             tasks: tasks.clone(),
-            liveness: liveness.clone(),
+            liveness: Arc::new(liveness.clone()),
         };
         let started = Instant::now();
         let runner = channel.clone();

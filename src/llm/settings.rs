@@ -4,9 +4,9 @@
 //! providers, models and pools and then fills these structs, so the adapter can be built and
 //! tested without a config file.
 
-use crate::core::backoff::Backoff;
 use crate::core::ports::llm::ContextBudget;
 use crate::core::ports::tool::ToolSpec;
+use crate::gateway::backoff::Backoff;
 use crate::llm::profile::Profile;
 use std::fmt;
 use std::time::Duration;

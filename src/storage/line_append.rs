@@ -117,7 +117,7 @@ impl From<AppendError> for crate::core::ports::store::StoreError {
     }
 }
 
-impl From<AppendError> for crate::core::ports::usage::LedgerError {
+impl From<AppendError> for crate::accounting::ledger::LedgerError {
     fn from(error: AppendError) -> Self {
         Self::Io {
             path: error.path,

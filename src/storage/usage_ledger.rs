@@ -23,7 +23,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Datelike, Months, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::core::ports::usage::{LedgerError, UsageLedger, UsageRecord};
+use crate::accounting::ledger::{LedgerError, UsageLedger, UsageRecord};
 use crate::storage::FileLock;
 use crate::storage::line_append::{self, Durability};
 

@@ -12,8 +12,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::process::Command;
 
-use crate::support::daemon::{Gateway, TOKEN};
 use crate::harness::default_reply;
+use crate::support::daemon::{Gateway, TOKEN};
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 use crate::support::testenv;
 

@@ -9,10 +9,10 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
-use crate::support::gateway::shell_then_result;
-use crate::support::daemon::{Gateway, TOKEN};
 use crate::harness::default_reply;
 use crate::openai::{Chat, ON, app, app_sessions, clients, session_with, user_texts};
+use crate::support::daemon::{Gateway, TOKEN};
+use crate::support::gateway::shell_then_result;
 use crate::support::scripted_llm::ScriptedLlm;
 
 /// Posts `body` to the endpoint with `token`; the status and JSON answer.

@@ -38,10 +38,10 @@ use crate::channels::owner::{Ids, Owner, OwnerIds};
 use crate::channels::voice::{Chains, VoiceNotes};
 use crate::config::EmailConfig;
 use crate::core::audience::Readers;
-use crate::core::backoff::Backoff;
 use crate::core::origin::Origin;
 use crate::core::ports::channel::{Channel, ChannelContext, ChannelError, ReplySink};
 use crate::core::session::SessionId;
+use crate::gateway::backoff::Backoff;
 use crate::gateway::fault;
 
 /// The channel name and session prefix.

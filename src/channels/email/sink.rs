@@ -21,9 +21,9 @@ use super::progress::Progress;
 use super::reply::{self, OutgoingMail};
 use super::smtp::SmtpOutbox;
 use crate::core::audience::Readers;
-use crate::core::backoff::Backoff;
 use crate::core::ports::approvals::ApprovalRequest;
 use crate::core::ports::channel::{DeliveryError, ReplySink};
+use crate::gateway::backoff::Backoff;
 
 /// Pauses between attempts to send a queued mail: 5 s doubling to 10 min.
 const RETRY_BACKOFF: Backoff = Backoff::new(Duration::from_secs(5), Duration::from_secs(600));

@@ -248,8 +248,8 @@ impl HeartbeatChannel {
         };
         let outcome = match result {
             Ok(TurnResult::Replied(_)) => sink.outcome(),
-            Ok(TurnResult::Failed(error)) => {
-                tracing::warn!(session = %session, error = %error, "Heartbeat turn failed.");
+            Ok(TurnResult::Failed(failure)) => {
+                tracing::warn!(session = %session, kind = ?failure.kind, error = %failure.told, "Heartbeat turn failed.");
                 TickOutcome::Failed
             }
             Ok(TurnResult::Dropped | TurnResult::Replaced) | Err(_) => {

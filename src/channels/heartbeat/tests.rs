@@ -20,8 +20,8 @@ use crate::channels::heartbeat::{HeartbeatChannel, TickOutcome};
 use crate::config::HeartbeatConfig;
 use crate::core::origin::Origin;
 use crate::core::ports::channel::{
-    ActivityLog, Channel, ChannelContext, DeliveryError, Dispatch, DispatchClosed, Inbound,
-    NoRoute, Outboxes, ReplySink, TurnResult,
+    ActivityLog, Channel, ChannelContext, DeliveryError, Dispatch, DispatchClosed, FailureKind,
+    Inbound, NoRoute, Outboxes, ReplySink, TurnFailure, TurnResult,
 };
 use crate::core::ports::clock::Clock;
 use crate::core::ports::llm::{
@@ -108,7 +108,7 @@ impl Dispatch for FakeDispatch {
             }
             let _ = inbound.reply.deliver(&reply).await;
             let result = if fail {
-                TurnResult::Failed(reply)
+                TurnResult::Failed(TurnFailure::new(FailureKind::Llm, reply))
             } else {
                 TurnResult::Replied(reply)
             };
@@ -300,7 +300,7 @@ async fn run_for(channel: Arc<HeartbeatChannel>, dispatch: Arc<FakeDispatch>, du
         shutdown: CancellationToken::new(),
         ready: CancellationToken::new(),
         tasks: TaskTracker::new(),
-        liveness: crate::core::liveness::Liveness::new(),
+        liveness: Arc::new(crate::gateway::liveness::Liveness::new()),
     };
     let task = {
         let context = context.clone();

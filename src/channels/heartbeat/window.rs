@@ -11,8 +11,8 @@ use std::fmt;
 use chrono::{DateTime, Utc};
 
 use crate::channels::heartbeat::HeartbeatError;
-use crate::core::zone::UnknownZone;
-pub use crate::core::zone::Zone;
+use crate::zone::UnknownZone;
+pub use crate::zone::Zone;
 
 /// Minutes in a day; the largest end of a window (`24:00`).
 const DAY: u32 = 24 * 60;
@@ -274,7 +274,7 @@ mod tests {
             ActiveHours::new(
                 22 * 60,
                 6 * 60,
-                Zone::Iana(crate::core::iana_zone::IanaZone::get("UTC").unwrap())
+                Zone::Iana(crate::zone::IanaZone::get("UTC").unwrap())
             )
             .unwrap()
             .to_string(),

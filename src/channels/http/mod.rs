@@ -15,8 +15,8 @@
 
 mod channel;
 mod hub;
-mod plugin;
 pub mod openai;
+mod plugin;
 mod routes;
 mod sse;
 

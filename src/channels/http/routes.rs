@@ -38,10 +38,11 @@ use super::sse::{SseSink, event};
 use crate::core::approval::{Approvals, Decision, ResolveError};
 use crate::core::audience::Readers;
 use crate::core::conversation::Conversations;
-use crate::core::liveness::Liveness;
 use crate::core::origin::Origin;
 use crate::core::ports::approvals::ApprovalRequest;
-use crate::core::ports::channel::{DeliveryError, Dispatch, Inbound, ReplySink, TurnResult};
+use crate::core::ports::channel::{
+    Alive, DeliveryError, Dispatch, FailureKind, Inbound, ReplySink, TurnResult,
+};
 use crate::core::session::SessionId;
 use crate::gateway::GatewayState;
 
@@ -59,7 +60,7 @@ pub struct AppState {
     /// The gateway's background tasks (see `ChannelContext::tasks`).
     pub tasks: TaskTracker,
     /// Where accepted messages are reported as inbound events.
-    pub liveness: Liveness,
+    pub liveness: Arc<dyn Alive>,
     /// Where approval answers go.
     pub approvals: Option<Arc<Approvals>>,
     /// The API session ids' current sessions (see `HttpSettings::conversations`).
@@ -302,8 +303,8 @@ async fn message(
     tokio::select! {
         result = &mut done => match result {
             Ok(TurnResult::Replied(reply)) => Json(json!({ "reply": reply })).into_response(),
-            Ok(TurnResult::Failed(error)) => {
-                (StatusCode::BAD_GATEWAY, Json(json!({ "error": api_error(&error) }))).into_response()
+            Ok(TurnResult::Failed(failure)) => {
+                (failure_status(failure.kind), Json(json!({ "error": api_error(&failure.told) }))).into_response()
             }
             Ok(TurnResult::Dropped | TurnResult::Replaced) | Err(_) => unavailable(),
         },
@@ -315,7 +316,7 @@ async fn message(
             app.tasks.spawn(async move {
                 let outcome = match done.await {
                     Ok(TurnResult::Replied(reply)) => HubEvent::outcome("reply", json!({ "reply": reply })),
-                    Ok(TurnResult::Failed(error)) => HubEvent::outcome("error", json!({ "error": api_error(&error) })),
+                    Ok(TurnResult::Failed(failure)) => HubEvent::outcome("error", json!({ "error": api_error(&failure.told) })),
                     Ok(TurnResult::Dropped | TurnResult::Replaced) | Err(_) => {
                         HubEvent::outcome("error", json!({ "error": "squidbot is shutting down" }))
                     }
@@ -397,6 +398,19 @@ async fn approval(
 
 /// A turn's failure as the API's `error` field: the text a person is told in a chat starts
 /// with "Error: ", which an `error` field already says.
+/// The HTTP status of a failed turn: the one place a [`FailureKind`] becomes a status.
+fn failure_status(kind: FailureKind) -> StatusCode {
+    match kind {
+        FailureKind::Budget => StatusCode::TOO_MANY_REQUESTS,
+        FailureKind::Timeout => StatusCode::GATEWAY_TIMEOUT,
+        FailureKind::Llm | FailureKind::Runaway => StatusCode::BAD_GATEWAY,
+        FailureKind::Stopping => StatusCode::SERVICE_UNAVAILABLE,
+        // Someone else's `/stop` ended the turn this request waited for.
+        FailureKind::Cancelled => StatusCode::CONFLICT,
+        FailureKind::Storage | FailureKind::Delivery => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
 fn api_error(told: &str) -> &str {
     told.strip_prefix("Error: ").unwrap_or(told)
 }
@@ -430,8 +444,8 @@ fn stream_reply(
             app.tasks.spawn(async move {
                 let last = match done.await {
                     Ok(TurnResult::Replied(reply)) => event("done", json!({ "reply": reply })),
-                    Ok(TurnResult::Failed(error)) => {
-                        event("error", json!({ "error": api_error(&error) }))
+                    Ok(TurnResult::Failed(failure)) => {
+                        event("error", json!({ "error": api_error(&failure.told) }))
                     }
                     Ok(TurnResult::Dropped | TurnResult::Replaced) | Err(_) => {
                         event("error", json!({ "error": "squidbot is shutting down" }))

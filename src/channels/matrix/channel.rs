@@ -41,10 +41,10 @@ use crate::channels::attachments::AttachmentStore;
 use crate::channels::owner::{Ids, Owner, OwnerIds};
 use crate::channels::voice::{Chains, VoiceNotes};
 use crate::config::MatrixConfig;
-use crate::core::backoff::Backoff;
 use crate::core::ports::channel::{Channel, ChannelContext, ChannelError, ReplySink};
 use crate::core::redact::Redactor;
 use crate::core::session::SessionId;
+use crate::gateway::backoff::Backoff;
 
 /// The channel's name and session prefix.
 pub const NAME: &str = "matrix";

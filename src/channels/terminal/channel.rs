@@ -20,14 +20,14 @@ use super::sink::TerminalSink;
 use super::{EXIT_WORDS, TerminalError};
 use crate::console;
 use crate::core::agent_loop::{AgentLoop, TurnError, TurnRequest};
-use crate::core::approval::Decision;
+use crate::core::approval::{Approvals, Decision};
 use crate::core::audience::Audience;
-use crate::core::command::ChatCommand;
-use crate::core::command_answer;
 use crate::core::origin::Origin;
 use crate::core::ports::approvals::{ApprovalRequest, visible};
 use crate::core::ports::tool::Tool;
 use crate::core::session::SessionId;
+use crate::gateway::command::ChatCommand;
+use crate::gateway::command_answer;
 
 /// Asks y/N for `request` on the terminal; anything but `y` or `yes` (Ctrl-C and Ctrl-D too)
 /// is a no.
@@ -62,6 +62,7 @@ pub type ExtraTools = dyn Fn(&SessionId) -> Vec<Arc<dyn Tool>> + Send + Sync;
 /// Runs the interactive REPL until an exit word, or Ctrl-D or Ctrl-C at the prompt.
 pub async fn run_interactive(
     agent: Arc<AgentLoop>,
+    approvals: Arc<Approvals>,
     extra_tools: &ExtraTools,
     banner: &str,
 ) -> Result<(), TerminalError> {
@@ -126,8 +127,7 @@ pub async fn run_interactive(
                 _ = interrupts.recv(), if !cancel.is_cancelled() => cancel.cancel(),
                 Some(request) = asked.recv() => {
                     let decision = approve(&mut input, &request).await?;
-                    if let Some(approvals) = agent.approvals()
-                        && let Err(error) = approvals.resolve_id(&session, &request.id, decision)
+                    if let Err(error) = approvals.resolve_id(&session, &request.id, decision)
                     {
                         console::out(format_args!("Nothing changed: {error}.\n"))
                             .map_err(TerminalError::Output)?;

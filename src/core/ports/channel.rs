@@ -13,6 +13,7 @@
 
 use std::error::Error as StdError;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Map, Value};
@@ -21,7 +22,6 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::core::audience::Readers;
-use crate::core::liveness::Liveness;
 use crate::core::origin::Origin;
 use crate::core::ports::approvals::ApprovalRequest;
 use crate::core::ports::llm::LlmClient;
@@ -143,13 +143,72 @@ impl ReplySink for CollectingSink {
 pub enum TurnResult {
     /// The reply that was delivered.
     Replied(String),
-    /// The turn failed; the text is what the user was told (or the internal error).
-    Failed(String),
+    /// The turn failed: why, and what the user was told.
+    Failed(TurnFailure),
     /// The gateway shut down before the turn ran; the message was not persisted.
     Dropped,
     /// A correction of the message (an edit) arrived before its turn started and took its
     /// place: this message was not persisted, its correction is (see [`Inbound::corrects`]).
     Replaced,
+}
+
+/// A failed turn: its kind, from which a front end's status and the turn metric's label are
+/// derived (each in one place), and the text the person was told.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnFailure {
+    /// What went wrong.
+    pub kind: FailureKind,
+    /// What the person was told (or, where nobody was, the error).
+    pub told: String,
+}
+
+impl TurnFailure {
+    /// A failure of `kind`, told as `told`.
+    pub fn new(kind: FailureKind, told: impl Into<String>) -> Self {
+        Self {
+            kind,
+            told: told.into(),
+        }
+    }
+}
+
+/// Why a turn failed, as a closed set: a front end maps each to its own status (the HTTP API
+/// in one function), and [`FailureKind::label`] names it in metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// The person stopped it (`/stop`, Ctrl-C).
+    Cancelled,
+    /// The gateway stopped before it finished (its grace period ran out).
+    Stopping,
+    /// A budget (`budgets.*`) is used up.
+    Budget,
+    /// The model did not answer in time.
+    Timeout,
+    /// The model failed or answered with nothing usable.
+    Llm,
+    /// The model went round in circles: the same call again and again, or round after round
+    /// of tools without an answer.
+    Runaway,
+    /// The history could not be read or written.
+    Storage,
+    /// The answer could not be delivered.
+    Delivery,
+}
+
+impl FailureKind {
+    /// The `outcome` label of the turn metric: `cancelled` for a turn someone stopped,
+    /// `failed` for every other.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Cancelled | Self::Stopping => "cancelled",
+            Self::Budget
+            | Self::Timeout
+            | Self::Llm
+            | Self::Runaway
+            | Self::Storage
+            | Self::Delivery => "failed",
+        }
+    }
 }
 
 /// One message received by a channel.
@@ -265,6 +324,18 @@ impl ChannelError {
     }
 }
 
+/// Where a running channel says it is alive, so `/status`, `/metrics` and `/readyz` can tell a
+/// quiet channel from a stuck one; the gateway keeps the times.
+pub trait Alive: Send + Sync {
+    /// Declares that a healthy round of this channel ends within `limit` (a sync's long-poll
+    /// timeout plus slack, an IDLE's re-arm period plus slack).
+    fn expect_rounds(&self, limit: Duration);
+    /// Records that a message arrived.
+    fn inbound(&self);
+    /// Records that a round succeeded.
+    fn round(&self);
+}
+
 /// What a running channel gets from the supervisor.
 #[derive(Clone)]
 pub struct ChannelContext {
@@ -280,7 +351,7 @@ pub struct ChannelContext {
     pub tasks: TaskTracker,
     /// Where the channel reports inbound events and successful rounds (syncs, IDLE or poll
     /// rounds), so `/status`, `/metrics` and `/readyz` can tell a quiet channel from a stuck one.
-    pub liveness: Liveness,
+    pub liveness: Arc<dyn Alive>,
 }
 
 /// A long-running message source, run by the supervisor.

@@ -161,12 +161,10 @@ pub enum LlmError {
     #[error("{0}")]
     Config(String),
     /// A budget (`budgets.*`) is used up, so the call was not made.
-    #[error("{budget} reached")]
+    #[error("{} reached", .stop.kind.field())]
     Budget {
-        /// The budget's config field (`budgets.daily_tokens`).
-        budget: &'static str,
-        /// What the person reads: which budget, and when it resets.
-        message: String,
+        /// Which budget, its figures and when it resets; worded by [`BudgetStop::message`].
+        stop: BudgetStop,
         /// Whether someone should be told: always in a person's turn; once per budget and day
         /// for a heartbeat tick or a cron run, which are otherwise skipped quietly.
         notify: bool,
@@ -209,7 +207,7 @@ impl LlmError {
             }
             Self::Protocol { detail, .. } => format!("Error: the LLM's answer could not be used: {detail}. Try again."),
             Self::Config(detail) => format!("Error: LLM configuration problem: {detail}"),
-            Self::Budget { message, .. } => message.clone(),
+            Self::Budget { stop, .. } => stop.message(),
         }
     }
 
@@ -253,5 +251,107 @@ pub trait LlmClient: Send + Sync {
     /// order they are tried (`default: small (gpt-4o-mini) → big (gpt-4o)`).
     fn describe(&self) -> String {
         self.name().to_owned()
+    }
+}
+
+/// Which budget stopped a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum BudgetKind {
+    /// `budgets.daily_tokens`.
+    DailyTokens,
+    /// `budgets.daily_cost`.
+    DailyCost,
+    /// `budgets.turn_tokens`.
+    TurnTokens,
+    /// `budgets.heartbeat_tokens`.
+    HeartbeatTokens,
+    /// `budgets.cron_tokens`.
+    CronTokens,
+}
+
+impl BudgetKind {
+    /// The config field, which is also how messages and `/status` name it.
+    pub fn field(self) -> &'static str {
+        match self {
+            Self::DailyTokens => "budgets.daily_tokens",
+            Self::DailyCost => "budgets.daily_cost",
+            Self::TurnTokens => "budgets.turn_tokens",
+            Self::HeartbeatTokens => "budgets.heartbeat_tokens",
+            Self::CronTokens => "budgets.cron_tokens",
+        }
+    }
+
+    /// Whether it counts a whole day (rather than one turn, tick or run).
+    pub fn is_daily(self) -> bool {
+        matches!(self, Self::DailyTokens | Self::DailyCost)
+    }
+}
+
+/// A budget's limit and what was spent against it, in its own unit.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum BudgetFigures {
+    /// A token budget.
+    Tokens {
+        /// The limit.
+        limit: u64,
+        /// The tokens spent.
+        used: u64,
+    },
+    /// A cost budget, in the prices' currency.
+    Cost {
+        /// The limit.
+        limit: f64,
+        /// The cost so far.
+        used: f64,
+    },
+}
+
+/// A budget that is used up, as figures: the words are made where it is shown
+/// ([`BudgetStop::message`]), not where it was found.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BudgetStop {
+    /// The budget.
+    pub kind: BudgetKind,
+    /// Its limit and the spend.
+    pub figures: BudgetFigures,
+    /// For a daily budget: the owner's zone (as configured) and the minutes until its
+    /// midnight, when the budget resets.
+    pub resets: Option<(String, i64)>,
+}
+
+impl BudgetStop {
+    /// What the person (or the owner, for a tick or run) reads: which budget, the spend, and
+    /// when it resets.
+    pub fn message(&self) -> String {
+        let what = match self.kind {
+            BudgetKind::DailyTokens => "daily token budget",
+            BudgetKind::DailyCost => "daily cost budget",
+            BudgetKind::TurnTokens => "token budget of one turn",
+            BudgetKind::HeartbeatTokens => "token budget of one heartbeat tick",
+            BudgetKind::CronTokens => "token budget of one cron run",
+        };
+        let (used, limit) = match self.figures {
+            BudgetFigures::Tokens { limit, used } => {
+                (format!("{used} tokens"), format!("{limit} tokens"))
+            }
+            BudgetFigures::Cost { limit, used } => (format!("{used:.4}"), format!("{limit:.2}")),
+        };
+        let resets = match (&self.resets, self.kind) {
+            (Some((zone, minutes)), _) => format!(
+                "it resets at midnight ({zone}), in {} h {} min",
+                minutes / 60,
+                minutes % 60
+            ),
+            (None, BudgetKind::DailyTokens | BudgetKind::DailyCost) => {
+                "it resets at midnight".to_owned()
+            }
+            (None, BudgetKind::TurnTokens) => "the next message starts a new turn".to_owned(),
+            (None, BudgetKind::HeartbeatTokens) => "the next tick starts afresh".to_owned(),
+            (None, BudgetKind::CronTokens) => "the job's next run starts afresh".to_owned(),
+        };
+        format!(
+            "Stopped: the {what} is used up ({used} of {limit}, {}); {resets}.",
+            self.kind.field()
+        )
     }
 }

@@ -15,7 +15,7 @@ mod test_server;
 mod tests;
 
 use crate::core::authority::{Effect, Effects};
-use crate::core::backoff::Backoff;
+use crate::gateway::backoff::Backoff;
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! MCP client tests against a real rmcp server over stdio (`examples/mcp_echo.rs`) and over
 //! streamable HTTP on 127.0.0.1.
 
-use crate::core::backoff::Backoff;
+use crate::gateway::backoff::Backoff;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;

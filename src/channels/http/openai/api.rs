@@ -36,11 +36,11 @@ use super::request::{self, ChatRequest, Image, MAX_BODY};
 use super::thread::{CONVERSATION_HEADERS, Kind};
 use super::turn::{self, Exchange, Out, Running};
 use crate::core::approval;
-use crate::core::command::ChatCommand;
 use crate::core::conversation::DEFAULT_WORD;
 use crate::core::ports::channel::TurnResult;
 use crate::core::ports::models::ModelKind;
 use crate::core::session::SessionId;
+use crate::gateway::command::ChatCommand;
 
 /// What the message of a regenerate is recorded with.
 const REGENERATE_NOTE: &str =
@@ -332,7 +332,8 @@ async fn parked_answer(
         };
         let told = answered.result().await;
         let prefix = match told {
-            TurnResult::Replied(told) | TurnResult::Failed(told) => format!("{told}\n\n"),
+            TurnResult::Replied(told) => format!("{told}\n\n"),
+            TurnResult::Failed(failure) => format!("{}\n\n", failure.told),
             TurnResult::Dropped | TurnResult::Replaced => String::new(),
         };
         let _ = parked.ended();

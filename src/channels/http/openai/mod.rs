@@ -33,7 +33,7 @@ use tokio_util::task::TaskTracker;
 use crate::channels::attachments::AttachmentStore;
 use crate::core::approval::Approvals;
 use crate::core::conversation::Conversations;
-use crate::core::liveness::Liveness;
+use crate::core::ports::channel::Alive;
 use crate::core::ports::channel::Dispatch;
 use crate::core::session::SessionId;
 
@@ -71,7 +71,7 @@ pub struct Endpoint {
     /// Where the work a request leaves running is spawned (see `ChannelContext::tasks`).
     pub tasks: TaskTracker,
     /// Where accepted messages are reported.
-    pub liveness: Liveness,
+    pub liveness: Arc<dyn Alive>,
     /// The HTTP API's bearer token.
     pub token: Arc<str>,
     /// Where approval answers go.

@@ -221,7 +221,8 @@ pub async fn drive(
                 }
                 break Some(Ok(()));
             }
-            Some(TurnEvent::End(TurnResult::Failed(told))) => {
+            Some(TurnEvent::End(TurnResult::Failed(failure))) => {
+                let told = failure.told;
                 let told = told.strip_prefix("Error: ").unwrap_or(&told).to_owned();
                 if sent.is_empty() {
                     break Some(Err(ApiError::new(ErrorKind::TurnFailed, told)));

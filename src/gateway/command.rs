@@ -6,7 +6,7 @@
 //! prompt. Only a person's message is read as a command; a heartbeat or cron prompt that
 //! happens to say `/stop` is just text. The text must be the command alone (surrounding
 //! whitespace and letter case aside), `/model` with at most one name after it; `/stop now` or
-//! `/shrug` go to the model as usual. [`crate::core::command_answer`] answers them.
+//! `/shrug` go to the model as usual. [`crate::gateway::command_answer`] answers them.
 
 use chrono::{DateTime, TimeDelta, Utc};
 

@@ -9,14 +9,29 @@
 use std::fmt::Write as _;
 
 use crate::core::agent_loop::AgentLoop;
-use crate::core::command::{ChatCommand, HELP};
 use crate::core::conversation::{Conversations, ModelSwitch};
 use crate::core::memory_manager::Consolidation;
 use crate::core::ports::models::ModelKind;
+use crate::core::ports::store::StoreError;
 use crate::core::session::SessionId;
+use crate::gateway::command::{self, ChatCommand, HELP};
 
 /// What a channel without a way to steer conversations says to `/model` and `/new`.
 const NOT_HERE: &str = "Conversations cannot be switched here.";
+
+/// The `/status` line of `session` (see [`command::status_line`]). Reads only, so it does
+/// not wait for the session's running turn.
+async fn status_line(agent: &AgentLoop, session: &SessionId) -> Result<String, StoreError> {
+    let tail = agent.memory().load_tail(session).await?;
+    let llm = agent.llm_of(session);
+    let now = agent.clock().now().to_utc();
+    let mut line = command::status_line(&llm.describe(), &tail, now);
+    if let Some(usage) = agent.usage() {
+        line.push_str(" · ");
+        line.push_str(&usage.status_line().await);
+    }
+    Ok(line)
+}
 
 /// The answer to `command` sent in conversation `key`. `/stop` is the caller's to answer.
 pub async fn answer(agent: &AgentLoop, key: &SessionId, command: &ChatCommand) -> String {
@@ -24,7 +39,7 @@ pub async fn answer(agent: &AgentLoop, key: &SessionId, command: &ChatCommand) -
     let text = match command {
         ChatCommand::Help => HELP.to_owned(),
         ChatCommand::Stop => "Nothing to stop: no reply is being worked on.".to_owned(),
-        ChatCommand::Status => match agent.status_line(&session).await {
+        ChatCommand::Status => match status_line(agent, &session).await {
             Ok(line) => line,
             Err(error) => format!("Error: {error}"),
         },

@@ -8,7 +8,9 @@ use std::fmt;
 
 use chrono::{DateTime, FixedOffset, Local, Timelike, Utc};
 
-use super::iana_zone::IanaZone;
+mod iana;
+
+pub use iana::IanaZone;
 
 /// A parsed time zone.
 #[derive(Clone, Debug, PartialEq, Eq)]

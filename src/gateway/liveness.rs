@@ -17,6 +17,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::core::ports::channel::Alive;
+
 /// One channel's pulse, shared by the channel (writer) and the gateway's state (reader).
 /// Cloning shares it.
 #[derive(Debug, Clone)]
@@ -49,6 +51,20 @@ pub struct Pulse {
     pub stall_after: Option<Duration>,
     /// Whether no round succeeded within `stall_after` since the current run began.
     pub stalled: bool,
+}
+
+impl Alive for Liveness {
+    fn expect_rounds(&self, limit: Duration) {
+        Liveness::expect_rounds(self, limit);
+    }
+
+    fn inbound(&self) {
+        Liveness::inbound(self);
+    }
+
+    fn round(&self) {
+        Liveness::round(self);
+    }
 }
 
 impl Default for Liveness {
