@@ -32,5 +32,6 @@ pub mod llm;
 pub mod skills;
 pub mod storage;
 pub mod tools;
+pub mod transcription;
 pub mod workspace;
 pub mod zone;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::accounting::meter::UsageMeter;
-use crate::core::ports::transcriber::{Audio, Transcriber, Transcript, TranscriptionError};
+use crate::transcription::{Audio, Transcriber, Transcript, TranscriptionError};
 
 /// A transcriber whose every transcription is in the ledger.
 pub struct AccountedTranscriber {

@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 use crate::core::audience::Readers;
 use crate::core::ports::approvals::ApprovalRequest;
 use crate::core::ports::channel::{DeliveryError, ReplySink};
-use crate::core::ports::transcriber::{Audio, Transcriber, Transcript, TranscriptionError};
+use crate::transcription::{Audio, Transcriber, Transcript, TranscriptionError};
 
 /// How many transcripts are remembered, so a redelivered or edited voice note is not
 /// transcribed (and paid for) again.
@@ -198,7 +198,7 @@ impl ReplySink for NotedReply {
 mod tests {
     use super::*;
     use crate::core::ports::channel::CollectingSink;
-    use crate::core::ports::transcriber::TranscriptionErrorKind;
+    use crate::transcription::TranscriptionErrorKind;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     struct Counting(AtomicUsize);

@@ -18,10 +18,10 @@ use crate::channels::attachments::AttachmentStore;
 use crate::channels::voice::{self, NotedReply, VoiceNotes};
 use crate::core::origin::Origin;
 use crate::core::ports::channel::{Dispatch, Inbound, ReplySink};
-use crate::core::ports::transcriber::Audio;
 use crate::core::session::SessionId;
 use crate::core::untrusted;
 use crate::gateway::fault;
+use crate::transcription::Audio;
 
 /// A mail to hand over, with what its inbound message is made of.
 pub(super) struct Pending {

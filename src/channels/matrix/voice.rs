@@ -22,7 +22,7 @@ use super::sync_state::SyncState;
 use crate::channels::attachments::AttachmentStore;
 use crate::channels::voice::{self, NotedReply, VoiceNotes};
 use crate::core::ports::channel::{Dispatch, Inbound};
-use crate::core::ports::transcriber::Audio;
+use crate::transcription::Audio;
 
 /// One message's hand-over to the router, and what follows its persistence (the sync
 /// position, the read receipt).

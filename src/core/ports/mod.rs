@@ -12,5 +12,4 @@ pub mod models;
 pub mod prompt;
 pub mod store;
 pub mod tool;
-pub mod transcriber;
 pub mod usage;

@@ -17,11 +17,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::Deserialize;
 
-use crate::core::ports::transcriber::{
-    Audio, Transcriber, Transcript, TranscriptionError, TranscriptionErrorKind as Kind,
-};
 use crate::llm::settings::masked_url;
 use crate::llm::wire::error_message;
+use crate::transcription::{
+    Audio, Transcriber, Transcript, TranscriptionError, TranscriptionErrorKind as Kind,
+};
 
 /// What a transcriber is built from (the `transcription` config section, with its provider's
 /// `api_base` and key).

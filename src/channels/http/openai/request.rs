@@ -92,27 +92,7 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest, ApiError> {
     let Value::Object(fields) = value else {
         return Err(ApiError::invalid("the body must be a JSON object", None));
     };
-    if fields
-        .get("tools")
-        .is_some_and(|tools| tools.as_array().is_none_or(|t| !t.is_empty()))
-        || fields.get("functions").is_some_and(|f| !f.is_null())
-    {
-        return Err(ApiError::unsupported(
-            "client-side tools are not supported: squidbot runs its own tools (shell, files, \
-             web, memory) in its jail; switch the app's tools or function calling off",
-            "tools",
-        ));
-    }
-    if fields
-        .get("n")
-        .and_then(Value::as_u64)
-        .is_some_and(|n| n > 1)
-    {
-        return Err(ApiError::unsupported(
-            "only one choice per request (n = 1) is supported",
-            "n",
-        ));
-    }
+    refuse_unsupported(&fields)?;
     let model = match fields.get("model") {
         Some(Value::String(model)) if !model.trim().is_empty() => model.trim().to_owned(),
         _ => {
@@ -149,6 +129,66 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest, ApiError> {
             Some("messages"),
         ));
     };
+    let (system, turns, images) = conversation(messages)?;
+    match turns.last() {
+        Some(turn) if turn.speaker == Speaker::User => {}
+        _ => {
+            return Err(ApiError::invalid(
+                "the last message must be the person's (role `user`)",
+                Some("messages"),
+            ));
+        }
+    }
+    let text = turns.last().map_or(0, |turn| turn.text.len());
+    if text > MAX_MESSAGE_TEXT {
+        return Err(ApiError::too_large(format!(
+            "the message has {text} bytes of text; at most {MAX_MESSAGE_TEXT} are taken"
+        )));
+    }
+    if text == 0 && images.is_empty() {
+        return Err(ApiError::invalid("the message is empty", Some("messages")));
+    }
+    Ok(ChatRequest {
+        model,
+        stream,
+        include_usage,
+        user,
+        system: system.join("\n\n"),
+        turns,
+        images,
+    })
+}
+
+/// Refuses what squidbot does not do: client-side tools (it runs its own, in its jail) and more
+/// than one choice.
+fn refuse_unsupported(fields: &serde_json::Map<String, Value>) -> Result<(), ApiError> {
+    if fields
+        .get("tools")
+        .is_some_and(|tools| tools.as_array().is_none_or(|t| !t.is_empty()))
+        || fields.get("functions").is_some_and(|f| !f.is_null())
+    {
+        return Err(ApiError::unsupported(
+            "client-side tools are not supported: squidbot runs its own tools (shell, files, \
+             web, memory) in its jail; switch the app's tools or function calling off",
+            "tools",
+        ));
+    }
+    if fields
+        .get("n")
+        .and_then(Value::as_u64)
+        .is_some_and(|n| n > 1)
+    {
+        return Err(ApiError::unsupported(
+            "only one choice per request (n = 1) is supported",
+            "n",
+        ));
+    }
+    Ok(())
+}
+
+/// The system text, the turns and the new message's images of `messages`, refused when they
+/// carry tool results, unknown roles or more text than any model's context holds.
+fn conversation(messages: &[Value]) -> Result<(Vec<String>, Vec<Turn>, Vec<Image>), ApiError> {
     let mut system = Vec::new();
     let mut turns = Vec::new();
     let mut images = Vec::new();
@@ -194,33 +234,7 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest, ApiError> {
             }
         }
     }
-    match turns.last() {
-        Some(turn) if turn.speaker == Speaker::User => {}
-        _ => {
-            return Err(ApiError::invalid(
-                "the last message must be the person's (role `user`)",
-                Some("messages"),
-            ));
-        }
-    }
-    let text = turns.last().map_or(0, |turn| turn.text.len());
-    if text > MAX_MESSAGE_TEXT {
-        return Err(ApiError::too_large(format!(
-            "the message has {text} bytes of text; at most {MAX_MESSAGE_TEXT} are taken"
-        )));
-    }
-    if text == 0 && images.is_empty() {
-        return Err(ApiError::invalid("the message is empty", Some("messages")));
-    }
-    Ok(ChatRequest {
-        model,
-        stream,
-        include_usage,
-        user,
-        system: system.join("\n\n"),
-        turns,
-        images,
-    })
+    Ok((system, turns, images))
 }
 
 /// The text and images of a message's `content` (a string, an array of parts, or null).
