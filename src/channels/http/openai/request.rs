@@ -129,7 +129,11 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest, ApiError> {
             Some("messages"),
         ));
     };
-    let (system, turns, images) = conversation(messages)?;
+    let Conversation {
+        system,
+        turns,
+        images,
+    } = conversation(messages)?;
     match turns.last() {
         Some(turn) if turn.speaker == Speaker::User => {}
         _ => {
@@ -186,9 +190,19 @@ fn refuse_unsupported(fields: &serde_json::Map<String, Value>) -> Result<(), Api
     Ok(())
 }
 
+/// What the messages of a request carry.
+struct Conversation {
+    /// The system (and developer) texts.
+    system: Vec<String>,
+    /// The person's and the assistant's turns, in order.
+    turns: Vec<Turn>,
+    /// The images of the new message.
+    images: Vec<Image>,
+}
+
 /// The system text, the turns and the new message's images of `messages`, refused when they
 /// carry tool results, unknown roles or more text than any model's context holds.
-fn conversation(messages: &[Value]) -> Result<(Vec<String>, Vec<Turn>, Vec<Image>), ApiError> {
+fn conversation(messages: &[Value]) -> Result<Conversation, ApiError> {
     let mut system = Vec::new();
     let mut turns = Vec::new();
     let mut images = Vec::new();
@@ -234,7 +248,11 @@ fn conversation(messages: &[Value]) -> Result<(Vec<String>, Vec<Turn>, Vec<Image
             }
         }
     }
-    Ok((system, turns, images))
+    Ok(Conversation {
+        system,
+        turns,
+        images,
+    })
 }
 
 /// The text and images of a message's `content` (a string, an array of parts, or null).
