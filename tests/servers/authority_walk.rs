@@ -269,31 +269,25 @@ fn assert_untouched(home: &Path) {
 // See: #35 (item 1, the same walk by a stranger's mail)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_tool_called_from_a_strangers_mail_leaves_the_owners_files_alone() {
-    use crate::support::mail_client::{
-        AUTHSERV_ID, MailGateway, MailServer, new_id, plain_mail, write_config,
-    };
+    use crate::support::mail_client::{MailServer, new_id, plain_mail};
+    use crate::support::mail_scene::MailScene;
     use mail_parser::MessageParser;
-    let server = MailServer::shared();
-    let bot = server.add_user("bot");
-    let (owner, _) = server.add_user("owner");
+    let scene = MailScene::new(&MailServer::shared()).await;
+    let MailScene {
+        server,
+        bot,
+        owner: (owner, _),
+        llm,
+        home,
+    } = &scene;
     let (friend, friend_pw) = server.add_user("friend");
-    let llm = ScriptedLlm::start().await;
     llm.set_handler(walker);
-    let home = tempfile::tempdir().unwrap();
     plant(&home.path().join("workspace"));
-    let port = write_config(home.path(), &llm.url(), &server, &bot, "[\"@LOCALHOST\"]");
-    let path = home.path().join("squidbot.yaml");
-    let mut config = std::fs::read_to_string(&path).unwrap();
-    config = config.replace(
-        "  email:\n    enabled: true\n",
-        &format!("  email:\n    enabled: true\n    authserv_id: {AUTHSERV_ID}\n"),
-    );
-    config.push_str(&format!(
-        "owner:\n  email: [\"{owner}\"]\n{}",
-        tools_section()
-    ));
-    std::fs::write(&path, config).unwrap();
-    let gateway = MailGateway::start(home.path(), port).await;
+    let config = scene
+        .config("[\"@LOCALHOST\"]")
+        .trusting(owner)
+        .with(|c| c.extra(&tools_section()));
+    let gateway = scene.start(config).await;
 
     let mail = plain_mail(&friend, &bot.0, "Hi", &new_id("walk"), "", "WALK please");
     server.send_raw(&friend, &bot.0, &mail).await;

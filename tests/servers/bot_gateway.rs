@@ -10,6 +10,7 @@ use tokio::process::{Child, Command};
 
 use crate::support::config::TestConfig;
 use crate::support::matrix_client::{Account, Homeserver};
+use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 /// A gateway with the Matrix channel, on a home the test owns (so it can be restarted).
 pub(crate) struct BotGateway {
@@ -212,4 +213,62 @@ pub(crate) fn verify(
         drop(stdin);
         child.wait_with_output().await.unwrap()
     })
+}
+
+/// One Matrix test's cast: the shared homeserver, the bot's account and Alice's, a scripted
+/// model and the home the gateway keeps across restarts. Twelve tests began with the same
+/// six lines; what they vary is the model's handler and the channel's extra settings.
+pub(crate) struct MatrixScene {
+    pub(crate) hs: Homeserver,
+    pub(crate) bot: Account,
+    pub(crate) alice: Account,
+    pub(crate) llm: ScriptedLlm,
+    pub(crate) home: tempfile::TempDir,
+}
+
+impl MatrixScene {
+    /// Fresh accounts `bot…` and `alice…` on the shared Synapse; the model answers with
+    /// `handler`.
+    pub(crate) async fn new(handler: impl Fn(&Value) -> Reply + Send + Sync + 'static) -> Self {
+        let hs = Homeserver::shared();
+        let (bot, alice) = (hs.register("bot"), hs.register("alice"));
+        let llm = ScriptedLlm::start().await;
+        llm.set_handler(handler);
+        Self {
+            hs,
+            bot,
+            alice,
+            llm,
+            home: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// `channels.matrix.allowlist` naming Alice (at the indentation of the channel's fields).
+    pub(crate) fn allow_alice(&self) -> String {
+        format!("    allowlist: [\"{}\"]", self.alice.user_id)
+    }
+
+    /// [`BotGateway::start`] on this scene's home, model and bot.
+    pub(crate) async fn start(&self, matrix_extra: &str) -> BotGateway {
+        BotGateway::start(
+            self.home.path(),
+            &self.llm.url(),
+            &self.hs,
+            &self.bot,
+            matrix_extra,
+        )
+        .await
+    }
+
+    /// [`BotGateway::run_once`] on this scene's home, model and bot.
+    pub(crate) async fn run_once(&self, matrix_extra: &str) {
+        BotGateway::run_once(
+            self.home.path(),
+            &self.llm.url(),
+            &self.hs,
+            &self.bot,
+            matrix_extra,
+        )
+        .await;
+    }
 }

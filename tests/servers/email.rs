@@ -6,24 +6,9 @@ use std::time::Duration;
 
 use mail_parser::MessageParser;
 
-use crate::support::mail_client::{
-    AUTHSERV_ID, MailGateway, MailServer, new_id, plain_mail, with_dkim_pass, write_config,
-};
+use crate::support::mail_client::{MailGateway, MailServer, new_id, plain_mail, replies};
+use crate::support::mail_scene::{MailScene, WAIT};
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
-
-const WAIT: Duration = Duration::from_secs(60);
-
-/// The replies in a mailbox: (In-Reply-To id, raw mail).
-fn replies(mails: &[(Vec<u8>, bool)]) -> Vec<(String, Vec<u8>)> {
-    mails
-        .iter()
-        .filter_map(|(raw, _)| {
-            let message = MessageParser::default().parse(raw)?;
-            let id = message.in_reply_to().as_text()?.to_owned();
-            Some((id, raw.clone()))
-        })
-        .collect()
-}
 
 fn answering_llm(llm: &ScriptedLlm) {
     llm.set_handler(|_| Reply::Text("Here is **the answer**.".into()));
@@ -31,31 +16,27 @@ fn answering_llm(llm: &ScriptedLlm) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mail_of_every_shape_is_answered_in_thread_and_robots_are_not() {
-    let server = MailServer::shared();
-    let bot = server.add_user("bot");
-    let (owner, owner_pw) = server.add_user("owner");
-    let llm = ScriptedLlm::start().await;
-    answering_llm(&llm);
-    let home = tempfile::tempdir().unwrap();
-    let port = write_config(home.path(), &llm.url(), &server, &bot, "[\"@LOCALHOST\"]");
-    let gateway = MailGateway::start(home.path(), port).await;
-    let to = bot.0.as_str();
+    let scene = MailScene::new(&MailServer::shared()).await;
+    answering_llm(&scene.llm);
+    let gateway = scene.start(scene.config("[\"@LOCALHOST\"]")).await;
+    let MailScene {
+        server,
+        bot,
+        owner: (owner, owner_pw),
+        llm,
+        ..
+    } = &scene;
+    let to = scene.to();
 
     // Plain, answering a thread: the reply keeps the references and adds this id.
     let plain = new_id("plain");
     let extra = "In-Reply-To: <earlier@test.example>\r\nReferences: <root@test.example> <earlier@test.example>\r\n";
-    server
-        .send_raw(
-            &owner,
-            to,
-            &plain_mail(
-                &owner,
-                to,
-                "Re: Re: Lunch plans",
-                &plain,
-                extra,
-                "Plain words PLAINMARK",
-            ),
+    scene
+        .send(
+            "Re: Re: Lunch plans",
+            &plain,
+            extra,
+            "Plain words PLAINMARK",
         )
         .await;
     // HTML only.
@@ -109,12 +90,7 @@ async fn mail_of_every_shape_is_answered_in_thread_and_robots_are_not() {
     server.send_raw(&owner, to, body.as_bytes()).await;
 
     let answered = [&plain, &html, &alt, &attach, &latin, &big];
-    let mails = server
-        .wait_for(&owner, &owner_pw, "six replies", WAIT, |mails| {
-            replies(mails).len() >= 6
-        })
-        .await;
-    let got = replies(&mails);
+    let got = scene.replies("six replies", 6).await;
     for id in answered {
         assert_eq!(
             got.iter().filter(|(r, _)| r == id.as_str()).count(),
@@ -256,7 +232,7 @@ async fn mail_of_every_shape_is_answered_in_thread_and_robots_are_not() {
         )
         .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let mails = server.mailbox(&owner, &owner_pw).await;
+    let mails = server.mailbox(owner, owner_pw).await;
     assert_eq!(
         replies(&mails).len(),
         answered.len(),
@@ -288,66 +264,38 @@ async fn mail_of_every_shape_is_answered_in_thread_and_robots_are_not() {
     let started = std::time::Instant::now();
     gateway.stop().await;
     assert!(started.elapsed() < Duration::from_secs(5), "slow shutdown");
-    let log = std::fs::read_to_string(home.path().join("gateway.log")).unwrap();
+    let log = std::fs::read_to_string(scene.home.path().join("gateway.log")).unwrap();
     assert!(log.contains("IMAP logout done"), "{log}");
     assert!(!log.contains(&bot.1), "the password was logged");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mail_sent_while_down_is_answered_once_across_three_restarts() {
-    let server = MailServer::shared();
-    let bot = server.add_user("bot");
-    let (owner, owner_pw) = server.add_user("owner");
-    let llm = ScriptedLlm::start().await;
-    answering_llm(&llm);
-    let home = tempfile::tempdir().unwrap();
-    let port = write_config(
-        home.path(),
-        &llm.url(),
-        &server,
-        &bot,
-        &format!("[\"{owner}\"]"),
-    );
-    let to = bot.0.as_str();
+    let scene = MailScene::new(&MailServer::shared()).await;
+    answering_llm(&scene.llm);
+    let home = scene.home.path();
+    let port = scene
+        .config(&format!("[\"{}\"]", scene.owner.0))
+        .write(home);
     let mut ids = Vec::new();
     for round in 0..3 {
         // Sent while the gateway is down.
         let id = new_id(&format!("down{round}"));
-        server
-            .send_raw(
-                &owner,
-                to,
-                &plain_mail(&owner, to, "While down", &id, "", "hello"),
-            )
-            .await;
+        scene.send("While down", &id, "", "hello").await;
         ids.push(id);
-        let gateway = MailGateway::start(home.path(), port).await;
+        let gateway = MailGateway::start(home, port).await;
         // And one while it runs.
         let id = new_id(&format!("up{round}"));
-        server
-            .send_raw(
-                &owner,
-                to,
-                &plain_mail(&owner, to, "While up", &id, "", "hello"),
-            )
-            .await;
+        scene.send("While up", &id, "", "hello").await;
         ids.push(id);
-        let expected = ids.len();
-        server
-            .wait_for(
-                &owner,
-                &owner_pw,
-                "the replies of this round",
-                WAIT,
-                |mails| replies(mails).len() >= expected,
-            )
-            .await;
+        scene.replies("the replies of this round", ids.len()).await;
         gateway.stop().await;
     }
-    let gateway = MailGateway::start(home.path(), port).await;
+    let gateway = MailGateway::start(home, port).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     gateway.stop().await;
-    let got = replies(&server.mailbox(&owner, &owner_pw).await);
+    let (owner, owner_pw) = &scene.owner;
+    let got = replies(&scene.server.mailbox(owner, owner_pw).await);
     assert_eq!(
         got.len(),
         ids.len(),
@@ -358,7 +306,7 @@ async fn mail_sent_while_down_is_answered_once_across_three_restarts() {
         assert_eq!(got.iter().filter(|(r, _)| r == id).count(), 1, "{id}");
     }
     let progress =
-        std::fs::read_to_string(home.path().join(format!("state/email/{}.json", bot.0))).unwrap();
+        std::fs::read_to_string(home.join(format!("state/email/{}.json", scene.bot.0))).unwrap();
     assert!(progress.contains("answered"), "{progress}");
 }
 
@@ -415,55 +363,22 @@ impl Drop for PrivateMail {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_restart_during_idle_is_recovered() {
     let private = PrivateMail::start();
-    let server = private.server.clone();
-    let bot = server.add_user("bot");
-    let (owner, owner_pw) = server.add_user("owner");
-    let llm = ScriptedLlm::start().await;
-    answering_llm(&llm);
-    let home = tempfile::tempdir().unwrap();
-    let port = write_config(home.path(), &llm.url(), &server, &bot, "[\"*\"]");
-    let gateway = MailGateway::start(home.path(), port).await;
-    let to = bot.0.as_str();
-    let first = new_id("first");
-    server
-        .send_raw(
-            &owner,
-            to,
-            &plain_mail(&owner, to, "One", &first, "", "one"),
-        )
-        .await;
-    server
-        .wait_for(&owner, &owner_pw, "the first reply", WAIT, |m| {
-            replies(m).len() == 1
-        })
-        .await;
+    let scene = MailScene::new(&private.server).await;
+    answering_llm(&scene.llm);
+    let gateway = scene.start(scene.config("[\"*\"]")).await;
+    scene.send("One", &new_id("first"), "", "one").await;
+    scene.replies("the first reply", 1).await;
 
     private.stop();
     // Dovecot's IMAP processes outlive their master; end the ones serving this private port
     // (found by their sockets, killed by pid), so the bot's IDLE connection really drops.
-    kill_connections(server.imap_port);
+    kill_connections(private.server.imap_port);
     private.restart();
     let second = new_id("second");
-    server
-        .send_raw(
-            &owner,
-            to,
-            &plain_mail(&owner, to, "Two", &second, "", "two"),
-        )
-        .await;
-    let mails = server
-        .wait_for(
-            &owner,
-            &owner_pw,
-            "the reply after the restart",
-            WAIT,
-            |m| replies(m).len() == 2,
-        )
-        .await;
-    assert_eq!(
-        replies(&mails).iter().filter(|(r, _)| *r == second).count(),
-        1
-    );
+    scene.send("Two", &second, "", "two").await;
+    let got = scene.replies("the reply after the restart", 2).await;
+    assert_eq!(got.len(), 2);
+    assert_eq!(got.iter().filter(|(r, _)| *r == second).count(), 1);
     let status = gateway.status().await;
     assert!(
         status["email"]["connects"].as_u64().unwrap() >= 2,
@@ -511,34 +426,22 @@ fn kill_connections(port: u16) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reply_that_cannot_be_sent_is_queued_and_retried() {
     let private = PrivateMail::start();
-    let server = private.server.clone();
-    let bot = server.add_user("bot");
-    let (owner, owner_pw) = server.add_user("owner");
-    let llm = ScriptedLlm::start().await;
+    let scene = MailScene::new(&private.server).await;
     // The answer takes 3 s, long enough to take the mail server down meanwhile.
-    llm.set_handler(|_| Reply::Stall {
+    scene.llm.set_handler(|_| Reply::Stall {
         text: "late answer".into(),
         for_ms: 3000,
     });
-    let home = tempfile::tempdir().unwrap();
-    let port = write_config(home.path(), &llm.url(), &server, &bot, "[\"*\"]");
-    let gateway = MailGateway::start(home.path(), port).await;
-    let to = bot.0.as_str();
+    let gateway = scene.start(scene.config("[\"*\"]")).await;
     let id = new_id("retry");
-    server
-        .send_raw(
-            &owner,
-            to,
-            &plain_mail(&owner, to, "Retry", &id, "", "hello"),
-        )
-        .await;
+    scene.send("Retry", &id, "", "hello").await;
     let deadline = std::time::Instant::now() + WAIT;
-    while llm.request_count() == 0 {
+    while scene.llm.request_count() == 0 {
         assert!(std::time::Instant::now() < deadline, "no LLM request");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     private.stop();
-    kill_connections(server.imap_port);
+    kill_connections(private.server.imap_port);
     loop {
         let status = gateway.status().await;
         if status["email"]["pending_replies"] == 1 {
@@ -550,19 +453,19 @@ async fn a_reply_that_cannot_be_sent_is_queued_and_retried() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let progress = home.path().join(format!("state/email/{}.json", bot.0));
+    let progress = scene
+        .home
+        .path()
+        .join(format!("state/email/{}.json", scene.bot.0));
     assert!(
         std::fs::read_to_string(&progress)
             .unwrap()
             .contains("late answer")
     );
     private.restart();
-    let mails = server
-        .wait_for(&owner, &owner_pw, "the retried reply", WAIT, |m| {
-            replies(m).len() == 1
-        })
-        .await;
-    assert_eq!(replies(&mails)[0].0, id);
+    let got = scene.replies("the retried reply", 1).await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].0, id);
     let status = gateway.status().await;
     assert_eq!(status["email"]["pending_replies"], 0, "{status}");
     gateway.stop().await;
@@ -578,26 +481,21 @@ fn private_parts(llm: &ScriptedLlm, marker: &str) -> (bool, bool, bool) {
 // See: #16 (item 5)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mail_from_another_allowed_sender_gets_no_private_memory_and_the_owners_does() {
-    let server = MailServer::shared();
-    let bot = server.add_user("bot");
-    let (owner, owner_pw) = server.add_user("owner");
+    let scene = MailScene::new(&MailServer::shared()).await;
+    answering_llm(&scene.llm);
+    let MailScene {
+        server,
+        bot,
+        owner: (owner, _),
+        llm,
+        home,
+    } = &scene;
     let (friend, friend_pw) = server.add_user("friend");
-    let llm = ScriptedLlm::start().await;
-    answering_llm(&llm);
-    let home = tempfile::tempdir().unwrap();
-    let port = write_config(home.path(), &llm.url(), &server, &bot, "[\"@LOCALHOST\"]");
     // The owner's address, in another letter case than it is sent with: addresses compare
     // without regard to case.
-    let mut config = std::fs::read_to_string(home.path().join("squidbot.yaml")).unwrap();
-    config.push_str(&format!(
-        "owner:\n  email: [\"{}\"]\n",
-        owner.to_uppercase()
-    ));
-    config = config.replace(
-        "  email:\n    enabled: true\n",
-        &format!("  email:\n    enabled: true\n    authserv_id: {AUTHSERV_ID}\n"),
-    );
-    std::fs::write(home.path().join("squidbot.yaml"), config).unwrap();
+    let config = scene
+        .config("[\"@LOCALHOST\"]")
+        .trusting(&owner.to_uppercase());
     let workspace = home.path().join("workspace");
     std::fs::create_dir_all(&workspace).unwrap();
     std::fs::write(
@@ -606,20 +504,13 @@ async fn mail_from_another_allowed_sender_gets_no_private_memory_and_the_owners_
     )
     .unwrap();
     std::fs::write(workspace.join("USER.md"), "# User\n- USERMARK: the owner\n").unwrap();
-    let gateway = MailGateway::start(home.path(), port).await;
+    let gateway = scene.start(config).await;
     let to = bot.0.as_str();
 
-    let (from_owner, from_friend) = (new_id("owner"), new_id("friend"));
-    server
-        .send_raw(
-            &owner,
-            to,
-            &with_dkim_pass(
-                plain_mail(&owner, to, "Mine", &from_owner, "", "OWNERMAIL hello"),
-                &owner,
-            ),
-        )
+    scene
+        .send_trusted("Mine", &new_id("owner"), "", "OWNERMAIL hello")
         .await;
+    let from_friend = new_id("friend");
     server
         .send_raw(
             &friend,
@@ -627,11 +518,7 @@ async fn mail_from_another_allowed_sender_gets_no_private_memory_and_the_owners_
             &plain_mail(&friend, to, "Theirs", &from_friend, "", "FRIENDMAIL hello"),
         )
         .await;
-    server
-        .wait_for(&owner, &owner_pw, "the owner's reply", WAIT, |m| {
-            !replies(m).is_empty()
-        })
-        .await;
+    scene.replies("the owner's reply", 1).await;
     server
         .wait_for(&friend, &friend_pw, "the friend's reply", WAIT, |m| {
             !replies(m).is_empty()
@@ -668,11 +555,14 @@ async fn mail_from_another_allowed_sender_gets_no_private_memory_and_the_owners_
 /// with a note that the file was not saved), and nothing appears outside.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_attachment_is_never_written_through_a_planted_link() {
-    let server = MailServer::shared();
-    let bot = server.add_user("bot");
-    let (sender, sender_pw) = server.add_user("sender");
-    let llm = ScriptedLlm::start().await;
-    llm.set_handler(|request| {
+    let scene = MailScene::named(&MailServer::shared(), "bot", "sender").await;
+    let MailScene {
+        server,
+        owner: (sender, sender_pw),
+        home,
+        ..
+    } = &scene;
+    scene.llm.set_handler(|request| {
         let user = request["messages"]
             .as_array()
             .and_then(|m| m.last())
@@ -681,15 +571,13 @@ async fn an_attachment_is_never_written_through_a_planted_link() {
             .to_owned();
         Reply::Text(format!("seen: {user}"))
     });
-    let home = tempfile::tempdir().unwrap();
-    let port = write_config(home.path(), &llm.url(), &server, &bot, "[\"@LOCALHOST\"]");
     let outside = home.path().join("elsewhere");
     std::fs::create_dir_all(&outside).unwrap();
     let attachments = home.path().join("workspace/attachments");
     std::fs::create_dir_all(&attachments).unwrap();
     std::os::unix::fs::symlink(&outside, attachments.join("email")).unwrap();
-    let gateway = MailGateway::start(home.path(), port).await;
-    let to = bot.0.as_str();
+    let gateway = scene.start(scene.config("[\"@LOCALHOST\"]")).await;
+    let to = scene.to();
     let id = new_id("linked");
     let body = format!(
         "From: {sender}\r\nTo: {to}\r\nSubject: File\r\nMessage-ID: <{id}>\r\nMIME-Version: 1.0\r\n\

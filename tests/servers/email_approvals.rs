@@ -3,17 +3,14 @@
 //! allowed sender is never asked about and never runs it, and neither is a mail that only
 //! claims the owner's address without the receiving server's authentication pass (#23).
 
-use std::time::Duration;
-
 use mail_parser::MessageParser;
 use serde_json::{Value, json};
 
 use crate::support::mail_client::{
-    AUTHSERV_ID, MailGateway, MailServer, new_id, plain_mail, with_dkim_pass, write_config,
+    AUTHSERV_ID, MailGateway, MailServer, new_id, plain_mail, with_dkim_pass,
 };
-use crate::support::scripted_llm::{Reply, ScriptedLlm};
-
-const WAIT: Duration = Duration::from_secs(60);
+use crate::support::mail_scene::{MailScene, WAIT};
+use crate::support::scripted_llm::Reply;
 
 /// A command built to hide part of itself from whoever reads the question: a line of four
 /// backticks closing a three-backtick fence, a Markdown link definition, an HTML tag, a
@@ -70,58 +67,30 @@ fn bodies(mails: &[(Vec<u8>, bool)]) -> Vec<String> {
 /// A gateway answering mail for a new bot address, with a new owner whose mail counts only
 /// with the configured server's authentication pass; the model is [`model`].
 struct Setup {
-    bot: String,
-    owner: String,
-    owner_pw: String,
-    home: tempfile::TempDir,
+    scene: MailScene,
     gateway: MailGateway,
-    llm: ScriptedLlm,
 }
 
 impl Setup {
     async fn start(server: &MailServer) -> Self {
-        let bot = server.add_user("bot");
-        let (owner, owner_pw) = server.add_user("owner");
-        let llm = ScriptedLlm::start().await;
-        llm.set_handler(model);
-        let home = tempfile::tempdir().unwrap();
-        let port = write_config(home.path(), &llm.url(), server, &bot, "[\"@LOCALHOST\"]");
-        let path = home.path().join("squidbot.yaml");
-        let mut config = std::fs::read_to_string(&path).unwrap();
-        config.push_str(&format!("owner:\n  email: [\"{owner}\"]\n"));
-        config = config.replace(
-            "  email:\n    enabled: true\n",
-            &format!("  email:\n    enabled: true\n    authserv_id: {AUTHSERV_ID}\n"),
-        );
-        std::fs::write(&path, config).unwrap();
-        let gateway = MailGateway::start(home.path(), port).await;
-        Self {
-            bot: bot.0,
-            owner,
-            owner_pw,
-            home,
-            gateway,
-            llm,
-        }
+        let scene = MailScene::new(server).await;
+        scene.llm.set_handler(model);
+        let config = scene.config("[\"@LOCALHOST\"]").trusting(&scene.owner.0);
+        let gateway = scene.start(config).await;
+        Self { scene, gateway }
     }
 
     /// The owner answers (with an authentication pass) and waits for a mail containing
     /// `expect`.
-    async fn answer(
-        &self,
-        server: &MailServer,
-        subject: &str,
-        headers: &str,
-        body: &str,
-        expect: &str,
-    ) {
-        let (owner, to) = (self.owner.as_str(), self.bot.as_str());
-        let answer = plain_mail(owner, to, subject, &new_id("answer"), headers, body);
-        server
-            .send_raw(owner, to, &with_dkim_pass(answer, owner))
+    async fn answer(&self, subject: &str, headers: &str, body: &str, expect: &str) {
+        let scene = &self.scene;
+        scene
+            .send_trusted(subject, &new_id("answer"), headers, body)
             .await;
-        server
-            .wait_for(owner, &self.owner_pw, expect, WAIT, |m| {
+        let (owner, owner_pw) = &scene.owner;
+        scene
+            .server
+            .wait_for(owner, owner_pw, expect, WAIT, |m| {
                 bodies(m).iter().any(|b| b.contains(expect))
             })
             .await;
@@ -134,9 +103,9 @@ async fn the_owner_approves_by_replying_with_the_code_and_a_stranger_is_never_as
     let server = MailServer::shared();
     let (friend, friend_pw) = server.add_user("friend");
     let setup = Setup::start(&server).await;
-    let (owner, owner_pw) = (setup.owner.as_str(), setup.owner_pw.as_str());
-    let workspace = setup.home.path().join("workspace");
-    let to = setup.bot.as_str();
+    let (owner, owner_pw) = (setup.scene.owner.0.as_str(), setup.scene.owner.1.as_str());
+    let workspace = setup.scene.home.path().join("workspace");
+    let to = setup.scene.to();
     std::fs::write(workspace.join("MEMORY.md"), "The owner's MEMSECRET-7781.\n").unwrap();
 
     let asked = new_id("ask");
@@ -213,7 +182,6 @@ async fn the_owner_approves_by_replying_with_the_code_and_a_stranger_is_never_as
     let quoted: String = question.lines().map(|l| format!("> {l}\r\n")).collect();
     setup
         .answer(
-            &server,
             "Re: Chores",
             &format!("In-Reply-To: <{asked}>\r\n"),
             &format!("yes {code}\r\n\r\n{quoted}"),
@@ -237,7 +205,7 @@ async fn the_owner_approves_by_replying_with_the_code_and_a_stranger_is_never_as
 
     // A forged mail after the owner's own: it gets a conversation of its own, so its prompt
     // carries none of the owner's mails (nor MEMORY.md).
-    let seen = setup.llm.request_count();
+    let seen = setup.scene.llm.request_count();
     server
         .send_raw(
             owner,
@@ -250,7 +218,7 @@ async fn the_owner_approves_by_replying_with_the_code_and_a_stranger_is_never_as
             bodies(m).iter().filter(|b| b.contains("result:")).count() >= 6
         })
         .await;
-    let requests = setup.llm.requests();
+    let requests = setup.scene.llm.requests();
     let forged_prompt = requests[seen..]
         .iter()
         .find(|r| r.to_string().contains("what did I write"))
@@ -292,9 +260,9 @@ fn forged_below(from: &str, to: &str, body: &str) -> Vec<u8> {
 async fn the_question_mail_shows_a_command_that_tries_to_hide_itself_whole() {
     let server = MailServer::shared();
     let setup = Setup::start(&server).await;
-    let (owner, owner_pw) = (setup.owner.as_str(), setup.owner_pw.as_str());
-    let home = &setup.home;
-    let to = setup.bot.as_str();
+    let (owner, owner_pw) = (setup.scene.owner.0.as_str(), setup.scene.owner.1.as_str());
+    let home = &setup.scene.home;
+    let to = setup.scene.to();
     let mail = with_dkim_pass(
         plain_mail(owner, to, "Sneaky", &new_id("sneaky"), "", "SNEAKY run it"),
         owner,
@@ -349,13 +317,7 @@ async fn the_question_mail_shows_a_command_that_tries_to_hide_itself_whole() {
         .unwrap();
     let code = &plain[start..start + 6];
     setup
-        .answer(
-            &server,
-            "Re: Sneaky",
-            "",
-            &format!("no {code}\r\n"),
-            "owner refused",
-        )
+        .answer("Re: Sneaky", "", &format!("no {code}\r\n"), "owner refused")
         .await;
     assert!(!home.path().join("workspace/sneaky.txt").exists());
     setup.gateway.stop().await;

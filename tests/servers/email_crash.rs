@@ -13,12 +13,9 @@ use std::time::Duration;
 use mail_parser::MessageParser;
 use tokio::process::Command;
 
-use crate::support::mail_client::{
-    AUTHSERV_ID, MailGateway, MailServer, new_id, plain_mail, with_dkim_pass, write_config,
-};
-use crate::support::scripted_llm::{Reply, ScriptedLlm};
-
-const WAIT: Duration = Duration::from_secs(60);
+use crate::support::mail_client::{MailGateway, MailServer, new_id, plain_mail};
+use crate::support::mail_scene::{MailScene, WAIT};
+use crate::support::scripted_llm::Reply;
 
 /// The Message-IDs of the replies to `id` in a mailbox, one per copy.
 fn replies_to(mails: &[(Vec<u8>, bool)], id: &str) -> Vec<String> {
@@ -79,25 +76,22 @@ async fn a_crash_at_each_step_of_a_mail_leaves_it_answered_exactly_once() {
         "email:sent",
         "email:answered",
     ] {
-        let bot = server.add_user("crashbot");
-        let (owner, owner_pw) = server.add_user("owner");
-        let llm = ScriptedLlm::start().await;
-        let home = tempfile::tempdir().unwrap();
-        let port = write_config(
-            home.path(),
-            &llm.url(),
-            &server,
-            &bot,
-            &format!("[\"{owner}\"]"),
-        );
+        let scene = MailScene::named(&server, "crashbot", "owner").await;
+        let MailScene {
+            bot,
+            owner: (owner, owner_pw),
+            llm,
+            home,
+            ..
+        } = &scene;
+        let port = scene.config(&format!("[\"{owner}\"]")).write(home.path());
         // The mailbox is started before the mail arrives, as in everyday use.
         llm.set_handler(|_| Reply::Text("The answer.".into()));
         MailGateway::start(home.path(), port).await.stop().await;
 
         let id = new_id("crash");
         let text = format!("CRASHMARK {step}");
-        let mail = plain_mail(&owner, &bot.0, "Crash", &id, "", &text);
-        server.send_raw(&owner, &bot.0, &mail).await;
+        scene.send("Crash", &id, "", &text).await;
         if step == "turn" {
             // The LLM holds its answer; the gateway is killed while the turn waits for it.
             llm.set_handler(|_| Reply::Delay {
@@ -118,13 +112,13 @@ async fn a_crash_at_each_step_of_a_mail_leaves_it_answered_exactly_once() {
         }
         let gateway = MailGateway::start(home.path(), port).await;
         server
-            .wait_for(&owner, &owner_pw, step, WAIT, |mails| {
+            .wait_for(owner, owner_pw, step, WAIT, |mails| {
                 !replies_to(mails, &id).is_empty()
             })
             .await;
         // Time for a second answer to show, were one coming.
         tokio::time::sleep(Duration::from_secs(3)).await;
-        let mails = server.mailbox(&owner, &owner_pw).await;
+        let mails = server.mailbox(owner, owner_pw).await;
         gateway.stop().await;
         let mut answers = replies_to(&mails, &id);
         let copies = answers.len();
@@ -135,7 +129,7 @@ async fn a_crash_at_each_step_of_a_mail_leaves_it_answered_exactly_once() {
         let expected_copies = if step == "email:sent" { 2 } else { 1 };
         assert_eq!(copies, expected_copies, "{step}: copies");
         assert_eq!(
-            user_messages_with(home.path(), &owner, &text),
+            user_messages_with(home.path(), owner, &text),
             1,
             "{step}: the mail is in the history once"
         );
@@ -149,13 +143,18 @@ async fn a_crash_at_each_step_of_a_mail_leaves_it_answered_exactly_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_first_start_on_a_used_mailbox_answers_only_its_recent_unseen_mail() {
-    let server = MailServer::shared();
-    let bot = server.add_user("usedbot");
-    let (owner, owner_pw) = server.add_user("owner");
+    let scene = MailScene::named(&MailServer::shared(), "usedbot", "owner").await;
+    let MailScene {
+        server,
+        bot,
+        owner: (owner, owner_pw),
+        llm,
+        home,
+    } = &scene;
     let mut imap = server.imap(&bot.0, &bot.1).await;
     for n in 0..50 {
         let mail = plain_mail(
-            &owner,
+            owner,
             &bot.0,
             "Old",
             &new_id(&format!("read{n}")),
@@ -167,30 +166,22 @@ async fn a_first_start_on_a_used_mailbox_answers_only_its_recent_unseen_mail() {
             .unwrap();
     }
     let stale = new_id("stale");
-    let mail = plain_mail(&owner, &bot.0, "Old", &stale, "", "unread for a month");
+    let mail = plain_mail(owner, &bot.0, "Old", &stale, "", "unread for a month");
     imap.append("INBOX", None, Some("\"01-Oct-2026 10:00:00 +0000\""), &mail)
         .await
         .unwrap();
     let recent: Vec<String> = (0..2).map(|n| new_id(&format!("recent{n}"))).collect();
     for id in &recent {
-        let mail = plain_mail(&owner, &bot.0, "New", id, "", "sent while setting up");
+        let mail = plain_mail(owner, &bot.0, "New", id, "", "sent while setting up");
         imap.append("INBOX", None, None, &mail).await.unwrap();
     }
     let _ = imap.logout().await;
 
-    let llm = ScriptedLlm::start().await;
     llm.set_handler(|_| Reply::Text("The answer.".into()));
-    let home = tempfile::tempdir().unwrap();
-    let port = write_config(
-        home.path(),
-        &llm.url(),
-        &server,
-        &bot,
-        &format!("[\"{owner}\"]"),
-    );
+    let port = scene.config(&format!("[\"{owner}\"]")).write(home.path());
     let gateway = MailGateway::start(home.path(), port).await;
     server
-        .wait_for(&owner, &owner_pw, "the two recent answers", WAIT, |mails| {
+        .wait_for(owner, owner_pw, "the two recent answers", WAIT, |mails| {
             recent.iter().all(|id| !replies_to(mails, id).is_empty())
         })
         .await;
@@ -200,7 +191,7 @@ async fn a_first_start_on_a_used_mailbox_answers_only_its_recent_unseen_mail() {
     let gateway = MailGateway::start(home.path(), port).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     gateway.stop().await;
-    let mails = server.mailbox(&owner, &owner_pw).await;
+    let mails = server.mailbox(owner, owner_pw).await;
     assert_eq!(
         mails.len(),
         2,
@@ -219,38 +210,30 @@ async fn a_first_start_on_a_used_mailbox_answers_only_its_recent_unseen_mail() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_owner_is_never_rate_limited_and_others_wait_unread_told_once() {
-    let server = MailServer::shared();
-    let bot = server.add_user("ratebot");
-    let (owner, owner_pw) = server.add_user("owner");
+    let scene = MailScene::named(&MailServer::shared(), "ratebot", "owner").await;
+    let MailScene {
+        server,
+        bot,
+        owner: (owner, owner_pw),
+        ..
+    } = &scene;
     let (friend, friend_pw) = server.add_user("friend");
-    let llm = ScriptedLlm::start().await;
-    llm.set_handler(|_| Reply::Text("The answer.".into()));
-    let home = tempfile::tempdir().unwrap();
-    let port = write_config(home.path(), &llm.url(), &server, &bot, "[\"@LOCALHOST\"]");
-    let mut config = std::fs::read_to_string(home.path().join("squidbot.yaml")).unwrap();
-    config.push_str(&format!("owner:\n  email: [\"{owner}\"]\n"));
-    config = config.replace(
-        "  email:\n    enabled: true\n",
-        &format!(
-            "  email:\n    enabled: true\n    authserv_id: {AUTHSERV_ID}\n    replies_per_hour: 2\n"
-        ),
-    );
-    std::fs::write(home.path().join("squidbot.yaml"), config).unwrap();
-    let gateway = MailGateway::start(home.path(), port).await;
-    let to = bot.0.as_str();
+    scene.llm.set_handler(|_| Reply::Text("The answer.".into()));
+    let config = scene
+        .config("[\"@LOCALHOST\"]")
+        .trusting(owner)
+        .email_line("replies_per_hour: 2");
+    let gateway = scene.start(config).await;
+    let to = scene.to();
     let owners: Vec<String> = (0..4).map(|n| new_id(&format!("own{n}"))).collect();
     let friends: Vec<String> = (0..4).map(|n| new_id(&format!("fr{n}"))).collect();
     for (own, fr) in owners.iter().zip(&friends) {
-        let mail = with_dkim_pass(
-            plain_mail(&owner, to, "Mine", own, "", "owner asks"),
-            &owner,
-        );
-        server.send_raw(&owner, to, &mail).await;
+        scene.send_trusted("Mine", own, "", "owner asks").await;
         let mail = plain_mail(&friend, to, "Hi", fr, "", "friend asks");
         server.send_raw(&friend, to, &mail).await;
     }
     server
-        .wait_for(&owner, &owner_pw, "all four owner answers", WAIT, |mails| {
+        .wait_for(owner, owner_pw, "all four owner answers", WAIT, |mails| {
             owners.iter().all(|id| !replies_to(mails, id).is_empty())
         })
         .await;

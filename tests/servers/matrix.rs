@@ -24,7 +24,7 @@ use crate::support::matrix_client::{Account, Homeserver, Human, Seen};
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 use crate::support::testenv;
 
-pub(crate) use crate::bot_gateway::BotGateway;
+pub(crate) use crate::bot_gateway::{BotGateway, MatrixScene};
 
 /// The scripted LLM: `**echo** <last user text>`, after 1.5 s when the text says "slow", and
 /// a reply over 16 KB (so it is split) when it says "long".
@@ -223,13 +223,15 @@ pub(crate) struct Dm {
 
 impl Dm {
     pub(crate) async fn open(encrypted: bool) -> Self {
-        let hs = Homeserver::shared();
-        let (bot, alice_account) = (hs.register("bot"), hs.register("alice"));
-        let llm = ScriptedLlm::start().await;
-        llm.set_handler(echo);
-        let home = tempfile::tempdir().unwrap();
-        let extra = format!("    allowlist: [\"{}\"]", alice_account.user_id);
-        let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
+        let scene = MatrixScene::new(echo).await;
+        let gateway = scene.start(&scene.allow_alice()).await;
+        let MatrixScene {
+            hs,
+            bot,
+            alice: alice_account,
+            llm,
+            home,
+        } = scene;
         let alice = Human::login(&hs, &alice_account).await;
         let room = alice.create_room(&[&bot.user_id], encrypted).await;
         let room_id = room.room_id().to_owned();
@@ -502,13 +504,16 @@ async fn open_and_allowlist_group_policies() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_answers_nothing_twice_and_misses_nothing_sent_while_down() {
-    let hs = Homeserver::shared();
-    let (bot, a) = (hs.register("bot"), hs.register("alice"));
-    let llm = ScriptedLlm::start().await;
-    llm.set_handler(echo);
-    let home = tempfile::tempdir().unwrap();
-    let extra = format!("    allowlist: [\"{}\"]", a.user_id);
-    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
+    let scene = MatrixScene::new(echo).await;
+    let MatrixScene {
+        hs,
+        bot,
+        alice: a,
+        llm,
+        ..
+    } = &scene;
+    let extra = scene.allow_alice();
+    let gateway = scene.start(&extra).await;
     let alice = Human::login(&hs, &a).await;
 
     // Said before the bot joined: never answered.
@@ -524,7 +529,7 @@ async fn a_restart_answers_nothing_twice_and_misses_nothing_sent_while_down() {
     gateway.stop().await;
 
     alice.say(&room_id, "two, while you were down").await;
-    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
+    let gateway = scene.start(&extra).await;
     alice.wait_messages(&room_id, &bot.user_id, 2).await;
     alice.say(&room_id, "three").await;
     let replies = alice.wait_messages(&room_id, &bot.user_id, 3).await;

@@ -10,7 +10,7 @@ use matrix_sdk::room::MessagesOptions;
 use matrix_sdk::ruma::OwnedUserId;
 use serde_json::Value;
 
-use crate::matrix::{BotGateway, Dm, echo};
+use crate::matrix::{BotGateway, Dm, MatrixScene, echo};
 use crate::support::matrix_client::{Homeserver, Human};
 use crate::support::scripted_llm::ScriptedLlm;
 
@@ -166,14 +166,17 @@ async fn an_edit_a_reply_without_fallback_and_a_caption_reach_the_agent() {
 /// down), is answered; what was said before the invite is not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dms_first_message_sent_before_the_bot_joined_is_answered() {
-    let hs = Homeserver::shared();
-    let (bot, a) = (hs.register("bot"), hs.register("alice"));
-    let llm = ScriptedLlm::start().await;
-    llm.set_handler(echo);
-    let home = tempfile::tempdir().unwrap();
-    let extra = format!("    allowlist: [\"{}\"]", a.user_id);
+    let scene = MatrixScene::new(echo).await;
+    let MatrixScene {
+        hs,
+        bot,
+        alice: a,
+        llm,
+        ..
+    } = &scene;
+    let extra = scene.allow_alice();
     // The bot has been up once (its device and store exist), and is down now.
-    BotGateway::run_once(home.path(), &llm.url(), &hs, &bot, &extra).await;
+    scene.run_once(&extra).await;
     let alice = Human::login(&hs, &a).await;
     let room = alice.create_room(&[], true).await;
     let room_id = room.room_id().to_owned();
@@ -182,7 +185,7 @@ async fn a_dms_first_message_sent_before_the_bot_joined_is_answered() {
         .await
         .unwrap();
     alice.say(&room_id, "hello, are you there?").await;
-    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
+    let gateway = scene.start(&extra).await;
     let texts = wait_turns(&llm, 1).await;
     assert_eq!(texts, ["hello, are you there?"]);
     alice.say(&room_id, "and now").await;

@@ -3,8 +3,8 @@
 //! encrypted DM, as a person on another client would: what the bot does must hold against
 //! an implementation it does not share code with.
 
-use crate::matrix::{BotGateway, echo};
-use crate::support::matrix_client::{Account, Homeserver};
+use crate::matrix::{BotGateway, MatrixScene, echo};
+use crate::support::matrix_client::Homeserver;
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 use crate::support::testenv;
 
@@ -19,10 +19,7 @@ pub(crate) fn nio(store: &std::path::Path, args: &[&str]) -> String {
 /// A bot gateway and nio as alice in an encrypted DM with it, after one exchange ("first"
 /// answered).
 struct NioDm {
-    hs: Homeserver,
-    bot: Account,
-    llm: ScriptedLlm,
-    home: tempfile::TempDir,
+    scene: MatrixScene,
     extra: String,
     gateway: Option<BotGateway>,
     store: tempfile::TempDir,
@@ -31,13 +28,12 @@ struct NioDm {
 
 impl NioDm {
     async fn open() -> Self {
-        let hs = Homeserver::shared();
-        let (bot, a) = (hs.register("bot"), hs.register("alice"));
-        let llm = ScriptedLlm::start().await;
-        llm.set_handler(echo);
-        let home = tempfile::tempdir().unwrap();
-        let extra = format!("    allowlist: [\"{}\"]", a.user_id);
-        let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
+        let scene = MatrixScene::new(echo).await;
+        let MatrixScene {
+            hs, bot, alice: a, ..
+        } = &scene;
+        let extra = scene.allow_alice();
+        let gateway = scene.start(&extra).await;
         let store = tempfile::tempdir().unwrap();
         nio(store.path(), &["login", &hs.url, &a.user_id, &a.password]);
         let room = nio(store.path(), &["dm", &bot.user_id]);
@@ -45,10 +41,7 @@ impl NioDm {
         nio(store.path(), &["say", &room, "first"]);
         nio(store.path(), &["replies", &room, &bot.user_id, "1"]);
         Self {
-            hs,
-            bot,
-            llm,
-            home,
+            scene,
             extra,
             gateway: Some(gateway),
             store,
@@ -61,8 +54,7 @@ impl NioDm {
             gateway.stop().await;
         }
         while_down();
-        let (home, url) = (self.home.path(), self.llm.url());
-        let gateway = BotGateway::start(home, &url, &self.hs, &self.bot, &self.extra).await;
+        let gateway = self.scene.start(&self.extra).await;
         self.gateway = Some(gateway);
     }
 }
@@ -75,7 +67,7 @@ async fn an_independent_client_gets_every_answer_in_an_encrypted_dm_across_a_res
     let (store, room, bot_id) = (
         dm.store.path().to_owned(),
         dm.room.clone(),
-        dm.bot.user_id.clone(),
+        dm.scene.bot.user_id.clone(),
     );
     let sent: Vec<String> = (1..=15).map(|n| format!("while down {n}")).collect();
     let mut say = vec!["say", room.as_str()];
@@ -89,7 +81,7 @@ async fn an_independent_client_gets_every_answer_in_an_encrypted_dm_across_a_res
     let mut expected = vec!["**echo** first".to_owned()];
     expected.extend(sent.iter().map(|text| format!("**echo** {text}")));
     assert_eq!(replies, expected);
-    assert_eq!(dm.llm.request_count(), 16);
+    assert_eq!(dm.scene.llm.request_count(), 16);
 }
 
 /// A room key that reaches the bot seconds after its message (a slow client): the message
@@ -97,12 +89,16 @@ async fn an_independent_client_gets_every_answer_in_an_encrypted_dm_across_a_res
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_whose_key_arrives_seconds_late_is_answered() {
     let dm = NioDm::open().await;
-    let (store, room, bot_id) = (dm.store.path(), dm.room.as_str(), dm.bot.user_id.as_str());
+    let (store, room, bot_id) = (
+        dm.store.path(),
+        dm.room.as_str(),
+        dm.scene.bot.user_id.as_str(),
+    );
     nio(store, &["say-late-key", room, "4", "sent before its key"]);
     let replies: Vec<String> =
         serde_json::from_str(&nio(store, &["replies", room, bot_id, "2"])).unwrap();
     assert_eq!(replies, ["**echo** first", "**echo** sent before its key"]);
-    let log = std::fs::read_to_string(dm.home.path().join("gateway.log")).unwrap();
+    let log = std::fs::read_to_string(dm.scene.home.path().join("gateway.log")).unwrap();
     assert!(
         log.contains("A Matrix message decrypted once its key arrived"),
         "the key was not late after all"
@@ -159,7 +155,7 @@ async fn a_message_waiting_for_its_key_across_a_restart_is_answered() {
     let (store, room, bot_id) = (
         dm.store.path().to_owned(),
         dm.room.clone(),
-        dm.bot.user_id.clone(),
+        dm.scene.bot.user_id.clone(),
     );
     // The key goes out 6 s after the message; the bot restarts in between.
     let script = testenv::scripts_dir().join("nio_human.py");
@@ -173,7 +169,7 @@ async fn a_message_waiting_for_its_key_across_a_restart_is_answered() {
         ])
         .spawn()
         .unwrap();
-    let log = dm.home.path().join("gateway.log");
+    let log = dm.scene.home.path().join("gateway.log");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while !std::fs::read_to_string(&log)
         .unwrap_or_default()
@@ -204,7 +200,7 @@ async fn an_edit_sent_while_the_bot_is_down_takes_its_messages_place() {
     let (store, room, bot_id) = (
         dm.store.path().to_owned(),
         dm.room.clone(),
-        dm.bot.user_id.clone(),
+        dm.scene.bot.user_id.clone(),
     );
     dm.restart_after(|| {
         let ids: Vec<String> =
@@ -219,7 +215,7 @@ async fn an_edit_sent_while_the_bot_is_down_takes_its_messages_place() {
     let replies: Vec<String> =
         serde_json::from_str(&nio(&store, &["replies", &room, &bot_id, "2"])).unwrap();
     assert_eq!(replies[1], "**echo** meet at 6 at the station");
-    only_the_edit_was_answered(&dm.llm).await;
+    only_the_edit_was_answered(&dm.scene.llm).await;
 }
 
 /// The same while the bot is busy: the message waits behind a slow turn when its edit comes,
@@ -227,7 +223,7 @@ async fn an_edit_sent_while_the_bot_is_down_takes_its_messages_place() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edit_of_a_message_waiting_for_its_turn_takes_its_place() {
     let dm = NioDm::open().await;
-    dm.llm.set_handler(|request| {
+    dm.scene.llm.set_handler(|request| {
         let reply = echo(request);
         if request.to_string().contains("hold on") {
             return Reply::Delay {
@@ -237,7 +233,11 @@ async fn an_edit_of_a_message_waiting_for_its_turn_takes_its_place() {
         }
         reply
     });
-    let (store, room, bot_id) = (dm.store.path(), dm.room.as_str(), dm.bot.user_id.as_str());
+    let (store, room, bot_id) = (
+        dm.store.path(),
+        dm.room.as_str(),
+        dm.scene.bot.user_id.as_str(),
+    );
     nio(store, &["say", room, "hold on"]);
     let ids: Vec<String> =
         serde_json::from_str(&nio(store, &["say", room, "meet at 5 at the station"])).unwrap();
@@ -248,7 +248,7 @@ async fn an_edit_of_a_message_waiting_for_its_turn_takes_its_place() {
         replies[1..],
         ["**echo** hold on", "**echo** meet at 6 at the station"]
     );
-    only_the_edit_was_answered(&dm.llm).await;
+    only_the_edit_was_answered(&dm.scene.llm).await;
 }
 
 /// The LLM never saw the text before the edit, nor a note calling the edit a correction.
@@ -266,12 +266,16 @@ async fn only_the_edit_was_answered(llm: &ScriptedLlm) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reply_without_fallback_and_a_captioned_file_from_nio_reach_the_agent() {
     let dm = NioDm::open().await;
-    let (store, room, bot_id) = (dm.store.path(), dm.room.as_str(), dm.bot.user_id.as_str());
+    let (store, room, bot_id) = (
+        dm.store.path(),
+        dm.room.as_str(),
+        dm.scene.bot.user_id.as_str(),
+    );
     let ids: Vec<String> =
         serde_json::from_str(&nio(store, &["say", room, "meet at 5 at the station"])).unwrap();
     nio(store, &["reply", room, &ids[0], "yes, that one"]);
     nio(store, &["replies", room, bot_id, "3"]);
-    let texts = dm.llm.user_texts();
+    let texts = dm.scene.llm.user_texts();
     let reply = texts
         .lines()
         .rev()
@@ -292,7 +296,7 @@ async fn a_reply_without_fallback_and_a_captioned_file_from_nio_reach_the_agent(
         ],
     );
     nio(store, &["replies", room, bot_id, "4"]);
-    let requests = dm.llm.requests();
+    let requests = dm.scene.llm.requests();
     let last = requests.last().unwrap()["messages"]
         .as_array()
         .unwrap()
@@ -323,20 +327,19 @@ async fn a_reply_without_fallback_and_a_captioned_file_from_nio_reach_the_agent(
 /// after the invite and before the bot joined, is answered once the bot is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dms_first_message_from_nio_before_the_bot_joined_is_answered() {
-    let hs = Homeserver::shared();
-    let (bot, a) = (hs.register("bot"), hs.register("alice"));
-    let llm = ScriptedLlm::start().await;
-    llm.set_handler(echo);
-    let home = tempfile::tempdir().unwrap();
-    let extra = format!("    allowlist: [\"{}\"]", a.user_id);
+    let scene = MatrixScene::new(echo).await;
+    let MatrixScene {
+        hs, bot, alice: a, ..
+    } = &scene;
+    let extra = scene.allow_alice();
     // The bot has been up once (its device and keys are on the server), and is down now.
-    BotGateway::run_once(home.path(), &llm.url(), &hs, &bot, &extra).await;
+    scene.run_once(&extra).await;
     let store = tempfile::tempdir().unwrap();
     let store = store.path();
     nio(store, &["login", &hs.url, &a.user_id, &a.password]);
     let room = nio(store, &["dm", &bot.user_id]);
     nio(store, &["say", &room, "hello before you joined"]);
-    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
+    let gateway = scene.start(&extra).await;
     let replies: Vec<String> =
         serde_json::from_str(&nio(store, &["replies", &room, &bot.user_id, "1"])).unwrap();
     assert_eq!(replies, ["**echo** hello before you joined"]);

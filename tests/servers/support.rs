@@ -11,6 +11,7 @@ mod shared;
 pub use shared::*;
 
 pub mod mail_client;
+pub mod mail_scene;
 pub mod matrix_client;
 pub mod privacy;
 pub mod testenv;

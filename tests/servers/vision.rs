@@ -9,11 +9,12 @@ use base64::Engine;
 use matrix_sdk::attachment::AttachmentConfig;
 use serde_json::Value;
 
-use crate::matrix::BotGateway;
+use crate::matrix::{BotGateway, MatrixScene};
 use crate::support::images::{PNG, last_user, png_of};
-use crate::support::mail_client::{MailGateway, MailServer, new_id, write_config};
-use crate::support::matrix_client::{Homeserver, Human};
-use crate::support::scripted_llm::{Reply, ScriptedLlm};
+use crate::support::mail_client::{MailServer, new_id};
+use crate::support::mail_scene::MailScene;
+use crate::support::matrix_client::Human;
+use crate::support::scripted_llm::Reply;
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -30,19 +31,16 @@ async fn a_mailed_image_reaches_a_vision_model_as_an_image_and_others_as_a_path(
         .decode(PNG)
         .unwrap();
     for (model, vision) in [("gpt-4o", true), ("llama3.1:8b", false)] {
-        let bot = server.add_user("bot");
-        let (sender, sender_pw) = server.add_user("sender");
-        let llm = ScriptedLlm::start().await;
+        let scene = MailScene::named(&server, "bot", "sender").await;
+        let MailScene {
+            owner: (sender, sender_pw),
+            llm,
+            ..
+        } = &scene;
         llm.set_handler(count_images);
-        let home = tempfile::tempdir().unwrap();
-        let port = write_config(home.path(), &llm.url(), &server, &bot, "[\"@LOCALHOST\"]");
-        let path = home.path().join("squidbot.yaml");
-        let config = std::fs::read_to_string(&path)
-            .unwrap()
-            .replace("model: scripted-model", &format!("model: \"{model}\""));
-        std::fs::write(&path, config).unwrap();
-        let gateway = MailGateway::start(home.path(), port).await;
-        let to = bot.0.as_str();
+        let config = scene.config("[\"@LOCALHOST\"]").with(|c| c.model(model));
+        let gateway = scene.start(config).await;
+        let to = scene.to();
         let mail = format!(
             "From: {sender}\r\nTo: {to}\r\nSubject: Photo\r\nMessage-ID: <{id}>\r\nMIME-Version: 1.0\r\n\
              Content-Type: multipart/mixed; boundary=zz\r\n\r\n--zz\r\nContent-Type: text/plain\r\n\r\n\
@@ -72,7 +70,7 @@ async fn a_mailed_image_reaches_a_vision_model_as_an_image_and_others_as_a_path(
             assert!(images.is_empty(), "{model}: {images:?}");
         }
         // The history keeps the path, never the bytes.
-        let sessions = std::fs::read_dir(home.path().join("sessions")).unwrap();
+        let sessions = std::fs::read_dir(scene.home.path().join("sessions")).unwrap();
         for entry in sessions {
             let history = std::fs::read_to_string(entry.unwrap().path()).unwrap_or_default();
             assert!(
@@ -86,12 +84,15 @@ async fn a_mailed_image_reaches_a_vision_model_as_an_image_and_others_as_a_path(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_image_in_an_encrypted_room_reaches_a_vision_model_as_an_image() {
-    let hs = Homeserver::shared();
-    let (bot, a) = (hs.register("bot"), hs.register("alice"));
-    let llm = ScriptedLlm::start().await;
-    llm.set_handler(count_images);
-    let home = tempfile::tempdir().unwrap();
-    let extra = format!("    allowlist: [\"{}\"]", a.user_id);
+    let scene = MatrixScene::new(count_images).await;
+    let MatrixScene {
+        hs,
+        bot,
+        alice: a,
+        llm,
+        home,
+    } = &scene;
+    let extra = scene.allow_alice();
     let _gateway =
         BotGateway::start_with_model(home.path(), &llm.url(), "gpt-4o-mini", &hs, &bot, &extra)
             .await;

@@ -7,8 +7,8 @@ use std::time::Duration;
 use base64::Engine as _;
 use mail_parser::MessageParser;
 
-use crate::support::mail_client::{MailGateway, MailServer, new_id, write_config};
-use crate::support::scripted_llm::ScriptedLlm;
+use crate::support::mail_client::{MailServer, new_id};
+use crate::support::mail_scene::MailScene;
 use crate::support::testenv;
 use crate::voice::{files_text, listener, saved_path, speak};
 
@@ -42,24 +42,21 @@ fn mail_with_audio(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_audio_attachment_is_transcribed_beside_the_mails_text() {
     let whisper = testenv::var("SQUIDBOT_TEST_WHISPER_URL");
-    let server = MailServer::shared();
-    let bot = server.add_user("bot");
-    let (person, person_pw) = server.add_user("person");
-    let llm = ScriptedLlm::start().await;
+    let scene = MailScene::named(&MailServer::shared(), "bot", "person").await;
+    let MailScene {
+        server,
+        bot,
+        owner: (person, person_pw),
+        llm,
+        home,
+    } = &scene;
     llm.set_handler(listener);
-    let home = tempfile::tempdir().unwrap();
-    let port = write_config(home.path(), &llm.url(), &server, &bot, "[\"@LOCALHOST\"]");
-    let config_path = home.path().join("squidbot.yaml");
-    let config = std::fs::read_to_string(&config_path).unwrap().replacen(
-        "  models:\n",
-        &format!("    whisper:\n      api_base: \"{whisper}\"\n  models:\n"),
-        1,
-    );
-    let config = format!(
-        "{config}transcription:\n  provider: whisper\n  model: whisper-base\n  price_per_minute: 0.006\n"
-    );
-    std::fs::write(&config_path, config).unwrap();
-    let _gateway = MailGateway::start(home.path(), port).await;
+    let config = scene.config("[\"@LOCALHOST\"]").with(|c| {
+        c.more_provider("whisper", &whisper).extra(
+            "transcription:\n  provider: whisper\n  model: whisper-base\n  price_per_minute: 0.006\n",
+        )
+    });
+    let _gateway = scene.start(config).await;
 
     let scratch = tempfile::tempdir().unwrap();
     let wav = speak(
@@ -71,7 +68,7 @@ async fn an_audio_attachment_is_transcribed_beside_the_mails_text() {
     let id = new_id("voice");
     // A recorder that says only octet-stream: the file name tells it is a voice memo.
     let mail = mail_with_audio(
-        &person,
+        person,
         &bot.0,
         &id,
         "Listen to this, MAILTEXTMARK.",
@@ -79,11 +76,11 @@ async fn an_audio_attachment_is_transcribed_beside_the_mails_text() {
         "application/octet-stream",
         &audio,
     );
-    server.send_raw(&person, &bot.0, &mail).await;
+    server.send_raw(person, &bot.0, &mail).await;
     let mails = server
         .wait_for(
-            &person,
-            &person_pw,
+            person,
+            person_pw,
             "a reply",
             Duration::from_secs(90),
             |mails| !mails.is_empty(),

@@ -230,18 +230,97 @@ pub fn write_config(
     bot: &(String, String),
     allow_from: &str,
 ) -> u16 {
-    let port = crate::support::free_port();
-    let (address, password) = bot;
-    TestConfig::new(llm_url)
-        .no_heartbeat()
-        .gateway_line("shutdown_grace_seconds: 5")
-        .http(&format!("127.0.0.1:{port}"), Some(GATEWAY_TOKEN))
-        .extra(&format!(
-            "channels:\n  email:\n    enabled: true\n    imap_host: {host}\n    imap_port: {imap}\n    smtp_host: {host}\n    smtp_port: {smtp}\n    username: {address}\n    password: {password}\n    from_address: {address}\n    allow_from: {allow_from}\n    poll_interval_seconds: 1\n    tls: false\n",
-            host = server.host,
-            imap = server.imap_port,
-            smtp = server.smtp_port,
-        ))
-        .write(home);
-    port
+    MailConfig::new(llm_url, server, bot, allow_from).write(home)
+}
+
+/// A mail gateway's configuration as the tests vary it: who may write, an owner whose mail
+/// counts with the receiving server's verdict, more email settings, and whatever else the
+/// shared [`TestConfig`] takes. Four suites used to read the written file back and patch it
+/// with `replace`, which broke silently when the email section's first lines changed.
+pub struct MailConfig {
+    config: TestConfig,
+    email: Vec<String>,
+    owner: Option<String>,
+    port: u16,
+}
+
+impl MailConfig {
+    /// The bot's mailbox on `server`, answering `allow_from` (YAML: `["*"]`, `["@LOCALHOST"]`),
+    /// its HTTP API on a free port with [`GATEWAY_TOKEN`].
+    pub fn new(
+        llm_url: &str,
+        server: &MailServer,
+        bot: &(String, String),
+        allow_from: &str,
+    ) -> Self {
+        let port = crate::support::free_port();
+        let (address, password) = bot;
+        let email = vec![
+            "enabled: true".to_owned(),
+            format!("imap_host: {}", server.host),
+            format!("imap_port: {}", server.imap_port),
+            format!("smtp_host: {}", server.host),
+            format!("smtp_port: {}", server.smtp_port),
+            format!("username: {address}"),
+            format!("password: {password}"),
+            format!("from_address: {address}"),
+            format!("allow_from: {allow_from}"),
+            "poll_interval_seconds: 1".to_owned(),
+            "tls: false".to_owned(),
+        ];
+        let config = TestConfig::new(llm_url)
+            .no_heartbeat()
+            .gateway_line("shutdown_grace_seconds: 5")
+            .http(&format!("127.0.0.1:{port}"), Some(GATEWAY_TOKEN));
+        Self {
+            config,
+            email,
+            owner: None,
+            port,
+        }
+    }
+
+    /// `address` is the owner's (`owner.email`), and mail counts as theirs only with a pass
+    /// from [`AUTHSERV_ID`] (`channels.email.authserv_id`), as [`with_dkim_pass`] writes it.
+    pub fn trusting(mut self, address: &str) -> Self {
+        self.owner = Some(address.to_owned());
+        self.email_line(&format!("authserv_id: {AUTHSERV_ID}"))
+    }
+
+    /// One more `key: value` line of `channels.email`.
+    pub fn email_line(mut self, line: &str) -> Self {
+        self.email.push(line.to_owned());
+        self
+    }
+
+    /// The rest of the file, on the shared builder (`model`, `more_provider`, `extra`).
+    pub fn with(mut self, change: impl FnOnce(TestConfig) -> TestConfig) -> Self {
+        self.config = change(self.config);
+        self
+    }
+
+    /// Writes `home/squidbot.yaml`; returns the HTTP port.
+    pub fn write(self, home: &Path) -> u16 {
+        let mut yaml = String::from("channels:\n  email:\n");
+        for line in &self.email {
+            yaml.push_str(&format!("    {line}\n"));
+        }
+        if let Some(owner) = &self.owner {
+            yaml.push_str(&format!("owner:\n  email: [\"{owner}\"]\n"));
+        }
+        self.config.extra(&yaml).write(home);
+        self.port
+    }
+}
+
+/// The replies in a mailbox: (In-Reply-To id, raw mail).
+pub fn replies(mails: &[(Vec<u8>, bool)]) -> Vec<(String, Vec<u8>)> {
+    mails
+        .iter()
+        .filter_map(|(raw, _)| {
+            let message = mail_parser::MessageParser::default().parse(raw)?;
+            let id = message.in_reply_to().as_text()?.to_owned();
+            Some((id, raw.clone()))
+        })
+        .collect()
 }
