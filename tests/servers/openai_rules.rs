@@ -13,7 +13,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
 use crate::harness::default_reply;
-use crate::openai::{Chat, ON, app, app_sessions, clients, session_with, user_texts};
+use crate::openai::{
+    Chat, ON, app, app_sessions, clients, session_with, user_texts, wait_for_history,
+};
 use crate::support::daemon::{Gateway, TOKEN};
 use crate::support::gateway::shell_then_result;
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
@@ -265,26 +267,15 @@ async fn a_client_that_leaves_while_its_message_waits_cancels_that_message_not_t
     );
     // The second then starts and is cancelled at once, recorded as the terminal records it.
     let session = session_with(&gw, "first message");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    loop {
-        let history = std::fs::read_to_string(&session).unwrap();
-        let after = history.split("second message").nth(1).unwrap_or_default();
-        if after.contains("cancelled this turn") {
-            assert!(
-                !history
-                    .split("second message")
-                    .next()
-                    .unwrap()
-                    .contains("cancelled")
-            );
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the queued turn was not cancelled: {history}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let history = wait_for_history(&session, |history| {
+        history
+            .split("second message")
+            .nth(1)
+            .is_some_and(|after| after.contains("cancelled this turn"))
+    })
+    .await;
+    let before = history.split("second message").next().unwrap_or_default();
+    assert!(!before.contains("cancelled"), "{history}");
     second_gate.notify_one();
     assert_eq!(user_texts(&session), ["first message", "second message"]);
     assert_eq!(app_sessions(&gw).len(), 1, "{:?}", app_sessions(&gw));
