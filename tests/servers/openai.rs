@@ -126,6 +126,22 @@ pub(crate) fn session_with(gw: &Gateway, text: &str) -> PathBuf {
         .clone()
 }
 
+/// Waits up to 15 s for the session file `path` to be `done`; its text then.
+pub(crate) async fn wait_for_history(path: &Path, done: impl Fn(&str) -> bool) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let history = std::fs::read_to_string(path).unwrap();
+        if done(&history) {
+            return history;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not as awaited: {history}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test]
 async fn the_sdk_talks_plain_and_streamed_in_separate_conversations_across_a_restart() {
     let llm = ScriptedLlm::start().await;
@@ -264,18 +280,7 @@ async fn a_client_that_leaves_mid_stream_cancels_its_turn_as_the_terminal_does()
     let left = app(&["leave", &gw.base, TOKEN, "default", &messages, "1"]).await;
     assert!(left["pieces"].as_u64().unwrap() >= 1, "{left}");
     let session = session_with(&gw, "tell me a long story");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    loop {
-        let history = std::fs::read_to_string(&session).unwrap();
-        if history.contains("cancelled this turn") {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "not cancelled: {history}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for_history(&session, |history| history.contains("cancelled this turn")).await;
     gate.notify_one();
     // The conversation goes on, the partial answer as the app kept it.
     llm.set_handler(default_reply);

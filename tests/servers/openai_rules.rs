@@ -1,19 +1,24 @@
 //! #39: the OpenAI-compatible endpoint keeps the rules of the other channels: OpenAI-style
 //! errors for bad input with nothing persisted, a photo taken while megabytes of text are
 //! refused, approvals asked in the answer and answered `yes CODE` in the same conversation,
-//! chat commands, the model the app picks, and a second independent client, the `llm` CLI.
+//! chat commands, the model the app picks, a client that leaves while its message waits behind
+//! another of the conversation, and a second independent client, the `llm` CLI.
 
 use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
 use crate::harness::default_reply;
-use crate::openai::{Chat, ON, app, app_sessions, clients, session_with, user_texts};
+use crate::openai::{
+    Chat, ON, app, app_sessions, clients, session_with, user_texts, wait_for_history,
+};
 use crate::support::daemon::{Gateway, TOKEN};
 use crate::support::gateway::shell_then_result;
-use crate::support::scripted_llm::ScriptedLlm;
+use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 /// Posts `body` to the endpoint with `token`; the status and JSON answer.
 async fn post(gw: &Gateway, token: &str, body: impl Into<reqwest::Body>) -> (u16, Value) {
@@ -200,6 +205,80 @@ async fn an_approval_is_asked_in_the_answer_and_answered_in_the_same_conversatio
     llm.set_handler(default_reply);
     let next = chat.say(&gw, "plain", "thanks").await;
     assert_eq!(next["text"], "re: thanks", "{next}");
+}
+
+/// A request for `text` in the conversation the app names `conversation`.
+fn in_conversation(
+    gw: &Gateway,
+    conversation: &str,
+    text: &str,
+    stream: bool,
+) -> reqwest::RequestBuilder {
+    let mut body = user(text);
+    body["stream"] = stream.into();
+    gw.http
+        .post(format!("{}/v1/chat/completions", gw.base))
+        .bearer_auth(TOKEN)
+        .header("x-squidbot-conversation", conversation)
+        .json(&body)
+}
+
+#[tokio::test]
+async fn a_client_that_leaves_while_its_message_waits_cancels_that_message_not_the_running_one() {
+    let llm = ScriptedLlm::start().await;
+    let first_gate = Arc::new(tokio::sync::Notify::new());
+    llm.enqueue(Reply::Hold {
+        text: "Working ".into(),
+        gate: first_gate.clone(),
+        rest: "on the first.".into(),
+    });
+    let second_gate = Arc::new(tokio::sync::Notify::new());
+    llm.enqueue(Reply::Hold {
+        text: "Starting ".into(),
+        gate: second_gate.clone(),
+        rest: "the second.".into(),
+    });
+    let gw = Gateway::start(&llm.url(), ON, &[]).await;
+    // The first message's client stays for its answer.
+    let first = tokio::spawn(in_conversation(&gw, "chat-q", "first message", false).send());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while llm.request_count() < 1 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the first turn never started"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The second is queued behind it; its client reads the stream's first chunk and leaves.
+    let mut second = in_conversation(&gw, "chat-q", "second message", true)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(second.status(), 200);
+    assert!(second.chunk().await.unwrap().is_some());
+    drop(second);
+    // Long enough for the endpoint to notice (its keep-alive comes every 5 s) and act.
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    first_gate.notify_one();
+    let answer: Value = first.await.unwrap().unwrap().json().await.unwrap();
+    assert_eq!(
+        answer["choices"][0]["message"]["content"], "Working on the first.",
+        "the running turn was cancelled in the leaving client's place: {answer}"
+    );
+    // The second then starts and is cancelled at once, recorded as the terminal records it.
+    let session = session_with(&gw, "first message");
+    let history = wait_for_history(&session, |history| {
+        history
+            .split("second message")
+            .nth(1)
+            .is_some_and(|after| after.contains("cancelled this turn"))
+    })
+    .await;
+    let before = history.split("second message").next().unwrap_or_default();
+    assert!(!before.contains("cancelled"), "{history}");
+    second_gate.notify_one();
+    assert_eq!(user_texts(&session), ["first message", "second message"]);
+    assert_eq!(app_sessions(&gw).len(), 1, "{:?}", app_sessions(&gw));
 }
 
 #[tokio::test]

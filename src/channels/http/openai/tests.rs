@@ -192,6 +192,18 @@ async fn a_conversation_is_found_again_and_regenerates_and_edits_are_told_apart(
     // A named conversation is its name, whatever it opens with.
     let named = threads.find(&conversation(&[("user", "hi")]), Some("chat-1"));
     assert!(named.key.starts_with("openai-id-"), "{named:?}");
+    threads.record(&named, "hi", "Hello there!").await;
+    // Editing its first message (what Open WebUI does in place) stays in it, as an edit; sent
+    // again unchanged, it is a regenerate.
+    let edited = threads.find(&conversation(&[("user", "hello")]), Some("chat-1"));
+    assert_eq!((edited.kind, &edited.key), (Kind::Edit, &named.key));
+    let again = threads.find(&conversation(&[("user", "hi")]), Some("chat-1"));
+    assert_eq!((again.kind, &again.key), (Kind::Regenerate, &named.key));
+    // Unnamed, an edited first message is another conversation.
+    assert_ne!(
+        threads.find(&conversation(&[("user", "hello")]), None).key,
+        first.key
+    );
 
     // After a restart the index is read back.
     let reopened = Threads::open(home.path());

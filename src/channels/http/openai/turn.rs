@@ -5,8 +5,10 @@
 //! - an approval question ends the answer (the app cannot show a question and wait); the turn
 //!   is *parked* with its conversation and the person answers `yes CODE` as their next message,
 //!   whose answer then carries the rest of the parked turn (see `api.rs`);
-//! - a client that goes away cancels the turn as `/stop` does, which the agent loop records as
-//!   it records Ctrl-C at the terminal;
+//! - a client that goes away cancels its turn as `/stop` does, which the agent loop records as
+//!   it records Ctrl-C at the terminal; a turn still queued behind another of the conversation
+//!   (the app sent again before the answer came) is cancelled the moment it starts, and the
+//!   turn running then, another request's, is left alone;
 //! - only the model's answer text is streamed: the agent's deltas never carry tool calls or
 //!   reasoning, and what the app was sent is what the conversations index records.
 
@@ -30,6 +32,8 @@ use crate::core::session::SessionId;
 /// What the agent did during a turn.
 #[derive(Debug)]
 pub enum TurnEvent {
+    /// The turn started: it left the conversation's queue, its message is recorded.
+    Started,
     /// Answer text streamed.
     Delta(String),
     /// A fallback model starts over.
@@ -64,6 +68,14 @@ impl ReplySink for AppSink {
         let _ = self.events.send(TurnEvent::Reset);
     }
 
+    /// The agent says "typing" as a turn starts: the one sign that this message's turn, not
+    /// one queued before it, is the session's running turn, which `/stop` cancels.
+    async fn typing(&self, active: bool) {
+        if active {
+            let _ = self.events.send(TurnEvent::Started);
+        }
+    }
+
     async fn deliver(&self, _text: &str) -> Result<(), DeliveryError> {
         // The final text comes with the turn's result, which tells a reply from a failure.
         Ok(())
@@ -79,14 +91,18 @@ pub struct Running {
     events: mpsc::UnboundedReceiver<TurnEvent>,
     /// Events read ahead (to see whether a parked turn ended) and not yet handled.
     ahead: VecDeque<TurnEvent>,
+    /// Whether [`TurnEvent::Started`] was read: the turn runs (or ran), it is not queued.
+    started: bool,
 }
 
 impl Running {
     async fn next(&mut self) -> Option<TurnEvent> {
-        match self.ahead.pop_front() {
+        let event = match self.ahead.pop_front() {
             Some(event) => Some(event),
             None => self.events.recv().await,
-        }
+        };
+        self.started |= matches!(event, Some(TurnEvent::Started));
+        event
     }
 
     /// Waits for the turn's end, passing over what it streams.
@@ -131,6 +147,7 @@ pub fn submit(
     Ok(Running {
         events,
         ahead: VecDeque::new(),
+        started: false,
     })
 }
 
@@ -186,6 +203,7 @@ pub async fn drive(
 ) {
     let mut sent = String::new();
     let mut streamed = false;
+    let mut asked = false;
     let send = |text: String, sent: &mut String| {
         sent.push_str(&text);
         let _ = out.send(Out::Text(text));
@@ -196,14 +214,11 @@ pub async fn drive(
     let end = loop {
         let event = tokio::select! {
             biased;
-            () = out.closed() => {
-                tracing::info!(session = %exchange.key, "The app went away during a turn; it is cancelled.");
-                stop(endpoint.dispatch.as_ref(), &exchange.key);
-                break None;
-            }
+            () = out.closed() => break None,
             event = running.next() => event,
         };
         match event {
+            Some(TurnEvent::Started) => {}
             Some(TurnEvent::Delta(text)) => {
                 streamed = true;
                 send(text, &mut sent);
@@ -212,7 +227,7 @@ pub async fn drive(
             Some(TurnEvent::Ask(request)) => {
                 let gap = if sent.is_empty() { "" } else { "\n\n" };
                 send(format!("{gap}{}", request.question()), &mut sent);
-                endpoint.park(exchange.key.clone(), running);
+                asked = true;
                 break Some(Ok(()));
             }
             Some(TurnEvent::End(TurnResult::Replied(reply))) => {
@@ -235,6 +250,15 @@ pub async fn drive(
             }
         }
     };
+    // The turn is parked before the answer ends, so the app's next message finds it.
+    let left = match (&end, asked) {
+        (Some(_), true) => {
+            endpoint.park(exchange.key.clone(), running);
+            None
+        }
+        (Some(_), false) => None,
+        (None, _) => Some(running),
+    };
     if !sent.is_empty() {
         endpoint
             .kept
@@ -245,4 +269,24 @@ pub async fn drive(
     if let Some(end) = end {
         let _ = out.send(Out::End(end));
     }
+    if let Some(running) = left {
+        cancel(endpoint.dispatch.as_ref(), &exchange.key, running).await;
+    }
+}
+
+/// Cancels `running`, whose app went away: now if it runs; when it starts if it is still
+/// queued behind another turn of the conversation (which `/stop` now would cancel instead).
+async fn cancel(dispatch: &dyn Dispatch, key: &SessionId, mut running: Running) {
+    if !running.started {
+        tracing::info!(session = %key, "The app went away while its message waited for its turn; the turn is cancelled when it starts.");
+        loop {
+            match running.next().await {
+                Some(TurnEvent::Started) => break,
+                Some(TurnEvent::End(_)) | None => return,
+                Some(_) => {}
+            }
+        }
+    }
+    tracing::info!(session = %key, "The app went away during a turn; it is cancelled.");
+    stop(dispatch, key);
 }
