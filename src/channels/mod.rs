@@ -14,16 +14,27 @@
 //! - [`voice`]: voice notes transcribed once and told as the person's words (Matrix, email).
 //!
 //! `email` and `matrix` are cargo features (both on by default), so an owner can build without
-//! the channels they do not use; the list of plug-ins names them either way.
+//! the channels they do not use; the list of plug-ins names them either way, and their settings
+//! (`<name>/config.rs`) are compiled either way, so the same file is read and checked alike.
 
 pub mod attachments;
 #[cfg(feature = "email")]
 pub mod email;
+/// A build without the email channel still reads and checks its settings.
+#[cfg(not(feature = "email"))]
+pub mod email {
+    pub mod config;
+}
 pub mod format;
 pub mod heartbeat;
 pub mod http;
 #[cfg(feature = "matrix")]
 pub mod matrix;
+/// A build without the Matrix channel still reads and checks its settings.
+#[cfg(not(feature = "matrix"))]
+pub mod matrix {
+    pub mod config;
+}
 pub mod owner;
 pub mod plugin;
 pub mod registry;

@@ -24,6 +24,7 @@ use crate::core::approval::Approvals;
 use crate::core::conversation::Conversations;
 use crate::core::origin::Origin;
 use crate::core::ports::channel::{ActivityLog, Cause, Channel, Outboxes, TurnTools};
+use crate::core::ports::clock::Clock;
 use crate::core::ports::llm::LlmClient;
 use crate::core::ports::tool::Tool;
 use crate::core::redact::Redactor;
@@ -63,6 +64,8 @@ pub struct PluginContext<'a> {
     pub pool: PoolBuilder<'a>,
     /// The transcriber of voice notes, when `transcription` is configured.
     pub voice: Option<&'a Arc<VoiceNotes>>,
+    /// The clock every component reads (cron's schedules).
+    pub clock: &'a Arc<dyn Clock>,
 }
 
 /// A built channel and what it adds to the gateway.

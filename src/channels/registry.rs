@@ -31,7 +31,8 @@ macro_rules! gated {
     }};
 }
 
-/// Every channel the gateway can run, in the order it starts them.
+/// Every channel the gateway can run, in the order it starts them; cron, which fires jobs into
+/// the others' sessions, last (`src/cron/plugin.rs` says why it is on this list).
 pub fn plugins() -> Vec<Box<dyn ChannelPlugin>> {
     vec![
         Box::new(super::http::HttpPlugin),
@@ -44,6 +45,7 @@ pub fn plugins() -> Vec<Box<dyn ChannelPlugin>> {
             .channels
             .email
             .enabled),
+        Box::new(crate::cron::plugin::CronPlugin),
     ]
 }
 

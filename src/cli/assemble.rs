@@ -356,11 +356,6 @@ impl Assembly {
         })
     }
 
-    /// The cron job store (shared by the scheduler, the tools and the CLI).
-    pub fn cron(&self) -> &CronJobs {
-        &self.cron
-    }
-
     /// The clock every component uses.
     pub fn clock(&self) -> &Arc<dyn Clock> {
         &self.clock

@@ -1,8 +1,8 @@
 //! `squidbot gateway`: the daemon.
 //!
 //! It assembles the agent with metered LLM pools, builds the live state, the enabled channels
-//! (one loop over the list of channel plug-ins, `squidbot::channels::plugins`), cron and the
-//! router, and hands them to the supervisor. SIGTERM or SIGINT stops accepting,
+//! (one loop over the list of channel plug-ins, `squidbot::channels::plugins`, cron among
+//! them) and the router, and hands them to the supervisor. SIGTERM or SIGINT stops accepting,
 //! drains in-flight turns within `gateway.shutdown_grace_seconds`, lets the channels stop, and
 //! exits 0. Before anything else it claims the home ([`HomeLock`]): a second gateway on the same
 //! `$SQUIDBOT_HOME` exits 1 naming the first one's pid.
@@ -22,7 +22,6 @@ use squidbot::channels::registry::{plugins, unbuilt};
 use squidbot::config::{Config, LoadedConfig};
 use squidbot::core::ports::approvals::ApprovalRequest;
 use squidbot::core::ports::channel::{ActivityLog, Channel, Dispatch, Outboxes, TurnTools};
-use squidbot::cron::CronChannel;
 use squidbot::gateway::approval_notice;
 use squidbot::gateway::fault::FaultChannel;
 use squidbot::gateway::{ChannelDirectory, GatewayState, Metrics, Router, Supervisor, shutdown};
@@ -80,7 +79,7 @@ pub async fn run(config_path: Option<&Path>) -> Result<ExitCode> {
         activity: &activity_log,
     };
     let turn_tools = wiring.plug_channels()?;
-    wiring.plug_cron();
+    wiring.plug_fault();
     let router = Arc::new(
         Router::new(
             assembly.agent.clone(),
@@ -216,6 +215,7 @@ impl Wiring<'_> {
             approvals: Some(&self.assembly.approvals),
             conversations: agent.conversations(),
             pool: &pool,
+            clock: self.assembly.clock(),
         };
         let mut tools = Vec::new();
         for plugin in plugins() {
@@ -235,17 +235,8 @@ impl Wiring<'_> {
         }))
     }
 
-    /// Cron, which delivers through the other channels' outboxes, and the fault channel the
-    /// supervisor's tests plant with `SQUIDBOT_FAULT_CHANNEL`.
-    fn plug_cron(&self) {
-        let cron = Arc::new(CronChannel::new(
-            self.assembly.cron().clone(),
-            self.assembly.clock().clone(),
-            self.loaded.config.cron.missed_runs,
-            self.outboxes.clone(),
-        ));
-        self.state.add_section(Arc::new(CronSection(cron.clone())));
-        self.directory.register(cron);
+    /// The fault channel the supervisor's tests plant with `SQUIDBOT_FAULT_CHANNEL`.
+    fn plug_fault(&self) {
         if let Ok(spec) = std::env::var("SQUIDBOT_FAULT_CHANNEL") {
             match FaultChannel::parse(&spec) {
                 Some(fault) => self.directory.register(Arc::new(fault)),
@@ -292,23 +283,6 @@ async fn drain(
         tracing::warn!("Channels and their tasks did not stop in time; exiting anyway.");
     }
     drained
-}
-
-/// The cron section of `/status`: every job with its next run, last error and skipped slots.
-struct CronSection(Arc<CronChannel>);
-
-#[async_trait::async_trait]
-impl StatusSection for CronSection {
-    fn key(&self) -> &str {
-        "cron"
-    }
-
-    async fn render(&self) -> serde_json::Value {
-        match self.0.snapshot().await {
-            Ok(jobs) => serde_json::json!({ "jobs": jobs }),
-            Err(error) => serde_json::json!({ "error": error.to_string() }),
-        }
-    }
 }
 
 /// `/status` → `mcp`: each MCP server, whether it is connected, its tools and last error.

@@ -5,8 +5,13 @@
 //! paths against `$SQUIDBOT_HOME`, and checks every value and cross reference. Every problem is
 //! reported at once, each naming the file, the line and the field, before anything starts.
 //!
-//! - `schema*.rs`: the structs; their field docs are the configuration reference.
+//! - `schema*.rs`: the structs; their field docs are the configuration reference. Each
+//!   channel's own section is in its folder (`src/channels/<name>/config.rs`, re-exported here).
+//! - `owner.rs`: the `owner` section.
 //! - `secret.rs`: [`Secret`], a credential that never prints.
+//! - `known_secrets.rs`: every secret value the configuration knows, for the redactor.
+//! - `check.rs`: the checker semantic checks report through, and [`Problem`];
+//!   `ChannelSettings`, what each channel's section implements to be checked.
 //! - `index.rs`: the field-path → line index used to place errors.
 //! - `load.rs`: finding, reading and deserializing the file.
 //! - `diagnosis.rs`: every deserialization problem of a file at once, and syntax errors at the
@@ -15,29 +20,39 @@
 //! - `starter.rs`: the commented starter file written by `squidbot onboard`.
 //! - `tests/`: table-driven tests of all of the above.
 
+pub(crate) mod check;
 mod diagnosis;
 mod index;
+mod known_secrets;
 mod load;
+pub(crate) mod owner;
 mod schema;
 mod schema_channels;
 mod schema_llm;
 mod schema_tools;
-mod secret;
+pub(crate) mod secret;
 mod starter;
 mod validate;
 
 #[cfg(test)]
 mod tests;
 
-use std::fmt;
 use std::path::PathBuf;
 
+pub use check::Problem;
 pub use load::{ConfigLocation, LoadedConfig, load, load_from_str, resolve_path};
+pub use owner::{OwnerAlias, OwnerConfig};
 pub use schema::{
-    AgentsConfig, BudgetsConfig, Config, CronConfig, DEFAULT_HEARTBEAT_PROMPT, GatewayConfig,
-    HeartbeatConfig, HttpConfig, MissedRuns, OwnerAlias, OwnerConfig, PoolMember, SkillsConfig,
+    AgentsConfig, BudgetsConfig, Config, CronConfig, GatewayConfig, MissedRuns, PoolMember,
+    SkillsConfig,
 };
-pub use schema_channels::{ChannelsConfig, EmailConfig, GroupPolicy, MatrixConfig};
+pub use schema_channels::ChannelsConfig;
+// The channels' own settings, named here too so that code reading the configuration does not
+// need to know which folder each section lives in.
+pub use crate::channels::email::config::EmailConfig;
+pub use crate::channels::heartbeat::config::{DEFAULT_HEARTBEAT_PROMPT, HeartbeatConfig};
+pub use crate::channels::http::config::HttpConfig;
+pub use crate::channels::matrix::config::{GroupPolicy, MatrixConfig};
 pub use schema_llm::{
     LlmConfig, LlmRetry, LlmTimeouts, ModelConfig, PoolEntry, PriceConfig, ProviderApi,
     ProviderConfig, TokenLimitSetting, ToolCallIdsSetting, TranscriptionConfig,
@@ -86,41 +101,6 @@ pub enum ConfigError {
         /// What is wrong, in file order as far as known.
         problems: Vec<Problem>,
     },
-}
-
-/// One thing wrong with the configuration, located as precisely as the source allows.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Problem {
-    /// 1-based line in the file, when the field appears in it (defaults have no line).
-    pub line: Option<usize>,
-    /// Dotted path of the field, e.g. `llm.pools.default[0]`.
-    pub field: String,
-    /// What is wrong with it.
-    pub message: String,
-}
-
-impl Problem {
-    /// A problem of `field` at `line`.
-    pub(crate) fn new(
-        line: Option<usize>,
-        field: impl Into<String>,
-        message: impl Into<String>,
-    ) -> Self {
-        Self {
-            line,
-            field: field.into(),
-            message: message.into(),
-        }
-    }
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(line) = self.line {
-            write!(f, "{line}: ")?;
-        }
-        write!(f, "{}: {}", self.field, self.message)
-    }
 }
 
 /// One problem per line, as `path:line: field: message` (compilers' format, so editors can jump).

@@ -1,20 +1,22 @@
 //! The configuration schema: the top-level `Config` and its smaller sections (`agents`, `skills`,
-//! `owner`, `cron`, `gateway`). `llm`, `tools` and `channels` live in their own files.
+//! `cron`, `gateway`). `llm`, `tools`, `owner` and `channels` live in their own files, and the
+//! channels' own settings (`gateway.http` and `agents.heartbeat` too) in their folders.
 //!
 //! The doc comments on the fields are the configuration reference: each says what the field does
 //! and its default. Every struct rejects unknown fields, so a typo is an error, not a silent
 //! default.
 
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
 
 use serde::Deserialize;
 
+use crate::channels::heartbeat::config::HeartbeatConfig;
+use crate::channels::http::config::HttpConfig;
 use crate::channels::owner::Owner;
 
+use super::owner::OwnerConfig;
 use super::{
-    ChannelsConfig, LlmConfig, ModelConfig, ProviderConfig, Secret, ToolsConfig,
-    TranscriptionConfig,
+    ChannelsConfig, LlmConfig, ModelConfig, ProviderConfig, ToolsConfig, TranscriptionConfig,
 };
 
 /// The whole configuration file (`squidbot.yaml`). Every section may be omitted.
@@ -159,11 +161,6 @@ impl Config {
     }
 }
 
-/// The default heartbeat prompt (the original's wording).
-pub const DEFAULT_HEARTBEAT_PROMPT: &str = "Read HEARTBEAT.md if it exists in your workspace. \
-Follow any instructions strictly. Do not repeat tasks from prior turns. If nothing needs \
-attention, reply with just: HEARTBEAT_OK";
-
 /// `agents`: the agent's workspace and memory.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -206,72 +203,6 @@ impl Default for AgentsConfig {
     }
 }
 
-/// `agents.heartbeat`: every `interval_minutes` within the active hours, the agent reads
-/// HEARTBEAT.md and reports anything that needs attention.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields, default)]
-pub struct HeartbeatConfig {
-    /// Whether the heartbeat runs in the gateway. Default: `true`.
-    pub enabled: bool,
-    /// Minutes between heartbeats; must be positive. Default: `30`.
-    pub interval_minutes: u32,
-    /// The prompt of a heartbeat turn. Default: read HEARTBEAT.md, follow it, else answer
-    /// `HEARTBEAT_OK`.
-    pub prompt: String,
-    /// Start of the active hours, `HH:MM`, inclusive. Default: `"00:00"`.
-    pub active_hours_start: String,
-    /// End of the active hours, `HH:MM` or `24:00`, exclusive; an end before the start spans
-    /// midnight (`22:00`–`06:00`). Default: `"24:00"`.
-    pub active_hours_end: String,
-    /// IANA time zone of the active hours (e.g. `Europe/Berlin`), or `local`. Default: `"local"`.
-    pub timezone: String,
-    /// LLM pool of heartbeat turns. Default: empty (the default pool).
-    pub pool: String,
-    /// Session id that receives alerts (e.g. `matrix:!room:server`). Default: empty (the last
-    /// active session).
-    pub target: String,
-}
-
-impl Default for HeartbeatConfig {
-    fn default() -> Self {
-        Self {
-            enabled: true,
-            interval_minutes: 30,
-            prompt: DEFAULT_HEARTBEAT_PROMPT.to_owned(),
-            active_hours_start: "00:00".to_owned(),
-            active_hours_end: "24:00".to_owned(),
-            timezone: "local".to_owned(),
-            pool: String::new(),
-            target: String::new(),
-        }
-    }
-}
-
-impl HeartbeatConfig {
-    /// The active hours as minutes after midnight, `(start, end)`, with `end` up to 1440.
-    /// Validation guarantees both parse after `load`; a bad value falls back to the whole day.
-    pub fn active_minutes(&self) -> (u32, u32) {
-        let start = parse_hhmm(&self.active_hours_start, false).unwrap_or(0);
-        let end = parse_hhmm(&self.active_hours_end, true).unwrap_or(24 * 60);
-        (start, end)
-    }
-}
-
-/// Parses `HH:MM` into minutes after midnight; `24:00` only when `allow_end_of_day`.
-pub(crate) fn parse_hhmm(text: &str, allow_end_of_day: bool) -> Option<u32> {
-    let (hours, minutes) = text.split_once(':')?;
-    if hours.len() != 2 || minutes.len() != 2 {
-        return None;
-    }
-    let hours: u32 = hours.parse().ok()?;
-    let minutes: u32 = minutes.parse().ok()?;
-    match (hours, minutes) {
-        (24, 0) if allow_end_of_day => Some(24 * 60),
-        (0..=23, 0..=59) => Some(hours * 60 + minutes),
-        _ => None,
-    }
-}
-
 /// `skills`: extra places to look for skills.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
@@ -279,63 +210,6 @@ pub struct SkillsConfig {
     /// Directories searched before `<workspace>/skills` and the bundled skills, in order. `~` is
     /// expanded; relative paths are relative to `$SQUIDBOT_HOME`. Default: none.
     pub extra_dirs: Vec<PathBuf>,
-}
-
-/// `owner`: who the owner is on each channel. Only the owner answers approvals, and MEMORY.md
-/// and USER.md go only into sessions where no one but the owner takes part.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields, default)]
-pub struct OwnerConfig {
-    /// The owner's Matrix user ids (`@alex:example.org`). Default: none.
-    pub matrix: Vec<String>,
-    /// The owner's mail addresses (compared without regard to case). Default: none.
-    pub email: Vec<String>,
-    /// The original's form, still read: `alex` (any channel) or `{address:
-    /// "@alex:matrix.org", channel: matrix}`. Default: none.
-    pub aliases: Vec<OwnerAlias>,
-}
-
-/// One address of the owner, optionally valid on one channel only.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
-#[serde(from = "OwnerAliasRepr")]
-pub struct OwnerAlias {
-    /// The sender id or address (matched case-sensitively).
-    pub address: String,
-    /// The channel it applies to (`matrix`, `email`, ...); `None` means every channel.
-    pub channel: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(
-    untagged,
-    expecting = "an address, or a mapping {address: ADDRESS, channel: CHANNEL}"
-)]
-enum OwnerAliasRepr {
-    Address(String),
-    Scoped(OwnerAliasTable),
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct OwnerAliasTable {
-    address: String,
-    #[serde(default)]
-    channel: Option<String>,
-}
-
-impl From<OwnerAliasRepr> for OwnerAlias {
-    fn from(repr: OwnerAliasRepr) -> Self {
-        match repr {
-            OwnerAliasRepr::Address(address) => Self {
-                address,
-                channel: None,
-            },
-            OwnerAliasRepr::Scoped(OwnerAliasTable { address, channel }) => Self {
-                address,
-                channel: channel.filter(|channel| !channel.is_empty()),
-            },
-        }
-    }
 }
 
 /// What happens to a cron slot that passed while the daemon was down.
@@ -375,37 +249,6 @@ impl Default for GatewayConfig {
             max_parallel_sessions: 64,
             shutdown_grace_seconds: 20,
             http: HttpConfig::default(),
-        }
-    }
-}
-
-/// `gateway.http`: the HTTP server.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct HttpConfig {
-    /// Whether the server runs. Default: `true`.
-    pub enabled: bool,
-    /// Address and port to listen on. Default: `127.0.0.1:8765` (loopback only).
-    pub listen: SocketAddr,
-    /// Bearer token of the message API, or `${VAR}`; empty disables the message API (health,
-    /// status and metrics stay up). Default: empty.
-    pub token: Secret,
-    /// Name of an environment variable holding the token. Default: empty.
-    pub token_env: String,
-    /// Whether the OpenAI-compatible endpoint (`/v1/chat/completions`, `/v1/models`) is
-    /// served, behind the same token, so apps that speak to OpenAI are front ends of
-    /// squidbot. Default: `false`.
-    pub openai: bool,
-}
-
-impl Default for HttpConfig {
-    fn default() -> Self {
-        Self {
-            enabled: true,
-            listen: SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 8765)),
-            token: Secret::default(),
-            token_env: String::new(),
-            openai: false,
         }
     }
 }

@@ -12,11 +12,14 @@
 //! - [`admin`]: adding, removing, toggling and listing jobs; shared by the agent's cron tools
 //!   and `squidbot cron`. A job's routing data comes from its target's channel
 //!   ([`admin::JobRoutes`]), so cron has no arm per channel.
+//! - [`plugin`]: [`plugin::CronPlugin`], cron on the list of channel plug-ins: the gateway
+//!   builds its channel and `/status` section as it builds the others.
 //! - [`tools`]: `cron_list`, `cron_remove`, `cron_set_enabled` (registered) and `cron_add`
 //!   (built per turn with the turn's session and routing metadata).
 
 pub mod admin;
 pub mod channel;
+pub mod plugin;
 pub mod schedule;
 pub mod scheduler;
 pub mod store;

@@ -19,6 +19,7 @@
 //! - [`imap`]: connecting (plain, STARTTLS, TLS), login, search, fetch, IDLE, LOGOUT.
 //! - [`tls`]: the rustls client configuration shared by the IMAP side.
 //! - `tests`: the MIME parsing unit tests on literal mails.
+//! - [`config`]: its settings (`channels.email`) and their checks, in every build.
 //! - [`channel`]: [`EmailChannel`], the running task, its reply sinks and its status.
 //! - [`plugin`]: [`EmailPlugin`], the channel on the list of plug-ins.
 //! - [`doctor`]: `squidbot doctor`'s IMAP and SMTP login checks.
@@ -28,6 +29,7 @@
 
 pub mod auth;
 pub mod channel;
+pub mod config;
 pub mod doctor;
 pub mod guard;
 pub mod imap;

@@ -12,11 +12,13 @@
 //!
 //! - [`window`]: [`ActiveHours`] and [`Zone`], the daily window and its time zone.
 //! - [`checklist`]: the HEARTBEAT.md emptiness rule and the `HEARTBEAT_OK` rule.
+//! - [`config`]: its settings (`agents.heartbeat`) and their checks.
 //! - [`channel`]: [`HeartbeatChannel`], the running task, and its [`HeartbeatStatus`].
 //! - [`plugin`]: [`HeartbeatPlugin`], the heartbeat on the list of channel plug-ins.
 
 pub mod channel;
 pub mod checklist;
+pub mod config;
 pub mod plugin;
 pub mod window;
 

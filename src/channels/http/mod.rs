@@ -1,6 +1,7 @@
 //! The HTTP API: health, readiness, status and metrics for operators, and a message API that
 //! is a channel of its own (sessions `http:<id>`).
 //!
+//! - `config.rs`: its settings (`gateway.http`) and their checks.
 //! - `channel.rs`: [`HttpChannel`], the listener task run by the supervisor.
 //! - `routes.rs`: the axum router and its handlers; bearer-token check on `/v1`.
 //! - `hub.rs`: [`HttpHub`], mailboxes for proactive messages (cron, heartbeat) to HTTP sessions,
@@ -14,6 +15,7 @@
 //! exist at all.
 
 mod channel;
+pub mod config;
 mod hub;
 pub mod openai;
 mod plugin;

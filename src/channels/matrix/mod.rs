@@ -26,6 +26,7 @@
 //! - [`verification`]: the owner's emoji verification of the bot, answered by the bot.
 //! - [`verification_desk`]: where the gateway shows the emoji and `squidbot matrix verify`
 //!   gives the owner's answer.
+//! - [`config`]: its settings (`channels.matrix`) and their checks, in every build.
 //! - [`channel`]: [`MatrixChannel`], login, the sync loop with backoff, and its status.
 //! - [`plugin`]: [`MatrixPlugin`], the channel on the list of plug-ins: how it is built,
 //!   described, checked and aimed at by scheduled jobs.
@@ -34,6 +35,7 @@
 
 pub mod backfill;
 pub mod channel;
+pub mod config;
 pub mod device;
 pub mod doctor;
 mod edits;
