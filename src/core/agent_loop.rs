@@ -13,10 +13,10 @@
 //! assistant note ([`CANCELLED_NOTE`]) after the user's message, so it stays a well-formed
 //! conversation for the next prompt.
 //!
-//! A turn's [`Audience`] ([`TurnRequest::audience`], shared unless set) decides whether the
-//! owner's private memory is part of it: the prompt, the tools offered and what they reach.
-//! The router sets it from the reply sink's readers ([`AgentLoop::audience`]); the terminal,
-//! whose person is the owner by construction, sets it itself.
+//! A turn's [`Audience`] decides whether the owner's private memory is part of it: the prompt,
+//! the tools offered and what they reach. It is decided once, when the turn starts, from the
+//! readers its channel stated on the message ([`TurnRequest::readers`], unknown unless said,
+//! and so shared).
 
 use std::sync::Arc;
 
@@ -141,15 +141,6 @@ impl AgentLoop {
         self
     }
 
-    /// The audience of a turn of `session` replying through `sink`: the owner's when the
-    /// sink's channel states that the owner alone reads it (see [`Audience::of`]).
-    pub async fn audience(&self, session: &SessionId, sink: &dyn ReplySink) -> Audience {
-        let readers = sink.readers().await;
-        let audience = Audience::of(readers);
-        tracing::debug!(session = %session, audience = ?audience, readers = ?readers, "Turn audience decided.");
-        audience
-    }
-
     /// The shared registry (never mutated by turns).
     pub fn tools(&self) -> &Arc<ToolRegistry> {
         &self.tools
@@ -229,7 +220,7 @@ impl AgentLoop {
     }
 
     /// Settles everything about a turn once: its client (the request's, the session's chosen
-    /// model's, or the default), budget, purpose and authority, and reads its tail. A heartbeat
+    /// model's, or the default), budget, purpose, authority and audience, and reads its tail. A heartbeat
     /// tick or cron run over budget is refused here, before anything is written; every other
     /// call is admitted by the client itself.
     async fn begin(
@@ -267,10 +258,13 @@ impl AgentLoop {
             .load_tail(session)
             .await
             .map_err(TurnError::Store)?;
+        let audience = Audience::of(request.readers);
+        tracing::debug!(session = %session, audience = ?audience, readers = ?request.readers, "Turn audience decided.");
         Ok(Turn {
             channel: session.channel().to_owned(),
             budget: llm.context_budget(),
             authority: Authority::of(&request.origin),
+            audience,
             llm,
             purpose,
             tail,
@@ -354,7 +348,7 @@ impl AgentLoop {
                 &turn.tail,
                 turn.budget,
                 self.clock.now(),
-                turn.request.audience,
+                turn.audience,
             )
             .await
             .map_err(TurnError::Store)?;
@@ -378,13 +372,14 @@ impl AgentLoop {
             self.approval_settings,
             request.session.clone(),
             request.origin.clone(),
+            request.readers,
             Arc::clone(&turn.sink),
             Arc::clone(self.tools.redactor()),
         );
         let tools = ToolSet::new(
             &self.tools,
             request.extra_tools.clone(),
-            request.audience,
+            turn.audience,
             turn.authority,
         );
         let context = ToolContext {
@@ -392,7 +387,7 @@ impl AgentLoop {
             metadata: request.metadata.clone(),
             prompt_tail: Some(turn.tail.cursor.offset),
             approvals: Some(Arc::new(gate)),
-            audience: request.audience,
+            audience: turn.audience,
             authority: turn.authority,
         };
         CallPipeline::new(tools, context, self.tool_result_cap, self.tools.redactor())

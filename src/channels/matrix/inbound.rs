@@ -7,18 +7,23 @@
 //! dropped by the router (see [`Inbound::corrects`]). An edit of an answered message is a turn
 //! that says it is a correction. Only the sender's own edits count, as Matrix clients show them.
 //!
+//! Who reads the reply is stated here, on the message ([`Inbound::readers`]): the room's members
+//! (joined or invited) other than the bot, read from the SDK's store (which keeps them across
+//! restarts) when the message arrives. A room is the owner's alone, and gets the owner's
+//! private memory, only while no one else is in it.
+//!
 //! Voice messages are judged as addressed first and handed to [`super::voice`], which
 //! transcribes them off the sync loop and decides by what was said.
 
 use std::sync::Arc;
 
-use matrix_sdk::Room;
 use matrix_sdk::ruma::events::room::message::{
     MessageType, OriginalSyncRoomMessageEvent, Relation,
 };
 use matrix_sdk::ruma::events::{
     AnySyncMessageLikeEvent, AnySyncTimelineEvent, SyncMessageLikeEvent,
 };
+use matrix_sdk::{Room, RoomMemberships};
 use serde_json::Map;
 
 use super::channel::{Loop, MatrixChannel, NAME};
@@ -28,7 +33,9 @@ use super::routing;
 use super::sink::{MatrixReplySink, ThreadRef, joined_members};
 use super::voice::{Submission, VoiceMessage};
 use super::{media, relations};
+use crate::channels::owner::OwnerIds;
 use crate::core::approval;
+use crate::core::audience::Readers;
 use crate::core::ports::channel::{ChannelContext, Inbound};
 use crate::core::session::SessionId;
 
@@ -83,7 +90,9 @@ impl MatrixChannel {
             }
             _ => None,
         };
-        let mut inbound = self.inbound(this, room, &message, session, String::new());
+        let mut inbound = self
+            .inbound(this, room, &message, session, String::new())
+            .await;
         // The original, if answered in this batch's place, is handled with its edit.
         let replaces_in_batch = edit_of
             .as_ref()
@@ -167,8 +176,9 @@ impl MatrixChannel {
         (text, saved.image.into_iter().collect())
     }
 
-    /// The inbound message for `message` in `room`, with its routing and reply sink.
-    fn inbound(
+    /// The inbound message for `message` in `room`, with its routing, its reply sink and the
+    /// room's readers as they are now.
+    async fn inbound(
         &self,
         this: &Loop,
         room: &Room,
@@ -201,10 +211,10 @@ impl MatrixChannel {
             room.clone(),
             thread,
             this.keys.clone(),
-            self.owner.clone(),
         ));
         let origin = self.owner.origin(sender);
-        let mut inbound = Inbound::new(session, text, origin, sink);
+        let readers = room_readers(room, &self.owner).await;
+        let mut inbound = Inbound::new(session, text, origin, sink).read_by(readers);
         inbound.metadata = metadata;
         inbound.message_id = Some(message.event_id.to_string());
         inbound
@@ -254,6 +264,40 @@ async fn addressed(
         return None;
     }
     Some(this.policy.judge(&facts) == Verdict::Answer)
+}
+
+/// Who reads `room`: its members other than the bot, joined or invited (an invited user can
+/// join and read on at any time), each compared with the `owner`'s ids. The stored list is used when it is complete; when the server counts
+/// more members than are stored (lazy-loaded members), the list is fetched; when it still
+/// falls short or cannot be read, the readers are unknown.
+pub(super) async fn room_readers(room: &Room, owner: &OwnerIds) -> Readers {
+    let expected = room.active_members_count();
+    let mut members = room.members_no_sync(RoomMemberships::ACTIVE).await;
+    if members
+        .as_ref()
+        .is_ok_and(|list| (list.len() as u64) < expected)
+    {
+        members = room.members(RoomMemberships::ACTIVE).await;
+    }
+    match members {
+        Ok(list) if list.len() as u64 >= expected => {
+            let own = room.own_user_id();
+            owner.readers(
+                list.iter()
+                    .map(|member| member.user_id())
+                    .filter(|user| *user != own)
+                    .map(|user| user.as_str()),
+            )
+        }
+        Ok(list) => {
+            tracing::warn!(room = %room.room_id(), known = list.len(), expected, "Matrix room members incomplete; the room counts as shared.");
+            Readers::Unknown
+        }
+        Err(error) => {
+            tracing::warn!(room = %room.room_id(), error = %error, "Matrix room members unreadable; the room counts as shared.");
+            Readers::Unknown
+        }
+    }
 }
 
 /// The body and formatted body of a message the bot may answer; `None` for a notice.

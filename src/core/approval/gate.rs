@@ -12,6 +12,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::{ApprovalMode, ApprovalSettings, Approvals, Decision};
+use crate::core::audience::Readers;
 use crate::core::origin::Origin;
 use crate::core::ports::approvals::{
     ApprovalGate, ApprovalRequest, MAX_QUESTION_BYTES, Refusal, Requester,
@@ -28,6 +29,9 @@ pub struct TurnApprovals {
     timeout: Duration,
     session: SessionId,
     origin: Origin,
+    /// Who reads the turn's replies, as its channel stated: whether the owner can see a
+    /// question asked there.
+    readers: Readers,
     /// The turn's reply sink: the question is shown where the turn's replies go, so the code
     /// it carries is answerable only there.
     sink: Arc<dyn ReplySink>,
@@ -48,13 +52,14 @@ impl std::fmt::Debug for TurnApprovals {
 }
 
 impl TurnApprovals {
-    /// The gate of a turn of `session` started by `origin`; questions are shown through
-    /// `sink` (the turn's), redacted by `redactor`.
+    /// The gate of a turn of `session` started by `origin` and read by `readers`; questions
+    /// are shown through `sink` (the turn's), redacted by `redactor`.
     pub fn new(
         approvals: Option<Arc<Approvals>>,
         settings: ApprovalSettings,
         session: SessionId,
         origin: Origin,
+        readers: Readers,
         sink: Arc<dyn ReplySink>,
         redactor: Arc<Redactor>,
     ) -> Self {
@@ -64,6 +69,7 @@ impl TurnApprovals {
             timeout: settings.timeout,
             session,
             origin,
+            readers,
             sink,
             redactor,
             refused: AtomicBool::new(false),
@@ -83,7 +89,7 @@ impl TurnApprovals {
         // The question goes where the turn's replies go: only if the owner asked, or reads
         // there (a shared room they are in), can anyone who may answer it see it. A mail from
         // someone else, or a room without the owner, is refused without asking.
-        if !self.origin.is_owner() && !self.sink.readers().await.include_owner() {
+        if !self.origin.is_owner() && !self.readers.include_owner() {
             return Err(Refusal::Unattended(
                 "the request is not from the owner, who alone can approve, and the owner does not \
                  read this conversation"

@@ -446,7 +446,7 @@ async fn run_job(
         .map_err(|_| "squidbot shut down before this sub-agent started".to_owned())?;
     let session = SessionId::new("spawn", id).map_err(|error| error.to_string())?;
     let mut request = TurnRequest::new(session, text, origin);
-    request.audience = audience;
+    request.readers = audience.readers();
     agent
         .run(request, Arc::new(CollectingSink::new()))
         .await
