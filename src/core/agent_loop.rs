@@ -20,7 +20,6 @@
 
 use std::sync::Arc;
 
-use crate::core::approval::{ApprovalSettings, Approvals, TurnApprovals};
 use crate::core::audience::Audience;
 use crate::core::authority::Authority;
 use crate::core::conversation::Conversations;
@@ -28,6 +27,7 @@ use crate::core::memory_manager::{Consolidation, MemoryManager};
 use crate::core::message::Message;
 use crate::core::ports::channel::ReplySink;
 use crate::core::ports::clock::Clock;
+use crate::core::ports::gates::ApprovalGates;
 use crate::core::ports::llm::LlmClient;
 use crate::core::ports::tool::ToolContext;
 use crate::core::ports::usage::{CallTag, Purpose, SpendReport, TurnSpend};
@@ -54,8 +54,7 @@ pub struct AgentLoop {
     clock: Arc<dyn Clock>,
     max_tool_rounds: usize,
     tool_result_cap: usize,
-    approvals: Option<Arc<Approvals>>,
-    approval_settings: ApprovalSettings,
+    gates: Option<Arc<dyn ApprovalGates>>,
     usage: Option<Arc<dyn SpendReport>>,
     conversations: Option<Arc<Conversations>>,
 }
@@ -77,22 +76,17 @@ impl AgentLoop {
             clock,
             max_tool_rounds: DEFAULT_MAX_TOOL_ROUNDS,
             tool_result_cap: DEFAULT_TOOL_RESULT_CAP,
-            approvals: None,
-            approval_settings: ApprovalSettings::default(),
+            gates: None,
             usage: None,
             conversations: None,
         }
     }
 
-    /// Lets tools ask the owner for approval through `approvals`, as `settings` say. Without
-    /// it, a command that needs approval is refused (unless `settings` turn approvals off).
-    pub fn with_approvals(
-        mut self,
-        approvals: Option<Arc<Approvals>>,
-        settings: ApprovalSettings,
-    ) -> Self {
-        self.approvals = approvals;
-        self.approval_settings = settings;
+    /// Lets tools ask the owner for approval through each turn's gate, opened by `gates` (the
+    /// gateway's). Without it, a tool gets no gate and a command that needs approval is
+    /// refused.
+    pub fn with_approvals(mut self, gates: Arc<dyn ApprovalGates>) -> Self {
+        self.gates = Some(gates);
         self
     }
 
@@ -367,15 +361,14 @@ impl AgentLoop {
     /// The turn's tool-call pipeline: its tools, their context and its approval gate.
     fn pipeline(&self, turn: &Turn) -> CallPipeline<'_> {
         let request = &turn.request;
-        let gate = TurnApprovals::new(
-            self.approvals.clone(),
-            self.approval_settings,
-            request.session.clone(),
-            request.origin.clone(),
-            request.readers,
-            Arc::clone(&turn.sink),
-            Arc::clone(self.tools.redactor()),
-        );
+        let gate = self.gates.as_ref().map(|gates| {
+            gates.open(
+                request.session.clone(),
+                request.origin.clone(),
+                request.readers,
+                Arc::clone(&turn.sink),
+            )
+        });
         let tools = ToolSet::new(
             &self.tools,
             request.extra_tools.clone(),
@@ -386,7 +379,7 @@ impl AgentLoop {
             session: request.session.clone(),
             metadata: request.metadata.clone(),
             prompt_tail: Some(turn.tail.cursor.offset),
-            approvals: Some(Arc::new(gate)),
+            approvals: gate,
             audience: turn.audience,
             authority: turn.authority,
         };

@@ -2,7 +2,7 @@
 //!
 //! A request still open when the gateway stopped (or crashed) can never be granted: the turn
 //! that waited for it is gone, so its command never runs. At start the gateway reads them back
-//! ([`crate::core::approval::Approvals::recover`]) and sends a note to each one's session once
+//! ([`crate::approval::Approvals::recover`]) and sends a note to each one's session once
 //! its channel is up, so the owner is not left waiting for something that will not happen.
 
 use std::sync::Arc;

@@ -33,8 +33,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::state::GatewayState;
+use crate::approval::{self, Approvals, Decision, ResolveError};
 use crate::core::agent_loop::{AgentLoop, TurnError, TurnRequest};
-use crate::core::approval::{self, Approvals, Decision, ResolveError};
 use crate::core::loop_breaker;
 use crate::core::memory_manager::Consolidation;
 use crate::core::ports::channel::{

@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 use super::hub::HttpHub;
 use super::openai::OpenAiEndpoint;
 use super::routes::{AppState, router};
-use crate::core::approval::Approvals;
+use crate::approval::Approvals;
 use crate::core::audience::Readers;
 use crate::core::conversation::Conversations;
 use crate::core::ports::channel::{Channel, ChannelContext, ChannelError, Outbox};

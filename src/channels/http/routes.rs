@@ -35,7 +35,7 @@ use tokio_util::task::TaskTracker;
 use super::hub::{HttpHub, HubEvent, approval_json};
 use super::openai;
 use super::sse::{SseSink, event};
-use crate::core::approval::{Approvals, Decision, ResolveError};
+use crate::approval::{Approvals, Decision, ResolveError};
 use crate::core::audience::Readers;
 use crate::core::conversation::Conversations;
 use crate::core::origin::Origin;

@@ -1,11 +1,13 @@
 //! **API Boundary.** The channel ports: how messages enter the agent and replies leave it.
 //!
 //! - [`ReplySink`]: where one turn's output goes (streamed text, typing, the final reply).
-//! - [`Inbound`]: one received message, with its reply sink and its acknowledgement hook.
+//! - [`Inbound`]: one received message, with its origin and its readers (the facts its channel
+//!   states at its edge), its reply sink and its acknowledgement hook.
 //! - [`Dispatch`]: the router's entry point; channels submit inbound messages through it.
 //! - [`Channel`]: a long-running source of messages (each channel of
-//!   `crate::channels::plugins`, and cron), run and restarted by the gateway's supervisor, which can also ask it for an outbox to
-//!   send proactive messages (cron, heartbeat) to one of its sessions.
+//!   `crate::channels::plugins`, and cron), run and restarted by the gateway's supervisor,
+//!   which can also ask it for an [`Outbox`] to send proactive messages (cron, heartbeat) to
+//!   one of its sessions, with who reads them there.
 //!
 //! The acknowledgement rule: a channel acknowledges a message (read marker, `\Seen`, HTTP
 //! answer) only after [`Inbound::persisted`] fired, so a crash never loses a message the user
@@ -74,7 +76,7 @@ pub trait ReplySink: Send + Sync {
 
     /// Shows the owner a request for approval, where they will see it: a message in the room
     /// or thread, a mail, an HTTP `approval` event, a terminal prompt. Returns whether it was
-    /// shown; the answer comes back through [`crate::core::approval::Approvals`]. A sink that
+    /// shown; the answer comes back through the gateway's approvals registry. A sink that
     /// cannot ask (the default) returns `false`, and the command is refused.
     async fn ask(&self, _request: &ApprovalRequest) -> Result<bool, DeliveryError> {
         Ok(false)

@@ -4,6 +4,9 @@
 //! replies go, redacted of known secrets, and only where someone who may answer it reads (the
 //! owner asked, or the channel states the owner reads there). The answer comes back through
 //! the daemon's [`Approvals`] registry.
+//!
+//! [`TurnGates`] opens one per turn for the agent, through core's [`ApprovalGates`] port: the
+//! composition root builds it over the gateway's registry.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,6 +21,7 @@ use crate::core::ports::approvals::{
     ApprovalGate, ApprovalRequest, MAX_QUESTION_BYTES, Refusal, Requester,
 };
 use crate::core::ports::channel::ReplySink;
+use crate::core::ports::gates::ApprovalGates;
 use crate::core::redact::Redactor;
 use crate::core::session::SessionId;
 
@@ -184,5 +188,49 @@ struct ExpireOnDrop<'a>(&'a Approvals, &'a str);
 impl Drop for ExpireOnDrop<'_> {
     fn drop(&mut self) {
         self.0.expire(self.1);
+    }
+}
+
+/// The gateway's [`ApprovalGates`]: each turn's [`TurnApprovals`] over the daemon's registry,
+/// as the settings say, redacting with the gateway's redactor. Without a registry (a
+/// sub-agent's loop) a person's turn is refused unasked; the others never ask anyway.
+pub struct TurnGates {
+    approvals: Option<Arc<Approvals>>,
+    settings: ApprovalSettings,
+    redactor: Arc<Redactor>,
+}
+
+impl TurnGates {
+    /// Gates over `approvals` as `settings` say; questions are redacted by `redactor`.
+    pub fn new(
+        approvals: Option<Arc<Approvals>>,
+        settings: ApprovalSettings,
+        redactor: Arc<Redactor>,
+    ) -> Self {
+        Self {
+            approvals,
+            settings,
+            redactor,
+        }
+    }
+}
+
+impl ApprovalGates for TurnGates {
+    fn open(
+        &self,
+        session: SessionId,
+        origin: Origin,
+        readers: Readers,
+        sink: Arc<dyn ReplySink>,
+    ) -> Arc<dyn ApprovalGate> {
+        Arc::new(TurnApprovals::new(
+            self.approvals.clone(),
+            self.settings,
+            session,
+            origin,
+            readers,
+            sink,
+            Arc::clone(&self.redactor),
+        ))
     }
 }
