@@ -28,12 +28,11 @@ use tokio_util::task::TaskTracker;
 
 use super::MatrixError;
 use super::edits::Edits;
-use super::inbound::room_readers;
 use super::media::ClientSlot;
 use super::policy::{MessageFacts, RoomPolicy, Verdict};
 use super::room_keys::{Connected, RoomKeys};
 use super::routing;
-use super::sink::{MatrixReplySink, ThreadRef};
+use super::sink::{MatrixReplySink, ThreadRef, room_readers};
 use super::store_check;
 use super::sync_state::SyncState;
 use super::undecrypted::Undecrypted;

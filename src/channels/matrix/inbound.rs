@@ -17,25 +17,23 @@
 
 use std::sync::Arc;
 
+use matrix_sdk::Room;
 use matrix_sdk::ruma::events::room::message::{
     MessageType, OriginalSyncRoomMessageEvent, Relation,
 };
 use matrix_sdk::ruma::events::{
     AnySyncMessageLikeEvent, AnySyncTimelineEvent, SyncMessageLikeEvent,
 };
-use matrix_sdk::{Room, RoomMemberships};
 use serde_json::Map;
 
 use super::channel::{Loop, MatrixChannel, NAME};
 use super::edits::Edits;
 use super::policy::{MessageFacts, Verdict, mentions_bot};
 use super::routing;
-use super::sink::{MatrixReplySink, ThreadRef, joined_members};
+use super::sink::{MatrixReplySink, ThreadRef, joined_members, room_readers};
 use super::voice::{Submission, VoiceMessage};
 use super::{media, relations};
 use crate::approval;
-use crate::channels::owner::OwnerIds;
-use crate::core::audience::Readers;
 use crate::core::ports::channel::{ChannelContext, Inbound};
 use crate::core::session::SessionId;
 
@@ -264,40 +262,6 @@ async fn addressed(
         return None;
     }
     Some(this.policy.judge(&facts) == Verdict::Answer)
-}
-
-/// Who reads `room`: its members other than the bot, joined or invited (an invited user can
-/// join and read on at any time), each compared with the `owner`'s ids. The stored list is used when it is complete; when the server counts
-/// more members than are stored (lazy-loaded members), the list is fetched; when it still
-/// falls short or cannot be read, the readers are unknown.
-pub(super) async fn room_readers(room: &Room, owner: &OwnerIds) -> Readers {
-    let expected = room.active_members_count();
-    let mut members = room.members_no_sync(RoomMemberships::ACTIVE).await;
-    if members
-        .as_ref()
-        .is_ok_and(|list| (list.len() as u64) < expected)
-    {
-        members = room.members(RoomMemberships::ACTIVE).await;
-    }
-    match members {
-        Ok(list) if list.len() as u64 >= expected => {
-            let own = room.own_user_id();
-            owner.readers(
-                list.iter()
-                    .map(|member| member.user_id())
-                    .filter(|user| *user != own)
-                    .map(|user| user.as_str()),
-            )
-        }
-        Ok(list) => {
-            tracing::warn!(room = %room.room_id(), known = list.len(), expected, "Matrix room members incomplete; the room counts as shared.");
-            Readers::Unknown
-        }
-        Err(error) => {
-            tracing::warn!(room = %room.room_id(), error = %error, "Matrix room members unreadable; the room counts as shared.");
-            Readers::Unknown
-        }
-    }
 }
 
 /// The body and formatted body of a message the bot may answer; `None` for a notice.

@@ -12,15 +12,17 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use matrix_sdk::Room;
 use matrix_sdk::ruma::OwnedEventId;
 use matrix_sdk::ruma::events::Mentions;
 use matrix_sdk::ruma::events::relation::Thread;
 use matrix_sdk::ruma::events::room::message::{Relation, RoomMessageEventContent};
+use matrix_sdk::{Room, RoomMemberships};
 use tokio::task::AbortHandle;
 
 use super::room_keys::RoomKeys;
 use crate::channels::format::{markdown_to_html, split_message};
+use crate::channels::owner::OwnerIds;
+use crate::core::audience::Readers;
 use crate::core::ports::approvals::{ApprovalRequest, MAX_QUESTION_BYTES};
 use crate::core::ports::channel::{DeliveryError, ReplySink};
 
@@ -152,6 +154,40 @@ impl ReplySink for MatrixReplySink {
             self.send_event(&piece).await?;
         }
         Ok(())
+    }
+}
+
+/// Who reads `room`: its members other than the bot, joined or invited (an invited user can
+/// join and read on at any time), each compared with the `owner`'s ids. The stored list is used when it is complete; when the server counts
+/// more members than are stored (lazy-loaded members), the list is fetched; when it still
+/// falls short or cannot be read, the readers are unknown.
+pub async fn room_readers(room: &Room, owner: &OwnerIds) -> Readers {
+    let expected = room.active_members_count();
+    let mut members = room.members_no_sync(RoomMemberships::ACTIVE).await;
+    if members
+        .as_ref()
+        .is_ok_and(|list| (list.len() as u64) < expected)
+    {
+        members = room.members(RoomMemberships::ACTIVE).await;
+    }
+    match members {
+        Ok(list) if list.len() as u64 >= expected => {
+            let own = room.own_user_id();
+            owner.readers(
+                list.iter()
+                    .map(|member| member.user_id())
+                    .filter(|user| *user != own)
+                    .map(|user| user.as_str()),
+            )
+        }
+        Ok(list) => {
+            tracing::warn!(room = %room.room_id(), known = list.len(), expected, "Matrix room members incomplete; the room counts as shared.");
+            Readers::Unknown
+        }
+        Err(error) => {
+            tracing::warn!(room = %room.room_id(), error = %error, "Matrix room members unreadable; the room counts as shared.");
+            Readers::Unknown
+        }
     }
 }
 
