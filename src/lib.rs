@@ -6,6 +6,8 @@
 //! - [`llm`]: the OpenAI-compatible streaming client and pools with retry and fallback.
 //! - [`accounting`]: usage, prices and budgets, and the client layer that admits and records
 //!   every LLM call.
+//! - [`approval`]: the owner's approvals: the daemon's registry of open requests and each
+//!   turn's gate, which the agent opens through the `ApprovalGates` port.
 //! - [`storage`]: JSONL histories, cursors, summaries, MEMORY.md, atomic writes, bootstrap files.
 //! - [`tools`]: tools the agent can call (shell, files, web, history search, memory,
 //!   sub-agents, MCP).
@@ -22,6 +24,7 @@
 //!   terminal.
 
 pub mod accounting;
+pub mod approval;
 pub mod channels;
 pub mod config;
 pub mod console;

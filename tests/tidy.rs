@@ -293,6 +293,7 @@ fn use_paths(tree: &str) -> Vec<String> {
 /// What `src/core` may not name: adapters, the config, the binary's crate path, I/O crates.
 const CORE_FORBIDDEN: &[&str] = &[
     "crate::accounting",
+    "crate::approval",
     "crate::channels",
     "crate::tools",
     "crate::llm",

@@ -19,8 +19,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
+use crate::approval::Approvals;
 use crate::config::{Config, SecretField};
-use crate::core::approval::Approvals;
 use crate::core::conversation::Conversations;
 use crate::core::origin::Origin;
 use crate::core::ports::channel::{ActivityLog, Cause, Channel, Outboxes, TurnTools};

@@ -15,7 +15,6 @@ use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 use tokio::task::JoinHandle;
 
-use crate::core::audience::Readers;
 use crate::core::ports::approvals::ApprovalRequest;
 use crate::core::ports::channel::{DeliveryError, ReplySink};
 use crate::transcription::{Audio, Transcriber, Transcript, TranscriptionError};
@@ -187,10 +186,6 @@ impl ReplySink for NotedReply {
 
     async fn ask(&self, request: &ApprovalRequest) -> Result<bool, DeliveryError> {
         self.inner.ask(request).await
-    }
-
-    async fn readers(&self) -> Readers {
-        self.inner.readers().await
     }
 }
 

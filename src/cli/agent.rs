@@ -13,7 +13,7 @@ use clap::Args;
 
 use squidbot::channels::terminal;
 use squidbot::core::agent_loop::TurnRequest;
-use squidbot::core::audience::Audience;
+use squidbot::core::audience::Readers;
 use squidbot::core::origin::Origin;
 use squidbot::core::ports::channel::CollectingSink;
 use squidbot::core::session::SessionId;
@@ -47,10 +47,10 @@ pub async fn run(config: Option<&Path>, args: AgentArgs) -> Result<ExitCode> {
             }
             let session = assembly.agent.current_session(&key);
             let mut request = TurnRequest::new(session, text, Origin::owner());
-            // The terminal is the owner's (see `Owner`): the private memory is part of its turns.
-            request.audience = Audience::Owner;
+            // The terminal is the owner's (see `Owner`): the owner alone reads its replies.
+            request.readers = Readers::Owner;
             request.extra_tools = extra(&key);
-            let sink = Arc::new(CollectingSink::for_owner());
+            let sink = Arc::new(CollectingSink::new());
             let result = assembly.agent.run(request, sink.clone()).await;
             match result {
                 Ok(outcome) => {

@@ -14,6 +14,7 @@ use anyhow::{Context, Result, bail};
 
 use squidbot::accounting::layer::{AccountedLlm, CallObserver};
 use squidbot::accounting::meter::UsageMeter;
+use squidbot::approval::{ApprovalMode, ApprovalSettings, Approvals, TurnGates};
 use squidbot::channels::Routes;
 use squidbot::channels::terminal::ExtraTools;
 use squidbot::config::{
@@ -21,7 +22,6 @@ use squidbot::config::{
     ToolCallIdsSetting,
 };
 use squidbot::core::agent_loop::AgentLoop;
-use squidbot::core::approval::{ApprovalMode, ApprovalSettings, Approvals};
 use squidbot::core::conversation::Conversations;
 use squidbot::core::memory_manager::{MemoryManager, MemorySettings};
 use squidbot::core::origin::Origin;
@@ -272,7 +272,11 @@ impl Assembly {
             locks,
             clock.clone(),
         )
-        .with_approvals(Some(approvals.clone()), approval_settings(config))
+        .with_approvals(Arc::new(TurnGates::new(
+            Some(approvals.clone()),
+            approval_settings(config),
+            redactor.clone(),
+        )))
         .with_usage(pools.metering.usage.clone())
         .with_conversations(Arc::new(conversations));
         Ok(Self {

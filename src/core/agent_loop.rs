@@ -13,14 +13,13 @@
 //! assistant note ([`CANCELLED_NOTE`]) after the user's message, so it stays a well-formed
 //! conversation for the next prompt.
 //!
-//! A turn's [`Audience`] ([`TurnRequest::audience`], shared unless set) decides whether the
-//! owner's private memory is part of it: the prompt, the tools offered and what they reach.
-//! The router sets it from the reply sink's readers ([`AgentLoop::audience`]); the terminal,
-//! whose person is the owner by construction, sets it itself.
+//! A turn's [`Audience`] decides whether the owner's private memory is part of it: the prompt,
+//! the tools offered and what they reach. It is decided once, when the turn starts, from the
+//! readers its channel stated on the message ([`TurnRequest::readers`], unknown unless said,
+//! and so shared).
 
 use std::sync::Arc;
 
-use crate::core::approval::{ApprovalSettings, Approvals, TurnApprovals};
 use crate::core::audience::Audience;
 use crate::core::authority::Authority;
 use crate::core::conversation::Conversations;
@@ -28,6 +27,7 @@ use crate::core::memory_manager::{Consolidation, MemoryManager};
 use crate::core::message::Message;
 use crate::core::ports::channel::ReplySink;
 use crate::core::ports::clock::Clock;
+use crate::core::ports::gates::ApprovalGates;
 use crate::core::ports::llm::LlmClient;
 use crate::core::ports::tool::ToolContext;
 use crate::core::ports::usage::{CallTag, Purpose, SpendReport, TurnSpend};
@@ -54,8 +54,7 @@ pub struct AgentLoop {
     clock: Arc<dyn Clock>,
     max_tool_rounds: usize,
     tool_result_cap: usize,
-    approvals: Option<Arc<Approvals>>,
-    approval_settings: ApprovalSettings,
+    gates: Option<Arc<dyn ApprovalGates>>,
     usage: Option<Arc<dyn SpendReport>>,
     conversations: Option<Arc<Conversations>>,
 }
@@ -77,22 +76,17 @@ impl AgentLoop {
             clock,
             max_tool_rounds: DEFAULT_MAX_TOOL_ROUNDS,
             tool_result_cap: DEFAULT_TOOL_RESULT_CAP,
-            approvals: None,
-            approval_settings: ApprovalSettings::default(),
+            gates: None,
             usage: None,
             conversations: None,
         }
     }
 
-    /// Lets tools ask the owner for approval through `approvals`, as `settings` say. Without
-    /// it, a command that needs approval is refused (unless `settings` turn approvals off).
-    pub fn with_approvals(
-        mut self,
-        approvals: Option<Arc<Approvals>>,
-        settings: ApprovalSettings,
-    ) -> Self {
-        self.approvals = approvals;
-        self.approval_settings = settings;
+    /// Lets tools ask the owner for approval through each turn's gate, opened by `gates` (the
+    /// gateway's). Without it, a tool gets no gate and a command that needs approval is
+    /// refused.
+    pub fn with_approvals(mut self, gates: Arc<dyn ApprovalGates>) -> Self {
+        self.gates = Some(gates);
         self
     }
 
@@ -139,15 +133,6 @@ impl AgentLoop {
     pub fn with_max_tool_rounds(mut self, rounds: usize) -> Self {
         self.max_tool_rounds = rounds.max(1);
         self
-    }
-
-    /// The audience of a turn of `session` replying through `sink`: the owner's when the
-    /// sink's channel states that the owner alone reads it (see [`Audience::of`]).
-    pub async fn audience(&self, session: &SessionId, sink: &dyn ReplySink) -> Audience {
-        let readers = sink.readers().await;
-        let audience = Audience::of(readers);
-        tracing::debug!(session = %session, audience = ?audience, readers = ?readers, "Turn audience decided.");
-        audience
     }
 
     /// The shared registry (never mutated by turns).
@@ -229,7 +214,7 @@ impl AgentLoop {
     }
 
     /// Settles everything about a turn once: its client (the request's, the session's chosen
-    /// model's, or the default), budget, purpose and authority, and reads its tail. A heartbeat
+    /// model's, or the default), budget, purpose, authority and audience, and reads its tail. A heartbeat
     /// tick or cron run over budget is refused here, before anything is written; every other
     /// call is admitted by the client itself.
     async fn begin(
@@ -267,10 +252,13 @@ impl AgentLoop {
             .load_tail(session)
             .await
             .map_err(TurnError::Store)?;
+        let audience = Audience::of(request.readers);
+        tracing::debug!(session = %session, audience = ?audience, readers = ?request.readers, "Turn audience decided.");
         Ok(Turn {
             channel: session.channel().to_owned(),
             budget: llm.context_budget(),
             authority: Authority::of(&request.origin),
+            audience,
             llm,
             purpose,
             tail,
@@ -354,7 +342,7 @@ impl AgentLoop {
                 &turn.tail,
                 turn.budget,
                 self.clock.now(),
-                turn.request.audience,
+                turn.audience,
             )
             .await
             .map_err(TurnError::Store)?;
@@ -373,26 +361,26 @@ impl AgentLoop {
     /// The turn's tool-call pipeline: its tools, their context and its approval gate.
     fn pipeline(&self, turn: &Turn) -> CallPipeline<'_> {
         let request = &turn.request;
-        let gate = TurnApprovals::new(
-            self.approvals.clone(),
-            self.approval_settings,
-            request.session.clone(),
-            request.origin.clone(),
-            Arc::clone(&turn.sink),
-            Arc::clone(self.tools.redactor()),
-        );
+        let gate = self.gates.as_ref().map(|gates| {
+            gates.open(
+                request.session.clone(),
+                request.origin.clone(),
+                request.readers,
+                Arc::clone(&turn.sink),
+            )
+        });
         let tools = ToolSet::new(
             &self.tools,
             request.extra_tools.clone(),
-            request.audience,
+            turn.audience,
             turn.authority,
         );
         let context = ToolContext {
             session: request.session.clone(),
             metadata: request.metadata.clone(),
             prompt_tail: Some(turn.tail.cursor.offset),
-            approvals: Some(Arc::new(gate)),
-            audience: request.audience,
+            approvals: gate,
+            audience: turn.audience,
             authority: turn.authority,
         };
         CallPipeline::new(tools, context, self.tool_result_cap, self.tools.redactor())

@@ -7,14 +7,16 @@
 //! set neither offers nor runs owner-only tools (`memory_write`), and `search_history` searches
 //! only the asking session.
 //!
-//! The decision is made from [`Readers`]: what the channel that delivers the turn's reply
-//! states, at its edge, about who reads it ([`ReplySink::readers`]): a Matrix room's members
-//! compared with the owner's id, a mail session's one correspondent, the owner at the terminal
-//! or the API. Core never compares ids or channel names itself. A heartbeat or cron turn
-//! replies through its target session's outbox, so it gets that session's audience; a
-//! sub-agent takes its parent's. Anything not known is shared: the decision fails closed.
+//! The decision is made from [`Readers`]: what the channel that received the message states,
+//! at its edge, about who reads the reply, carried on the message as its origin is
+//! ([`Inbound::readers`]): a Matrix room's members compared with the owner's id, a mail
+//! session's one correspondent, the owner at the terminal or the API. Core never compares ids
+//! or channel names itself. A heartbeat or cron turn replies through its target session's
+//! outbox, whose channel states that session's readers ([`Outbox::readers`]); a sub-agent
+//! takes its parent's audience. Anything not known is shared: the decision fails closed.
 //!
-//! [`ReplySink::readers`]: crate::core::ports::channel::ReplySink::readers
+//! [`Inbound::readers`]: crate::core::ports::channel::Inbound::readers
+//! [`Outbox::readers`]: crate::core::ports::channel::Outbox::readers
 
 /// Who takes part in a turn.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -40,6 +42,16 @@ impl Audience {
     /// history) belongs in the turn.
     pub fn is_owner(self) -> bool {
         self == Self::Owner
+    }
+
+    /// The readers a turn of this audience stands for where only the audience is known (a
+    /// sub-agent's, whose replies reach its parent's turn): the owner alone, or not known to
+    /// be; [`Audience::of`] gives back the same audience.
+    pub fn readers(self) -> Readers {
+        match self {
+            Self::Owner => Readers::Owner,
+            Self::Shared => Readers::Unknown,
+        }
     }
 }
 
@@ -104,6 +116,9 @@ mod tests {
         assert_eq!(Audience::of(Readers::Unknown), Audience::Shared);
         assert_eq!(Audience::default(), Audience::Shared);
         assert!(Audience::Owner.is_owner() && !Audience::Shared.is_owner());
+        for audience in [Audience::Owner, Audience::Shared] {
+            assert_eq!(Audience::of(audience.readers()), audience);
+        }
     }
 
     #[test]

@@ -1,11 +1,10 @@
 //! The domain: messages, sessions, the agent loop, the memory manager, and the ports.
 //!
 //! **Architecture Invariant:** nothing here imports an adapter module (`llm`, `storage`,
-//! `channels`, `tools`, `skills`) or an I/O crate (reqwest, axum, matrix-sdk, async-imap,
-//! lettre). The tidy test enforces it.
+//! `channels`, `tools`, `skills`), a module beside core (`accounting`, `approval`) or an I/O
+//! crate (reqwest, axum, matrix-sdk, async-imap, lettre). The tidy test enforces it.
 
 pub mod agent_loop;
-pub mod approval;
 pub mod audience;
 pub mod authority;
 pub mod consolidation;

@@ -1,6 +1,7 @@
 //! One turn as a value: what a channel asks for ([`TurnRequest`]), what the agent decides about
 //! it once before it runs ([`Turn`]: the client, the context budget, the purpose, the
-//! authority, the spend, the session's tail), and how it ends ([`TurnOutcome`], [`TurnError`]).
+//! authority, the audience, the spend, the session's tail), and how it ends ([`TurnOutcome`],
+//! [`TurnError`]).
 //!
 //! Everything a turn needs is settled in [`Turn`] when it starts, so no later step picks the
 //! client again, admits the budget again or reads the history again: the agent loop reads the
@@ -12,7 +13,7 @@ use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::core::audience::Audience;
+use crate::core::audience::{Audience, Readers};
 use crate::core::authority::Authority;
 use crate::core::loop_breaker;
 use crate::core::memory_manager::Consolidation;
@@ -53,9 +54,11 @@ pub struct TurnRequest {
     /// Cancelled by the channel to stop the turn while it waits on the LLM or on tools (the
     /// terminal's Ctrl-C); a token nobody cancels by default.
     pub cancel: CancellationToken,
-    /// Who takes part: the owner's private memory is part of the turn only with
-    /// [`Audience::Owner`]. Shared by default, so a request nobody judged keeps it out.
-    pub audience: Audience,
+    /// Who reads its replies, as the channel stated them ([`Inbound::readers`]): the turn's
+    /// [`Audience`] is decided from them once it starts, the owner's only for
+    /// [`Readers::Owner`]. Unknown by default, so a request nobody judged keeps the owner's
+    /// private memory out.
+    pub readers: Readers,
     /// The channel's id of the message, when it may be handed over again (see
     /// [`crate::core::resume`]).
     pub source_id: Option<String>,
@@ -75,19 +78,18 @@ impl TurnRequest {
             metadata: Map::new(),
             persisted: None,
             cancel: CancellationToken::new(),
-            audience: Audience::Shared,
+            readers: Readers::Unknown,
             source_id: None,
             images: Vec::new(),
         }
     }
 
-    /// The turn a channel's message asks for, with the tools its turn gets and the audience
-    /// its readers make; the reply sink is handed back separately because
-    /// [`crate::core::agent_loop::AgentLoop::run`] takes it apart from the request.
+    /// The turn a channel's message asks for, with the tools its turn gets; the reply sink is
+    /// handed back separately because [`crate::core::agent_loop::AgentLoop::run`] takes it
+    /// apart from the request.
     pub fn from_inbound(
         inbound: Inbound,
         extra_tools: Vec<Arc<dyn Tool>>,
-        audience: Audience,
     ) -> (Self, Arc<dyn ReplySink>) {
         let Inbound {
             session,
@@ -95,6 +97,7 @@ impl TurnRequest {
             origin,
             metadata,
             reply,
+            readers,
             persisted,
             llm,
             source_id,
@@ -112,7 +115,7 @@ impl TurnRequest {
             metadata,
             persisted,
             cancel: CancellationToken::new(),
-            audience,
+            readers,
             source_id,
             images,
         };
@@ -195,6 +198,8 @@ pub(crate) struct Turn {
     pub purpose: Purpose,
     /// Whether the owner asked: what its tools may change.
     pub authority: Authority,
+    /// Whether anyone but the owner reads it: whether the owner's private memory is part of it.
+    pub audience: Audience,
     /// The session's unconsolidated history, read once when the turn started and kept
     /// current as the turn writes.
     pub tail: Tail,

@@ -90,8 +90,8 @@ impl CronChannel {
                 return Ok(());
             }
         };
-        let sink = match self.outboxes.outbox(&session, &fire.metadata) {
-            Ok(sink) => sink,
+        let outbox = match self.outboxes.outbox(&session, &fire.metadata).await {
+            Ok(outbox) => outbox,
             Err(no_route) => {
                 self.report(&fire, no_route.to_string()).await;
                 return Ok(());
@@ -101,7 +101,9 @@ impl CronChannel {
         let origin = Origin::Cron {
             job: fire.job_id.clone(),
         };
-        let mut inbound = Inbound::new(session, fire.message, origin, sink);
+        // The target's readers: a job's turn is private exactly when its session is.
+        let mut inbound =
+            Inbound::new(session, fire.message, origin, outbox.sink).read_by(outbox.readers);
         inbound.metadata = fire.metadata;
         let outcome = context.dispatch.submit(inbound)?;
         let scheduler = self.scheduler.clone();

@@ -14,10 +14,11 @@ use tokio_util::task::TaskTracker;
 use super::store::{CronJob, CronJobs, NewJob};
 use super::*;
 use crate::config::MissedRuns;
+use crate::core::audience::Readers;
 use crate::core::origin::Origin;
 use crate::core::ports::channel::{
     Channel, ChannelContext, DeliveryError, Dispatch, DispatchClosed, FailureKind, Inbound,
-    NoRoute, Outboxes, ReplySink, TurnFailure, TurnResult,
+    NoRoute, Outbox, Outboxes, ReplySink, TurnFailure, TurnResult,
 };
 use crate::core::ports::clock::Clock;
 use crate::core::session::SessionId;
@@ -299,14 +300,18 @@ impl ReplySink for NullSink {
 /// Routes `email:` sessions only, as if Matrix were down.
 struct EmailOnly;
 
+#[async_trait]
 impl Outboxes for EmailOnly {
-    fn outbox(
+    async fn outbox(
         &self,
         session: &SessionId,
         _metadata: &Map<String, Value>,
-    ) -> Result<Arc<dyn ReplySink>, NoRoute> {
+    ) -> Result<Outbox, NoRoute> {
         if session.channel() == "email" {
-            Ok(Arc::new(NullSink))
+            Ok(Outbox {
+                sink: Arc::new(NullSink),
+                readers: Readers::Unknown,
+            })
         } else {
             Err(NoRoute {
                 session: session.to_string(),

@@ -2,7 +2,7 @@
 //!
 //! A request still open when the gateway stopped (or crashed) can never be granted: the turn
 //! that waited for it is gone, so its command never runs. At start the gateway reads them back
-//! ([`crate::core::approval::Approvals::recover`]) and sends a note to each one's session once
+//! ([`crate::approval::Approvals::recover`]) and sends a note to each one's session once
 //! its channel is up, so the owner is not left waiting for something that will not happen.
 
 use std::sync::Arc;
@@ -42,8 +42,8 @@ pub fn tell_owner(
         tasks.spawn(async move {
             let backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
             for attempt in 0..ATTEMPTS {
-                let sent = match outboxes.outbox(&request.session, &Map::new()) {
-                    Ok(outbox) => outbox.deliver(&note(&request)).await.map_err(|e| e.to_string()),
+                let sent = match outboxes.outbox(&request.session, &Map::new()).await {
+                    Ok(outbox) => outbox.sink.deliver(&note(&request)).await.map_err(|e| e.to_string()),
                     Err(no_route) => Err(no_route.to_string()),
                 };
                 match sent {

@@ -19,9 +19,6 @@
 //! owner's answer to an open approval (`yes CODE` / `no CODE`) is taken the same way: the turn
 //! waiting for it holds its session's queue.
 //!
-//! Each turn's audience is decided here, when it starts, from the readers its reply sink names
-//! ([`AgentLoop::audience`]): a room's members as they are then, not when the message came.
-//!
 //! On shutdown the router stops accepting, answers queued-but-unstarted messages with
 //! [`TurnResult::Dropped`] (they were not persisted, so their channels do not acknowledge them
 //! and will deliver them again), and waits for running turns up to a grace period.
@@ -36,8 +33,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::state::GatewayState;
+use crate::approval::{self, Approvals, Decision, ResolveError};
 use crate::core::agent_loop::{AgentLoop, TurnError, TurnRequest};
-use crate::core::approval::{self, Approvals, Decision, ResolveError};
 use crate::core::loop_breaker;
 use crate::core::memory_manager::Consolidation;
 use crate::core::ports::channel::{
@@ -378,9 +375,8 @@ impl Inner {
         {
             activity.record(key, &inbound.metadata);
         }
-        let audience = self.agent.audience(&session, inbound.reply.as_ref()).await;
         let tools = self.tools.for_turn(key, &inbound.metadata, &inbound.origin);
-        let (request, reply) = TurnRequest::from_inbound(inbound, tools, audience);
+        let (request, reply) = TurnRequest::from_inbound(inbound, tools);
         self.running
             .lock()
             .unwrap_or_else(|p| p.into_inner())

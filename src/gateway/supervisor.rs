@@ -16,10 +16,10 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use async_trait::async_trait;
+
 use super::state::{ChannelPhase, GatewayState};
-use crate::core::ports::channel::{
-    Channel, ChannelContext, Dispatch, NoRoute, Outboxes, ReplySink,
-};
+use crate::core::ports::channel::{Channel, ChannelContext, Dispatch, NoRoute, Outbox, Outboxes};
 use crate::core::session::SessionId;
 use crate::gateway::backoff::Backoff;
 
@@ -60,12 +60,13 @@ impl ChannelDirectory {
     }
 }
 
+#[async_trait]
 impl Outboxes for ChannelDirectory {
-    fn outbox(
+    async fn outbox(
         &self,
         session: &SessionId,
         metadata: &Map<String, Value>,
-    ) -> Result<Arc<dyn ReplySink>, NoRoute> {
+    ) -> Result<Outbox, NoRoute> {
         let name = session.channel();
         let no_route = |reason: String| NoRoute {
             session: session.to_string(),
@@ -79,7 +80,7 @@ impl Outboxes for ChannelDirectory {
         if !self.state.channel_running(name) {
             return Err(no_route(format!("channel {name:?} is not running")));
         }
-        channel.outbox(session, metadata).ok_or_else(|| {
+        channel.outbox(session, metadata).await.ok_or_else(|| {
             no_route(format!(
                 "channel {name:?} cannot start a conversation with this session"
             ))

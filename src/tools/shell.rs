@@ -41,7 +41,7 @@ use serde::Deserialize;
 use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
-use crate::core::approval::{ApprovalMode, Refusal};
+use crate::approval::{ApprovalMode, Refusal};
 use crate::core::authority::{Effect, Effects};
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
 use crate::core::untrusted;

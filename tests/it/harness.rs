@@ -167,7 +167,7 @@ impl Harness {
         extra.push(Arc::new(MemoryWriteTool::new(memory, session.clone())));
         let mut request = TurnRequest::new(session.clone(), text, Origin::person("tester"));
         request.extra_tools = extra;
-        request.audience = audience;
+        request.readers = audience.readers();
         let sink = Arc::new(CollectingSink::new());
         let result = self.agent.run(request, sink.clone()).await;
         (result, sink.delivered())

@@ -2,21 +2,18 @@
 //! other sessions' history are part only of turns no one but the owner takes part in.
 //!
 //! The router tests run the gateway's real router and agent (real files, the scripted LLM over
-//! HTTP) with reply sinks that name their readers as a channel's do; the binary tests run the
+//! HTTP) with messages that state their readers as a channel's do; the binary tests run the
 //! real `squidbot` against the terminal and the HTTP API, which are the owner's by
 //! construction. Matrix rooms and mail from other senders, through the real servers, are in
 //! `matrix.rs` and `email.rs`.
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 use squidbot::core::audience::Readers;
 use squidbot::core::memory_manager::MemorySettings;
 use squidbot::core::origin::Origin;
-use squidbot::core::ports::channel::{
-    CollectingSink, DeliveryError, Dispatch, Inbound, ReplySink, TurnResult, TurnTools,
-};
+use squidbot::core::ports::channel::{CollectingSink, Dispatch, Inbound, TurnResult, TurnTools};
 use squidbot::core::ports::clock::SystemClock;
 use squidbot::core::ports::tool::Tool;
 use squidbot::core::session::SessionId;
@@ -33,23 +30,6 @@ use crate::support::scripted_llm::{Reply, ScriptedLlm};
 const OWNER: &str = "@alex:example.org";
 const STRANGER: &str = "@eve:example.org";
 const MEMORY: &str = "- MEMORYMARK: Alex's bank is Tealeaf Savings\n";
-
-/// A channel's reply sink as the router sees it: it names its readers and keeps its replies.
-struct RoomSink {
-    readers: Readers,
-    delivered: CollectingSink,
-}
-
-#[async_trait]
-impl ReplySink for RoomSink {
-    async fn deliver(&self, text: &str) -> Result<(), DeliveryError> {
-        self.delivered.deliver(text).await
-    }
-
-    async fn readers(&self) -> Readers {
-        self.readers
-    }
-}
 
 /// The per-turn tools the gateway gives every turn: `memory_write`, and here `search_history`.
 struct GatewayTools {
@@ -73,7 +53,7 @@ impl TurnTools for GatewayTools {
 }
 
 /// A harness with MEMORY.md written, and a router over it. Who is the owner is stated by each
-/// turn's origin and sink, as a channel's edge states it ([`OWNER`] is the owner's id).
+/// turn's origin and readers, as a channel's edge states it ([`OWNER`] is the owner's id).
 async fn gateway() -> (Harness, Router) {
     let harness = Harness::start(MemorySettings::default()).await;
     std::fs::write(harness.workspace.join("MEMORY.md"), MEMORY).unwrap();
@@ -93,11 +73,8 @@ fn room(id: &str) -> SessionId {
 
 /// Runs one turn of `origin` in `session`, whose replies reach `readers`.
 async fn turn(router: &Router, session: &SessionId, origin: Origin, readers: Readers, text: &str) {
-    let sink = Arc::new(RoomSink {
-        readers,
-        delivered: CollectingSink::new(),
-    });
-    let inbound = Inbound::new(session.clone(), text, origin, sink);
+    let sink = Arc::new(CollectingSink::new());
+    let inbound = Inbound::new(session.clone(), text, origin, sink).read_by(readers);
     let outcome = router.submit(inbound).unwrap().await.unwrap();
     assert!(matches!(outcome, TurnResult::Replied(_)), "{outcome:?}");
 }

@@ -39,7 +39,7 @@ use crate::channels::voice::{Chains, VoiceNotes};
 use crate::config::EmailConfig;
 use crate::core::audience::Readers;
 use crate::core::origin::Origin;
-use crate::core::ports::channel::{Channel, ChannelContext, ChannelError, ReplySink};
+use crate::core::ports::channel::{Channel, ChannelContext, ChannelError, Outbox, ReplySink};
 use crate::core::session::SessionId;
 use crate::gateway::backoff::Backoff;
 use crate::gateway::fault;
@@ -442,14 +442,14 @@ impl EmailChannel {
             to: sender.clone(),
             metadata: metadata.clone(),
             uid: Some(uid),
-            // Who reads the answer: the owner's mailbox only when the mail proved it came
-            // from there; a claim without proof leaves it unknown.
-            readers: match (verified, unverified) {
-                (true, _) => Readers::Owner,
-                (false, true) => Readers::Unknown,
-                (false, false) => Readers::Others { owner: false },
-            },
         });
+        // Who reads the answer: the owner's mailbox only when the mail proved it came from
+        // there; a claim without proof leaves it unknown.
+        let readers = match (verified, unverified) {
+            (true, _) => Readers::Owner,
+            (false, true) => Readers::Unknown,
+            (false, false) => Readers::Others { owner: false },
+        };
         // The owner only with an authentication pass: every check downstream (approvals,
         // authority) reads this fact and nothing else.
         let origin = if verified {
@@ -466,6 +466,7 @@ impl EmailChannel {
             verified,
             origin,
             reply,
+            readers,
             metadata,
             source_id: format!("email:{uid_validity}:{uid}"),
             store: self.attachments.clone(),
@@ -617,7 +618,6 @@ impl EmailChannel {
             to: sender.to_owned(),
             metadata: metadata(0, mail),
             uid: None,
-            readers: Readers::Others { owner: false },
         };
         if let Err(error) = sink.deliver(&note).await {
             tracing::warn!(sender = %sender, error = %error, "Could not tell a sender they are over the rate limit.");
@@ -688,22 +688,19 @@ impl Channel for EmailChannel {
         Ok(())
     }
 
-    fn outbox(
-        &self,
-        session: &SessionId,
-        metadata: &Map<String, Value>,
-    ) -> Option<Arc<dyn ReplySink>> {
+    async fn outbox(&self, session: &SessionId, metadata: &Map<String, Value>) -> Option<Outbox> {
         if session.channel() != NAME || !session.key().contains('@') {
             return None;
         }
-        Some(Arc::new(EmailReply {
+        let sink = Arc::new(EmailReply {
             mailer: self.mailer.clone(),
             to: session.key().to_owned(),
             metadata: metadata.clone(),
             uid: None,
-            // A message the bot starts goes to the session's address: the owner's mailbox
-            // if it is the owner's address.
-            readers: self.owner.readers([session.key()]),
-        }))
+        });
+        // A message the bot starts goes to the session's address: the owner's mailbox if it is
+        // the owner's address.
+        let readers = self.owner.readers([session.key()]);
+        Some(Outbox { sink, readers })
     }
 }

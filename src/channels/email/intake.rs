@@ -16,6 +16,7 @@ use super::parse::{self, ParsedMail};
 use super::progress::{MessageState, Progress};
 use crate::channels::attachments::AttachmentStore;
 use crate::channels::voice::{self, NotedReply, VoiceNotes};
+use crate::core::audience::Readers;
 use crate::core::origin::Origin;
 use crate::core::ports::channel::{Dispatch, Inbound, ReplySink};
 use crate::core::session::SessionId;
@@ -32,6 +33,8 @@ pub(super) struct Pending {
     pub(super) verified: bool,
     pub(super) origin: Origin,
     pub(super) reply: Arc<dyn ReplySink>,
+    /// Who reads the reply, as the channel decided from the mail's authentication.
+    pub(super) readers: Readers,
     pub(super) metadata: serde_json::Map<String, serde_json::Value>,
     pub(super) source_id: String,
     pub(super) store: AttachmentStore,
@@ -97,7 +100,8 @@ impl Pending {
             Some(error) => Arc::new(NotedReply::new(self.reply, voice::failure_note(&error))),
             None => self.reply,
         };
-        let mut inbound = Inbound::new(self.session, text, self.origin, reply);
+        let mut inbound =
+            Inbound::new(self.session, text, self.origin, reply).read_by(self.readers);
         inbound.metadata = self.metadata;
         inbound.images = images;
         inbound.source_id = Some(self.source_id);

@@ -20,7 +20,6 @@ use super::EmailError;
 use super::progress::Progress;
 use super::reply::{self, OutgoingMail};
 use super::smtp::SmtpOutbox;
-use crate::core::audience::Readers;
 use crate::core::ports::approvals::ApprovalRequest;
 use crate::core::ports::channel::{DeliveryError, ReplySink};
 use crate::gateway::backoff::Backoff;
@@ -133,10 +132,6 @@ pub struct EmailReply {
     pub metadata: Map<String, Value>,
     /// The UID answered, if this answers a mail.
     pub uid: Option<u32>,
-    /// Who reads what is sent, as the channel decided at its edge: the owner's mailbox only
-    /// for the owner's address (and, answering a mail, only when it carried an authentication
-    /// pass; a claim without one leaves the readers unknown).
-    pub readers: Readers,
 }
 
 #[async_trait]
@@ -160,10 +155,5 @@ impl ReplySink for EmailReply {
             .await
             .map(|()| true)
             .map_err(|error| DeliveryError::new("email", error))
-    }
-
-    /// A reply goes to the one correspondent of the session, never to anyone copied.
-    async fn readers(&self) -> Readers {
-        self.readers
     }
 }

@@ -25,10 +25,9 @@ use crate::channels::heartbeat::HeartbeatError;
 use crate::channels::heartbeat::checklist::{is_effectively_empty, is_ok_reply};
 use crate::channels::heartbeat::window::{ActiveHours, parse_zone};
 use crate::config::HeartbeatConfig;
-use crate::core::audience::Readers;
 use crate::core::origin::Origin;
 use crate::core::ports::channel::{
-    ActivityLog, Channel, ChannelContext, ChannelError, DeliveryError, Inbound, Outboxes,
+    ActivityLog, Channel, ChannelContext, ChannelError, DeliveryError, Inbound, Outbox, Outboxes,
     ReplySink, TurnResult,
 };
 use crate::core::ports::clock::{Clock, SystemClock};
@@ -191,7 +190,7 @@ impl HeartbeatChannel {
             tracing::info!("Heartbeat skipped: no target session yet.");
             return Some(TickOutcome::NoTarget);
         };
-        let outbox = match self.outboxes.outbox(&session, &metadata) {
+        let outbox = match self.outboxes.outbox(&session, &metadata).await {
             Ok(outbox) => outbox,
             Err(no_route) => {
                 tracing::warn!(session = %session, error = %no_route, "Heartbeat skipped: the target cannot be reached.");
@@ -222,15 +221,17 @@ impl HeartbeatChannel {
         context: &ChannelContext,
         session: SessionId,
         metadata: Map<String, Value>,
-        outbox: Arc<dyn ReplySink>,
+        outbox: Outbox,
     ) -> Option<TickOutcome> {
-        let sink = Arc::new(AlertSink::new(outbox));
+        let sink = Arc::new(AlertSink::new(outbox.sink));
+        // The target's readers: a check-in is private exactly when its session is.
         let mut inbound = Inbound::new(
             session.clone(),
             self.prompt.clone(),
             Origin::Heartbeat,
             Arc::clone(&sink) as Arc<dyn ReplySink>,
-        );
+        )
+        .read_by(outbox.readers);
         inbound.metadata = metadata;
         inbound.llm = self.llm.clone();
         let receiver = match context.dispatch.submit(inbound) {
@@ -344,11 +345,6 @@ impl AlertSink {
 impl ReplySink for AlertSink {
     fn streaming(&self) -> bool {
         false
-    }
-
-    /// The target's: a check-in is private exactly when its session is.
-    async fn readers(&self) -> Readers {
-        self.outbox.readers().await
     }
 
     async fn deliver(&self, text: &str) -> Result<(), DeliveryError> {

@@ -18,10 +18,11 @@ use tokio_util::task::TaskTracker;
 
 use crate::channels::heartbeat::{HeartbeatChannel, TickOutcome};
 use crate::config::HeartbeatConfig;
+use crate::core::audience::Readers;
 use crate::core::origin::Origin;
 use crate::core::ports::channel::{
     ActivityLog, Channel, ChannelContext, DeliveryError, Dispatch, DispatchClosed, FailureKind,
-    Inbound, NoRoute, Outboxes, ReplySink, TurnFailure, TurnResult,
+    Inbound, NoRoute, Outbox, Outboxes, ReplySink, TurnFailure, TurnResult,
 };
 use crate::core::ports::clock::Clock;
 use crate::core::ports::llm::{
@@ -160,22 +161,26 @@ impl ReplySink for RecordingSink {
     }
 }
 
+#[async_trait]
 impl Outboxes for FakeOutboxes {
-    fn outbox(
+    async fn outbox(
         &self,
         session: &SessionId,
         _metadata: &Map<String, Value>,
-    ) -> Result<Arc<dyn ReplySink>, NoRoute> {
+    ) -> Result<Outbox, NoRoute> {
         if !self.reachable.iter().any(|s| s == session.as_str()) {
             return Err(NoRoute {
                 session: session.to_string(),
                 reason: "not running".to_owned(),
             });
         }
-        Ok(Arc::new(RecordingSink {
-            session: session.to_string(),
-            delivered: Arc::clone(&self.delivered),
-        }))
+        Ok(Outbox {
+            sink: Arc::new(RecordingSink {
+                session: session.to_string(),
+                delivered: Arc::clone(&self.delivered),
+            }),
+            readers: Readers::Unknown,
+        })
     }
 }
 

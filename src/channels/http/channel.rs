@@ -16,9 +16,10 @@ use serde_json::{Map, Value};
 use super::hub::HttpHub;
 use super::openai::OpenAiEndpoint;
 use super::routes::{AppState, router};
-use crate::core::approval::Approvals;
+use crate::approval::Approvals;
+use crate::core::audience::Readers;
 use crate::core::conversation::Conversations;
-use crate::core::ports::channel::{Channel, ChannelContext, ChannelError, ReplySink};
+use crate::core::ports::channel::{Channel, ChannelContext, ChannelError, Outbox};
 use crate::core::session::SessionId;
 use crate::gateway::GatewayState;
 
@@ -142,11 +143,11 @@ impl Channel for HttpChannel {
             .map_err(serve_error)
     }
 
-    fn outbox(
-        &self,
-        session: &SessionId,
-        _metadata: &Map<String, Value>,
-    ) -> Option<Arc<dyn ReplySink>> {
-        Some(self.hub.outbox(session))
+    /// The API is the owner's: whoever holds its token holds the owner's rights.
+    async fn outbox(&self, session: &SessionId, _metadata: &Map<String, Value>) -> Option<Outbox> {
+        Some(Outbox {
+            sink: self.hub.outbox(session),
+            readers: Readers::Owner,
+        })
     }
 }

@@ -12,7 +12,6 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-use crate::core::audience::Readers;
 use crate::core::ports::approvals::ApprovalRequest;
 use crate::core::ports::channel::{DeliveryError, ReplySink};
 use crate::core::session::SessionId;
@@ -161,11 +160,6 @@ struct MailboxSink {
 
 #[async_trait]
 impl ReplySink for MailboxSink {
-    /// The API is the owner's: whoever holds its token holds the owner's rights.
-    async fn readers(&self) -> Readers {
-        Readers::Owner
-    }
-
     async fn deliver(&self, text: &str) -> Result<(), DeliveryError> {
         self.hub.post(&self.session, text);
         Ok(())

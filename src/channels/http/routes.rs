@@ -35,7 +35,7 @@ use tokio_util::task::TaskTracker;
 use super::hub::{HttpHub, HubEvent, approval_json};
 use super::openai;
 use super::sse::{SseSink, event};
-use crate::core::approval::{Approvals, Decision, ResolveError};
+use crate::approval::{Approvals, Decision, ResolveError};
 use crate::core::audience::Readers;
 use crate::core::conversation::Conversations;
 use crate::core::origin::Origin;
@@ -240,11 +240,6 @@ struct QuietSink {
 
 #[async_trait::async_trait]
 impl ReplySink for QuietSink {
-    /// The API is the owner's: whoever holds its token holds the owner's rights.
-    async fn readers(&self) -> Readers {
-        Readers::Owner
-    }
-
     async fn deliver(&self, _text: &str) -> Result<(), DeliveryError> {
         Ok(())
     }
@@ -291,12 +286,14 @@ async fn message(
         session: session.clone(),
         asked: std::sync::Mutex::new(Some(asked)),
     };
+    // The API is the owner's: whoever holds its token holds the owner's rights.
     let inbound = Inbound::new(
         session.clone(),
         body.text,
         Origin::owner_as("http"),
         Arc::new(sink),
-    );
+    )
+    .read_by(Readers::Owner);
     let Ok(mut done) = app.dispatch.submit(inbound) else {
         return unavailable();
     };
@@ -438,7 +435,8 @@ fn stream_reply(
         app.hub.clone(),
         session.clone(),
     ));
-    let inbound = Inbound::new(session, text, Origin::owner_as("http"), sink);
+    let inbound =
+        Inbound::new(session, text, Origin::owner_as("http"), sink).read_by(Readers::Owner);
     match app.dispatch.submit(inbound) {
         Ok(done) => {
             app.tasks.spawn(async move {

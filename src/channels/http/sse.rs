@@ -13,7 +13,6 @@ use tokio::sync::mpsc;
 use std::sync::Arc;
 
 use super::hub::{HttpHub, HubEvent};
-use crate::core::audience::Readers;
 use crate::core::ports::approvals::ApprovalRequest;
 use crate::core::ports::channel::{DeliveryError, ReplySink};
 use crate::core::session::SessionId;
@@ -48,11 +47,6 @@ pub fn event(name: &str, data: serde_json::Value) -> Event {
 
 #[async_trait]
 impl ReplySink for SseSink {
-    /// The API is the owner's: whoever holds its token holds the owner's rights.
-    async fn readers(&self) -> Readers {
-        Readers::Owner
-    }
-
     fn streaming(&self) -> bool {
         true
     }

@@ -32,7 +32,7 @@ use super::media::ClientSlot;
 use super::policy::{MessageFacts, RoomPolicy, Verdict};
 use super::room_keys::{Connected, RoomKeys};
 use super::routing;
-use super::sink::{MatrixReplySink, ThreadRef};
+use super::sink::{MatrixReplySink, ThreadRef, room_readers};
 use super::store_check;
 use super::sync_state::SyncState;
 use super::undecrypted::Undecrypted;
@@ -41,7 +41,7 @@ use crate::channels::attachments::AttachmentStore;
 use crate::channels::owner::{Ids, Owner, OwnerIds};
 use crate::channels::voice::{Chains, VoiceNotes};
 use crate::config::MatrixConfig;
-use crate::core::ports::channel::{Channel, ChannelContext, ChannelError, ReplySink};
+use crate::core::ports::channel::{Channel, ChannelContext, ChannelError, Outbox};
 use crate::core::redact::Redactor;
 use crate::core::session::SessionId;
 use crate::gateway::backoff::Backoff;
@@ -372,11 +372,7 @@ impl Channel for MatrixChannel {
         result
     }
 
-    fn outbox(
-        &self,
-        session: &SessionId,
-        metadata: &Map<String, Value>,
-    ) -> Option<Arc<dyn ReplySink>> {
+    async fn outbox(&self, session: &SessionId, metadata: &Map<String, Value>) -> Option<Outbox> {
         let Connected { client, keys } = self.client.read().ok()?.clone()?;
         let room_id = RoomId::parse(session.key()).ok()?;
         let room = client.get_room(&room_id)?;
@@ -388,12 +384,10 @@ impl Channel for MatrixChannel {
                 latest: root.clone(),
                 root,
             });
-        Some(Arc::new(MatrixReplySink::new(
-            room,
-            thread,
-            keys,
-            self.owner.clone(),
-        )))
+        // A job's turn is read by the room's members as they are when it fires.
+        let readers = room_readers(&room, &self.owner).await;
+        let sink = Arc::new(MatrixReplySink::new(room, thread, keys));
+        Some(Outbox { sink, readers })
     }
 }
 

@@ -7,6 +7,11 @@
 //! dropped by the router (see [`Inbound::corrects`]). An edit of an answered message is a turn
 //! that says it is a correction. Only the sender's own edits count, as Matrix clients show them.
 //!
+//! Who reads the reply is stated here, on the message ([`Inbound::readers`]): the room's members
+//! (joined or invited) other than the bot, read from the SDK's store (which keeps them across
+//! restarts) when the message arrives. A room is the owner's alone, and gets the owner's
+//! private memory, only while no one else is in it.
+//!
 //! Voice messages are judged as addressed first and handed to [`super::voice`], which
 //! transcribes them off the sync loop and decides by what was said.
 
@@ -25,10 +30,10 @@ use super::channel::{Loop, MatrixChannel, NAME};
 use super::edits::Edits;
 use super::policy::{MessageFacts, Verdict, mentions_bot};
 use super::routing;
-use super::sink::{MatrixReplySink, ThreadRef, joined_members};
+use super::sink::{MatrixReplySink, ThreadRef, joined_members, room_readers};
 use super::voice::{Submission, VoiceMessage};
 use super::{media, relations};
-use crate::core::approval;
+use crate::approval;
 use crate::core::ports::channel::{ChannelContext, Inbound};
 use crate::core::session::SessionId;
 
@@ -83,7 +88,9 @@ impl MatrixChannel {
             }
             _ => None,
         };
-        let mut inbound = self.inbound(this, room, &message, session, String::new());
+        let mut inbound = self
+            .inbound(this, room, &message, session, String::new())
+            .await;
         // The original, if answered in this batch's place, is handled with its edit.
         let replaces_in_batch = edit_of
             .as_ref()
@@ -167,8 +174,9 @@ impl MatrixChannel {
         (text, saved.image.into_iter().collect())
     }
 
-    /// The inbound message for `message` in `room`, with its routing and reply sink.
-    fn inbound(
+    /// The inbound message for `message` in `room`, with its routing, its reply sink and the
+    /// room's readers as they are now.
+    async fn inbound(
         &self,
         this: &Loop,
         room: &Room,
@@ -201,10 +209,10 @@ impl MatrixChannel {
             room.clone(),
             thread,
             this.keys.clone(),
-            self.owner.clone(),
         ));
         let origin = self.owner.origin(sender);
-        let mut inbound = Inbound::new(session, text, origin, sink);
+        let readers = room_readers(room, &self.owner).await;
+        let mut inbound = Inbound::new(session, text, origin, sink).read_by(readers);
         inbound.metadata = metadata;
         inbound.message_id = Some(message.event_id.to_string());
         inbound

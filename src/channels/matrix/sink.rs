@@ -7,10 +7,6 @@
 //! typing notice is kept alive (the original had the code but never called it). Each piece is
 //! sent after [`RoomKeys::settle`], so a room key is rotated rather than re-sent at a later
 //! index to a device that just started a new Olm session with the bot.
-//!
-//! Its readers are the room's members (joined or invited) other than the bot, read when the
-//! turn starts from the SDK's store, which keeps them across restarts: a room is the owner's
-//! alone, and gets the owner's private memory, only while no one else is in it.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -42,8 +38,6 @@ pub struct MatrixReplySink {
     room: Room,
     thread: Option<ThreadRef>,
     keys: Arc<RoomKeys>,
-    /// The owner's ids: which of the room's members is the owner.
-    owner: Arc<OwnerIds>,
     /// The keep-alive task of the typing notice. A std mutex: held only to swap the handle.
     typing: Mutex<Option<AbortHandle>>,
 }
@@ -67,18 +61,12 @@ pub struct ThreadRef {
 
 impl MatrixReplySink {
     /// A sink for `room`, replying in `thread` when the message came from one; `keys` is the
-    /// channel's room-key guard, `owner` the owner's ids.
-    pub fn new(
-        room: Room,
-        thread: Option<ThreadRef>,
-        keys: Arc<RoomKeys>,
-        owner: Arc<OwnerIds>,
-    ) -> Self {
+    /// channel's room-key guard.
+    pub fn new(room: Room, thread: Option<ThreadRef>, keys: Arc<RoomKeys>) -> Self {
         Self {
             room,
             thread,
             keys,
-            owner,
             typing: Mutex::new(None),
         }
     }
@@ -166,10 +154,6 @@ impl ReplySink for MatrixReplySink {
             self.send_event(&piece).await?;
         }
         Ok(())
-    }
-
-    async fn readers(&self) -> Readers {
-        room_readers(&self.room, &self.owner).await
     }
 }
 

@@ -18,10 +18,10 @@ use tokio_util::sync::CancellationToken;
 use super::input::LineReader;
 use super::sink::TerminalSink;
 use super::{EXIT_WORDS, TerminalError};
+use crate::approval::{Approvals, Decision};
 use crate::console;
 use crate::core::agent_loop::{AgentLoop, TurnError, TurnRequest};
-use crate::core::approval::{Approvals, Decision};
-use crate::core::audience::Audience;
+use crate::core::audience::Readers;
 use crate::core::origin::Origin;
 use crate::core::ports::approvals::{ApprovalRequest, visible};
 use crate::core::ports::tool::Tool;
@@ -114,8 +114,8 @@ pub async fn run_interactive(
         let cancel = CancellationToken::new();
         let session = agent.current_session(&key);
         let mut request = TurnRequest::new(session.clone(), text, Origin::owner());
-        // The terminal is the owner's (see `Owner`): the private memory is part of its turns.
-        request.audience = Audience::Owner;
+        // The terminal is the owner's (see `Owner`): the owner alone reads its replies.
+        request.readers = Readers::Owner;
         request.extra_tools = extra_tools(&key);
         request.cancel = cancel.clone();
         let turn = agent.run(request, sink.clone());

@@ -13,7 +13,6 @@ use async_trait::async_trait;
 use tokio::sync::mpsc;
 use unicode_width::UnicodeWidthStr;
 
-use crate::core::audience::Readers;
 use crate::core::ports::approvals::ApprovalRequest;
 use crate::core::ports::channel::{DeliveryError, ReplySink};
 
@@ -79,11 +78,6 @@ impl TerminalSink {
 impl ReplySink for TerminalSink {
     fn streaming(&self) -> bool {
         true
-    }
-
-    /// Whoever is at the owner's terminal is the owner.
-    async fn readers(&self) -> Readers {
-        Readers::Owner
     }
 
     async fn delta(&self, text: &str) {

@@ -246,7 +246,7 @@ impl Refusal {
 
 /// A turn's approval gate, as tools see it (`ToolContext::approvals`): a tool about to do what
 /// the owner must approve waits on it. The gateway's is
-/// [`TurnApprovals`](crate::core::approval::TurnApprovals); a trait here so tools depend on
+/// `crate::approval::TurnApprovals`; a trait here so tools depend on
 /// the port, not on how questions reach the owner.
 #[async_trait]
 pub trait ApprovalGate: Send + Sync + std::fmt::Debug {

@@ -1,11 +1,13 @@
 //! **API Boundary.** The channel ports: how messages enter the agent and replies leave it.
 //!
 //! - [`ReplySink`]: where one turn's output goes (streamed text, typing, the final reply).
-//! - [`Inbound`]: one received message, with its reply sink and its acknowledgement hook.
+//! - [`Inbound`]: one received message, with its origin and its readers (the facts its channel
+//!   states at its edge), its reply sink and its acknowledgement hook.
 //! - [`Dispatch`]: the router's entry point; channels submit inbound messages through it.
 //! - [`Channel`]: a long-running source of messages (each channel of
-//!   `crate::channels::plugins`, and cron), run and restarted by the gateway's supervisor, which can also ask it for an outbox to
-//!   send proactive messages (cron, heartbeat) to one of its sessions.
+//!   `crate::channels::plugins`, and cron), run and restarted by the gateway's supervisor,
+//!   which can also ask it for an [`Outbox`] to send proactive messages (cron, heartbeat) to
+//!   one of its sessions, with who reads them there.
 //!
 //! The acknowledgement rule: a channel acknowledges a message (read marker, `\Seen`, HTTP
 //! answer) only after [`Inbound::persisted`] fired, so a crash never loses a message the user
@@ -74,19 +76,10 @@ pub trait ReplySink: Send + Sync {
 
     /// Shows the owner a request for approval, where they will see it: a message in the room
     /// or thread, a mail, an HTTP `approval` event, a terminal prompt. Returns whether it was
-    /// shown; the answer comes back through [`crate::core::approval::Approvals`]. A sink that
+    /// shown; the answer comes back through the gateway's approvals registry. A sink that
     /// cannot ask (the default) returns `false`, and the command is refused.
     async fn ask(&self, _request: &ApprovalRequest) -> Result<bool, DeliveryError> {
         Ok(false)
-    }
-
-    /// Who reads what this sink delivers, besides the bot: decides the turn's [`Audience`],
-    /// so the owner's private memory enters only turns no one else reads. A sink that does not
-    /// know says [`Readers::Unknown`] (the default), which keeps that memory out.
-    ///
-    /// [`Audience`]: crate::core::audience::Audience
-    async fn readers(&self) -> Readers {
-        Readers::Unknown
     }
 }
 
@@ -96,22 +89,12 @@ pub trait ReplySink: Send + Sync {
 pub struct CollectingSink {
     /// A std mutex: held only to push or read, never across an await.
     delivered: Mutex<Vec<String>>,
-    /// Who reads it, as its creator states (unknown unless said).
-    readers: Readers,
 }
 
 impl CollectingSink {
-    /// An empty sink whose readers are unknown (a sub-agent's: its parent decides).
+    /// An empty sink.
     pub fn new() -> Self {
         Self::default()
-    }
-
-    /// An empty sink the owner alone reads (the one-shot terminal mode).
-    pub fn for_owner() -> Self {
-        Self {
-            readers: Readers::Owner,
-            ..Self::default()
-        }
     }
 
     /// Everything delivered, in order.
@@ -125,10 +108,6 @@ impl CollectingSink {
 
 #[async_trait]
 impl ReplySink for CollectingSink {
-    async fn readers(&self) -> Readers {
-        self.readers
-    }
-
     async fn deliver(&self, text: &str) -> Result<(), DeliveryError> {
         self.delivered
             .lock()
@@ -223,6 +202,13 @@ pub struct Inbound {
     pub metadata: Map<String, Value>,
     /// Where the reply goes.
     pub reply: Arc<dyn ReplySink>,
+    /// Who reads the reply besides the bot, as the channel states it at its edge (a room's
+    /// members, a mail's one correspondent, the owner at the terminal or the API, a job's
+    /// target): decides the turn's [`Audience`], so the owner's private memory enters only
+    /// turns no one else reads. [`Readers::Unknown`] unless stated, which keeps it out.
+    ///
+    /// [`Audience`]: crate::core::audience::Audience
+    pub readers: Readers,
     /// Fired once the message is durably persisted.
     pub persisted: Option<oneshot::Sender<()>>,
     /// A client to use instead of the default pool (the heartbeat's pool).
@@ -244,7 +230,8 @@ pub struct Inbound {
 }
 
 impl Inbound {
-    /// A message with no metadata and no client override.
+    /// A message with no metadata and no client override, whose readers are unknown until
+    /// [`Self::read_by`] states them.
     pub fn new(
         session: SessionId,
         text: impl Into<String>,
@@ -257,6 +244,7 @@ impl Inbound {
             origin,
             metadata: Map::new(),
             reply,
+            readers: Readers::Unknown,
             persisted: None,
             llm: None,
             source_id: None,
@@ -264,6 +252,12 @@ impl Inbound {
             message_id: None,
             corrects: None,
         }
+    }
+
+    /// The same message, read by `readers` (see [`Self::readers`]).
+    pub fn read_by(mut self, readers: Readers) -> Self {
+        self.readers = readers;
+        self
     }
 }
 
@@ -365,15 +359,21 @@ pub trait Channel: Send + Sync {
     /// supervisor restarts it with backoff).
     async fn run(&self, context: ChannelContext) -> Result<(), ChannelError>;
 
-    /// A sink for a proactive message (cron, heartbeat) to `session`, if this channel serves
-    /// that session and can reach it now.
-    fn outbox(
-        &self,
-        _session: &SessionId,
-        _metadata: &Map<String, Value>,
-    ) -> Option<Arc<dyn ReplySink>> {
+    /// Where a proactive message (cron, heartbeat) to `session` goes and who reads it there,
+    /// if this channel serves that session and can reach it now.
+    async fn outbox(&self, _session: &SessionId, _metadata: &Map<String, Value>) -> Option<Outbox> {
         None
     }
+}
+
+/// Where a message the bot starts (a cron job's, a check-in) goes, and who reads it there, as
+/// the channel serving the session states it: the job's turn is private exactly when its
+/// target is.
+pub struct Outbox {
+    /// Where the turn's reply goes.
+    pub sink: Arc<dyn ReplySink>,
+    /// Who reads it (see [`Inbound::readers`]).
+    pub readers: Readers,
 }
 
 /// No running channel can deliver to a session.
@@ -387,13 +387,14 @@ pub struct NoRoute {
 }
 
 /// Finds the outbox of a session among the running channels (implemented by the supervisor).
+#[async_trait]
 pub trait Outboxes: Send + Sync {
-    /// A sink for a proactive message to `session`, or why there is none.
-    fn outbox(
+    /// Where a proactive message to `session` goes and who reads it, or why there is none.
+    async fn outbox(
         &self,
         session: &SessionId,
         metadata: &Map<String, Value>,
-    ) -> Result<Arc<dyn ReplySink>, NoRoute>;
+    ) -> Result<Outbox, NoRoute>;
 }
 
 /// The last session a person ([`Origin::Person`]) talked in, with its routing metadata;

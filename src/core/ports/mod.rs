@@ -7,6 +7,7 @@ pub mod approvals;
 pub mod channel;
 pub mod clock;
 pub mod conversation;
+pub mod gates;
 pub mod llm;
 pub mod models;
 pub mod prompt;

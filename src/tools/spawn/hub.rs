@@ -25,6 +25,7 @@ use tokio_util::task::TaskTracker;
 use super::SpawnError;
 use super::jobs::{Finished, JobStore};
 use super::profiles::profile_descriptions;
+use crate::approval::{ApprovalSettings, TurnGates};
 use crate::config::SpawnConfig;
 use crate::core::agent_loop::{AgentLoop, TurnRequest};
 use crate::core::audience::Audience;
@@ -354,13 +355,17 @@ impl SpawnHub {
             None,
             self.settings,
         );
+        let tools = Arc::new(tools);
+        // Sub-agents never ask the owner; their gate says so to the model.
+        let gates = TurnGates::new(None, ApprovalSettings::default(), tools.redactor().clone());
         let agent = AgentLoop::new(
             profile.llm.clone(),
-            Arc::new(tools),
+            tools,
             Arc::new(memory),
             self.locks.clone(),
             self.clock.clone(),
-        );
+        )
+        .with_approvals(Arc::new(gates));
         let text = match request.context.as_deref().map(str::trim) {
             Some(context) if !context.is_empty() => format!("{context}\n\n{}", request.task),
             _ => request.task.clone(),
@@ -446,7 +451,7 @@ async fn run_job(
         .map_err(|_| "squidbot shut down before this sub-agent started".to_owned())?;
     let session = SessionId::new("spawn", id).map_err(|error| error.to_string())?;
     let mut request = TurnRequest::new(session, text, origin);
-    request.audience = audience;
+    request.readers = audience.readers();
     agent
         .run(request, Arc::new(CollectingSink::new()))
         .await

@@ -35,7 +35,7 @@ use super::error::{ApiError, ErrorKind};
 use super::request::{self, ChatRequest, Image, MAX_BODY};
 use super::thread::{CONVERSATION_HEADERS, Kind};
 use super::turn::{self, Exchange, Out, Running};
-use crate::core::approval;
+use crate::approval;
 use crate::core::conversation::DEFAULT_WORD;
 use crate::core::ports::channel::TurnResult;
 use crate::core::ports::models::ModelKind;

@@ -30,8 +30,8 @@ use std::sync::{Arc, Mutex};
 
 use tokio_util::task::TaskTracker;
 
+use crate::approval::Approvals;
 use crate::channels::attachments::AttachmentStore;
-use crate::core::approval::Approvals;
 use crate::core::conversation::Conversations;
 use crate::core::ports::channel::Alive;
 use crate::core::ports::channel::Dispatch;

@@ -51,11 +51,6 @@ struct AppSink {
 
 #[async_trait]
 impl ReplySink for AppSink {
-    /// The API is the owner's: whoever holds its token holds the owner's rights.
-    async fn readers(&self) -> Readers {
-        Readers::Owner
-    }
-
     fn streaming(&self) -> bool {
         true
     }
@@ -137,7 +132,9 @@ pub fn submit(
     let sink = Arc::new(AppSink {
         events: sender.clone(),
     });
-    let mut inbound = Inbound::new(session, text, Origin::owner_as("http"), sink);
+    // The API is the owner's: whoever holds its token holds the owner's rights.
+    let mut inbound =
+        Inbound::new(session, text, Origin::owner_as("http"), sink).read_by(Readers::Owner);
     inbound.images = images;
     let done = dispatch.submit(inbound).map_err(|_| shutting_down())?;
     tasks.spawn(async move {
@@ -157,7 +154,7 @@ pub fn stop(dispatch: &dyn Dispatch, key: &SessionId) {
         key.clone(),
         "/stop",
         Origin::owner_as("http"),
-        Arc::new(CollectingSink::for_owner()),
+        Arc::new(CollectingSink::new()),
     );
     if dispatch.submit(inbound).is_err() {
         tracing::debug!(session = %key, "No /stop for a client that left: the gateway is stopping.");

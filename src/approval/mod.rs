@@ -1,6 +1,11 @@
 //! Approvals: the owner decides, before it runs, whether a command the allow list does not
 //! cover may run.
 //!
+//! Beside core, as accounting is: the agent opens each turn's gate through core's
+//! [`ApprovalGates`](crate::core::ports::gates::ApprovalGates) port, and the gateway (the
+//! composition root) owns the registry and hands [`TurnGates`] in; core never names this
+//! module.
+//!
 //! [`Approvals`] is the daemon's one registry of open requests. A turn's tool opens a request
 //! through its [`TurnApprovals`] gate; the channel the turn came from shows it to the owner
 //! ([`crate::core::ports::channel::ReplySink::ask`]); the answer comes back by another way —
@@ -32,7 +37,7 @@ use crate::core::session::SessionId;
 
 mod gate;
 
-pub use gate::TurnApprovals;
+pub use gate::{TurnApprovals, TurnGates};
 
 /// How many expired ids are remembered, so a late answer hears "expired" rather than "unknown".
 const EXPIRED_KEPT: usize = 256;

@@ -4,6 +4,9 @@
 //! replies go, redacted of known secrets, and only where someone who may answer it reads (the
 //! owner asked, or the channel states the owner reads there). The answer comes back through
 //! the daemon's [`Approvals`] registry.
+//!
+//! [`TurnGates`] opens one per turn for the agent, through core's [`ApprovalGates`] port: the
+//! composition root builds it over the gateway's registry.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,11 +15,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::{ApprovalMode, ApprovalSettings, Approvals, Decision};
+use crate::core::audience::Readers;
 use crate::core::origin::Origin;
 use crate::core::ports::approvals::{
     ApprovalGate, ApprovalRequest, MAX_QUESTION_BYTES, Refusal, Requester,
 };
 use crate::core::ports::channel::ReplySink;
+use crate::core::ports::gates::ApprovalGates;
 use crate::core::redact::Redactor;
 use crate::core::session::SessionId;
 
@@ -28,6 +33,9 @@ pub struct TurnApprovals {
     timeout: Duration,
     session: SessionId,
     origin: Origin,
+    /// Who reads the turn's replies, as its channel stated: whether the owner can see a
+    /// question asked there.
+    readers: Readers,
     /// The turn's reply sink: the question is shown where the turn's replies go, so the code
     /// it carries is answerable only there.
     sink: Arc<dyn ReplySink>,
@@ -48,13 +56,14 @@ impl std::fmt::Debug for TurnApprovals {
 }
 
 impl TurnApprovals {
-    /// The gate of a turn of `session` started by `origin`; questions are shown through
-    /// `sink` (the turn's), redacted by `redactor`.
+    /// The gate of a turn of `session` started by `origin` and read by `readers`; questions
+    /// are shown through `sink` (the turn's), redacted by `redactor`.
     pub fn new(
         approvals: Option<Arc<Approvals>>,
         settings: ApprovalSettings,
         session: SessionId,
         origin: Origin,
+        readers: Readers,
         sink: Arc<dyn ReplySink>,
         redactor: Arc<Redactor>,
     ) -> Self {
@@ -64,6 +73,7 @@ impl TurnApprovals {
             timeout: settings.timeout,
             session,
             origin,
+            readers,
             sink,
             redactor,
             refused: AtomicBool::new(false),
@@ -83,7 +93,7 @@ impl TurnApprovals {
         // The question goes where the turn's replies go: only if the owner asked, or reads
         // there (a shared room they are in), can anyone who may answer it see it. A mail from
         // someone else, or a room without the owner, is refused without asking.
-        if !self.origin.is_owner() && !self.sink.readers().await.include_owner() {
+        if !self.origin.is_owner() && !self.readers.include_owner() {
             return Err(Refusal::Unattended(
                 "the request is not from the owner, who alone can approve, and the owner does not \
                  read this conversation"
@@ -178,5 +188,49 @@ struct ExpireOnDrop<'a>(&'a Approvals, &'a str);
 impl Drop for ExpireOnDrop<'_> {
     fn drop(&mut self) {
         self.0.expire(self.1);
+    }
+}
+
+/// The gateway's [`ApprovalGates`]: each turn's [`TurnApprovals`] over the daemon's registry,
+/// as the settings say, redacting with the gateway's redactor. Without a registry (a
+/// sub-agent's loop) a person's turn is refused unasked; the others never ask anyway.
+pub struct TurnGates {
+    approvals: Option<Arc<Approvals>>,
+    settings: ApprovalSettings,
+    redactor: Arc<Redactor>,
+}
+
+impl TurnGates {
+    /// Gates over `approvals` as `settings` say; questions are redacted by `redactor`.
+    pub fn new(
+        approvals: Option<Arc<Approvals>>,
+        settings: ApprovalSettings,
+        redactor: Arc<Redactor>,
+    ) -> Self {
+        Self {
+            approvals,
+            settings,
+            redactor,
+        }
+    }
+}
+
+impl ApprovalGates for TurnGates {
+    fn open(
+        &self,
+        session: SessionId,
+        origin: Origin,
+        readers: Readers,
+        sink: Arc<dyn ReplySink>,
+    ) -> Arc<dyn ApprovalGate> {
+        Arc::new(TurnApprovals::new(
+            self.approvals.clone(),
+            self.settings,
+            session,
+            origin,
+            readers,
+            sink,
+            Arc::clone(&self.redactor),
+        ))
     }
 }

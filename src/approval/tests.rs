@@ -41,12 +41,10 @@ fn registry(store: Arc<MemoryStore>) -> Arc<Approvals> {
     approvals
 }
 
-/// A room's reply sink: hands every question it is shown to the test, answers `show`, and
-/// says the room is read by `readers`.
+/// A room's reply sink: hands every question it is shown to the test and answers `show`.
 struct QuestionSink {
     seen: mpsc::UnboundedSender<ApprovalRequest>,
     show: bool,
-    readers: Readers,
 }
 
 #[async_trait]
@@ -58,10 +56,6 @@ impl ReplySink for QuestionSink {
     async fn ask(&self, request: &ApprovalRequest) -> Result<bool, DeliveryError> {
         let _ = self.seen.send(request.clone());
         Ok(self.show)
-    }
-
-    async fn readers(&self) -> Readers {
-        self.readers
     }
 }
 
@@ -90,11 +84,7 @@ fn gate_in(
     readers: Readers,
 ) -> (TurnApprovals, mpsc::UnboundedReceiver<ApprovalRequest>) {
     let (seen, requests) = mpsc::unbounded_channel();
-    let sink = Arc::new(QuestionSink {
-        seen,
-        show,
-        readers,
-    });
+    let sink = Arc::new(QuestionSink { seen, show });
     let settings = ApprovalSettings {
         mode: ApprovalMode::Ask,
         timeout,
@@ -105,6 +95,7 @@ fn gate_in(
         settings,
         session(),
         origin,
+        readers,
         sink,
         redactor,
     );
@@ -304,11 +295,7 @@ async fn requests_left_by_a_previous_run_are_recovered_as_expired() {
 async fn off_permits_everything() {
     let approvals = registry(Arc::default());
     let (seen, _requests) = mpsc::unbounded_channel();
-    let sink = Arc::new(QuestionSink {
-        seen,
-        show: true,
-        readers: Readers::Unknown,
-    });
+    let sink = Arc::new(QuestionSink { seen, show: true });
     let settings = ApprovalSettings {
         mode: ApprovalMode::Off,
         timeout: Duration::from_secs(1),
@@ -318,6 +305,7 @@ async fn off_permits_everything() {
         settings,
         session(),
         Origin::Heartbeat,
+        Readers::Unknown,
         sink,
         Arc::new(Redactor::none()),
     );
