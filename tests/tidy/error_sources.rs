@@ -44,7 +44,7 @@ fn split_top(text: &str) -> Vec<String> {
     let mut escaped = false;
     for c in text.chars() {
         if in_string {
-            in_string = !(c == '"' && !escaped);
+            in_string = c != '"' || escaped;
             escaped = c == '\\' && !escaped;
             current.push(c);
             continue;
