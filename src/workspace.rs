@@ -122,12 +122,12 @@ pub enum PathError {
         link: PathBuf,
     },
     /// The workspace itself (or a skill directory) could not be resolved.
-    #[error("cannot resolve {path}: {source}")]
+    #[error("cannot resolve {path}: {error}")]
     Io {
         /// The directory.
         path: PathBuf,
         /// The underlying error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -148,7 +148,7 @@ impl WorkspaceGuard {
     pub fn new(root: &Path, restrict: bool, readable_extra: &[PathBuf]) -> Result<Self, PathError> {
         let root = root.canonicalize().map_err(|source| PathError::Io {
             path: root.to_owned(),
-            source,
+            error: source,
         })?;
         let readable_extra = readable_extra
             .iter()

@@ -16,6 +16,8 @@
 //! - ARCHITECTURE.md names every module and every path it names exists.
 //! - Sizes (`tidy/size.rs`): core's production code, production functions and the agent loop
 //!   stay under their limits.
+//! - Errors (`tidy/error_sources.rs`): no thiserror message prints a field the error also
+//!   returns as its source.
 //!
 //! Each check is a function from file text to problems, and `the_checks_catch_planted_violations`
 //! feeds each one a violation it must report, so a rule cannot be broken and still pass.
@@ -27,6 +29,9 @@ use std::path::{Path, PathBuf};
 
 #[path = "tidy/channel_names.rs"]
 mod channel_names;
+// Each error prints its cause or returns it, never both (issue 37).
+#[path = "tidy/error_sources.rs"]
+mod error_sources;
 // The size rules of issue 37 (core's size, function length, the agent loop).
 #[path = "tidy/size.rs"]
 mod size;

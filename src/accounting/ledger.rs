@@ -72,13 +72,12 @@ impl UsageRecord {
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
     /// A ledger file could not be opened, locked, read or appended to.
-    #[error("usage ledger {path}: {source}")]
+    #[error("usage ledger {path}: {error}")]
     Io {
         /// The file.
         path: PathBuf,
         /// The cause.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 

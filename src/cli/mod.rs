@@ -50,6 +50,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use squidbot::error_chain::Chain;
 
 /// squidbot: a personal AI assistant with memory that never forgets and never bloats.
 #[derive(Debug, Parser)]
@@ -152,23 +153,10 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// The error and its causes on one line, each said once. Library errors usually put their
-/// source into their own message already (`cannot read config file: {source}`), so anyhow's
-/// `{:#}` said it twice (`Not a directory (os error 20): Not a directory (os error 20)`); a
-/// cause whose words are already there is left out.
+/// The error and its causes on one line, each said once ([`Chain`]): an error that prints
+/// its cause does not return it, but anyhow's context layers and foreign errors still chain.
 fn describe(error: &anyhow::Error) -> String {
-    let mut text = String::new();
-    for cause in error.chain() {
-        let cause = cause.to_string();
-        if text.contains(&cause) {
-            continue;
-        }
-        if !text.is_empty() {
-            text.push_str(": ");
-        }
-        text.push_str(&cause);
-    }
-    text
+    Chain(error.as_ref()).to_string()
 }
 
 /// Logs go to stderr, coloured only on a terminal. A failed write (a log reader that died) is

@@ -163,7 +163,7 @@ pub(crate) fn load_with(
         }
         Err(source) => Err(ConfigError::Read {
             path: location.path,
-            source,
+            error: source,
         }),
     }
 }

@@ -85,12 +85,12 @@ pub enum ConfigError {
         path: PathBuf,
     },
     /// The file exists but could not be read.
-    #[error("{}: cannot read config file: {source}", path.display())]
+    #[error("{}: cannot read config file: {error}", path.display())]
     Read {
         /// The file.
         path: PathBuf,
         /// The I/O error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The file was read but is not a valid configuration: YAML syntax, unknown fields, wrong
     /// types, dangling references or bad values. Lists every problem found.

@@ -31,7 +31,7 @@ pub enum ConversationError {
     Store(#[from] StoreError),
     /// The key is too long to number a new session after it.
     #[error("no new session can be named after this one: {0}")]
-    Unnamed(#[source] SessionIdError),
+    Unnamed(SessionIdError),
 }
 
 /// The most session states kept in memory.

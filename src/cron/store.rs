@@ -26,33 +26,30 @@ use crate::storage::file_lock::FileLock;
 #[derive(Debug, thiserror::Error)]
 pub enum CronStoreError {
     /// Reading, locking or writing a file failed.
-    #[error("{op} {}: {source}", path.display())]
+    #[error("{op} {}: {error}", path.display())]
     Io {
         /// What was being done.
         op: &'static str,
         /// The file.
         path: PathBuf,
         /// The cause.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The file is not a JSON array of jobs; it is left untouched for the owner to repair.
-    #[error("{} is corrupt (fix or remove it; it was not changed): {source}", path.display())]
+    #[error("{} is corrupt (fix or remove it; it was not changed): {error}", path.display())]
     Corrupt {
         /// The file.
         path: PathBuf,
         /// The parse error, with line and column.
-        #[source]
-        source: serde_json::Error,
+        error: serde_json::Error,
     },
     /// The jobs could not be encoded (should not happen).
-    #[error("encoding jobs for {}: {source}", path.display())]
+    #[error("encoding jobs for {}: {error}", path.display())]
     Encode {
         /// The file.
         path: PathBuf,
         /// The cause.
-        #[source]
-        source: serde_json::Error,
+        error: serde_json::Error,
     },
     /// The blocking worker running the file work died.
     #[error("cron store worker for {} failed: {detail}", path.display())]
@@ -261,7 +258,7 @@ impl CronJobs {
         }
         serde_json::from_str(&text).map_err(|source| CronStoreError::Corrupt {
             path: self.path.clone(),
-            source,
+            error: source,
         })
     }
 
@@ -279,7 +276,7 @@ impl CronJobs {
             let mut bytes =
                 serde_json::to_vec_pretty(&jobs).map_err(|source| CronStoreError::Encode {
                     path: self.path.clone(),
-                    source,
+                    error: source,
                 })?;
             bytes.push(b'\n');
             atomic::write(&self.path, &bytes)
@@ -306,7 +303,7 @@ impl CronJobs {
         CronStoreError::Io {
             op,
             path: path.to_owned(),
-            source,
+            error: source,
         }
     }
 }

@@ -23,6 +23,7 @@ use reqwest::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use crate::core::ports::llm::{
     ChatRequest, ChatResponse, ContextBudget, LlmClient, LlmError, StreamObserver,
 };
+use crate::error_chain::Chain;
 use crate::llm::settings::{Endpoint, Timeouts, masked_url};
 use crate::llm::wire::error_message;
 
@@ -343,7 +344,7 @@ async fn read_body(
     loop {
         match tokio::time::timeout(idle, response.chunk()).await {
             Err(_) => return Err(BodyReadFailure::Idle),
-            Ok(Err(error)) => return Err(BodyReadFailure::Broken(error_chain(&error))),
+            Ok(Err(error)) => return Err(BodyReadFailure::Broken(Chain(&error).to_string())),
             Ok(Ok(None)) => return Ok(bytes),
             Ok(Ok(Some(chunk))) => {
                 bytes.extend_from_slice(&chunk);
@@ -357,18 +358,6 @@ async fn read_body(
             }
         }
     }
-}
-
-/// An error and its sources on one line (reqwest hides the useful part in the sources).
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// The innermost cause of an error, which is the part a person can act on.
@@ -429,7 +418,7 @@ pub(crate) enum BodyFailure {
     #[error("idle timeout")]
     Idle,
     /// The connection broke.
-    #[error("{0}")]
+    #[error(transparent)]
     Transport(#[from] reqwest::Error),
 }
 
@@ -476,7 +465,7 @@ pub(crate) fn sse_error(error: EventStreamError<BodyFailure>, model: &str) -> Ll
         },
         EventStreamError::Transport(BodyFailure::Transport(error)) => LlmError::Protocol {
             model,
-            detail: format!("stream broken: {error}"),
+            detail: format!("stream broken: {}", Chain(&error)),
         },
         error => LlmError::Protocol {
             model,

@@ -14,7 +14,7 @@
 //! in later cannot send a file from outside to the provider.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use base64::Engine;
@@ -54,25 +54,45 @@ pub async fn load(messages: &[Arc<Message>], max_bytes: u64) -> HashMap<String, 
                 urls.insert(path.clone(), url);
             }
             Err(why) => {
-                tracing::info!(path, why, "Image not sent to the model; it keeps the path.")
+                tracing::info!(path, why = %why, "Image not sent to the model; it keeps the path.")
             }
         }
     }
     urls
 }
 
+/// Why an image is not sent (it stays the path the text names); logged, never shown.
+#[derive(Debug, thiserror::Error)]
+enum Skipped {
+    /// It could not be resolved, opened or read (gone, a link at its last component, ...).
+    #[error("{0}")]
+    Io(std::io::Error),
+    /// A tool's image whose path now leads through a link.
+    #[error("the path now leads through a link to {}", .real.display())]
+    Relinked {
+        /// Where the path leads now.
+        real: PathBuf,
+    },
+    /// Larger than the model's `max_image_bytes`.
+    #[error("{size} bytes, over the {limit}-byte limit")]
+    TooLarge {
+        /// The file's size.
+        size: u64,
+        /// The model's limit.
+        limit: u64,
+    },
+    /// Not one of the formats the APIs accept.
+    #[error("not a PNG, JPEG, GIF or WebP image")]
+    NotAnImage,
+}
+
 /// The `data:` URL of the image at `path`, or why it is not sent; `from_tool` when a tool
 /// read it (its path must then be the file's real path).
-async fn read(path: &str, from_tool: bool, max_bytes: u64) -> Result<String, String> {
+async fn read(path: &str, from_tool: bool, max_bytes: u64) -> Result<String, Skipped> {
     if from_tool {
-        let real = tokio::fs::canonicalize(path)
-            .await
-            .map_err(|error| error.to_string())?;
+        let real = tokio::fs::canonicalize(path).await.map_err(Skipped::Io)?;
         if real != Path::new(path) {
-            return Err(format!(
-                "the path now leads through a link to {}",
-                real.display()
-            ));
+            return Err(Skipped::Relinked { real });
         }
     }
     let mut file = tokio::fs::OpenOptions::new()
@@ -80,22 +100,21 @@ async fn read(path: &str, from_tool: bool, max_bytes: u64) -> Result<String, Str
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)
         .await
-        .map_err(|error| error.to_string())?;
-    let size = file
-        .metadata()
-        .await
-        .map_err(|error| error.to_string())?
-        .len();
+        .map_err(Skipped::Io)?;
+    let size = file.metadata().await.map_err(Skipped::Io)?.len();
     if size > max_bytes {
-        return Err(format!("{size} bytes, over the {max_bytes}-byte limit"));
+        return Err(Skipped::TooLarge {
+            size,
+            limit: max_bytes,
+        });
     }
     let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
     (&mut file)
         .take(max_bytes)
         .read_to_end(&mut bytes)
         .await
-        .map_err(|error| error.to_string())?;
-    let mime = image_type(&bytes).ok_or("not a PNG, JPEG, GIF or WebP image")?;
+        .map_err(Skipped::Io)?;
+    let mime = image_type(&bytes).ok_or(Skipped::NotAnImage)?;
     let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
     Ok(format!("data:{mime};base64,{data}"))
 }

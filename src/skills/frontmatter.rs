@@ -70,7 +70,7 @@ pub fn parse<'a>(text: &'a str, path: &Path) -> Result<(Frontmatter, &'a str), S
             } else {
                 serde_saphyr::from_str(yaml).map_err(|source| SkillsError::Yaml {
                     path: path.to_owned(),
-                    source: Box::new(source),
+                    error: Box::new(source),
                 })?
             };
             return Ok((frontmatter, body));

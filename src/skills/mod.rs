@@ -36,22 +36,22 @@ pub enum SkillsError {
         path: PathBuf,
     },
     /// The frontmatter is not valid YAML of the expected shape.
-    #[error("{path}: invalid frontmatter: {source}")]
+    #[error("{path}: invalid frontmatter: {error}")]
     Yaml {
         /// The SKILL.md.
         path: PathBuf,
         /// The parser's error.
-        source: Box<serde_saphyr::Error>,
+        error: Box<serde_saphyr::Error>,
     },
     /// A file could not be read or written.
-    #[error("{op} {path}: {source}")]
+    #[error("{op} {path}: {error}")]
     Io {
         /// What was being done ("reading", "writing").
         op: &'static str,
         /// The file or directory.
         path: PathBuf,
         /// The underlying error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -60,7 +60,7 @@ impl SkillsError {
         Self::Io {
             op,
             path: path.into(),
-            source,
+            error: source,
         }
     }
 }

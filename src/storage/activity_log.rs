@@ -36,28 +36,28 @@ pub const WRITE_DELAY: Duration = Duration::from_secs(1);
 #[derive(Debug, thiserror::Error)]
 pub enum ActivityFileError {
     /// Reading the file failed (other than it being missing).
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}: {error}")]
     Read {
         /// The file.
         path: PathBuf,
         /// The I/O error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The file is not a valid record.
-    #[error("cannot parse {path}: {source}")]
+    #[error("cannot parse {path}: {error}")]
     Parse {
         /// The file.
         path: PathBuf,
         /// The JSON error.
-        source: serde_json::Error,
+        error: serde_json::Error,
     },
     /// Writing the file failed.
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {path}: {error}")]
     Write {
         /// The file.
         path: PathBuf,
         /// The I/O error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -137,7 +137,7 @@ impl Inner {
         };
         let write_error = |source| ActivityFileError::Write {
             path: self.path.clone(),
-            source,
+            error: source,
         };
         let bytes = serde_json::to_vec_pretty(&record)
             .map_err(|error| write_error(std::io::Error::other(error)))?;
@@ -152,7 +152,7 @@ fn load(path: &Path) -> Result<Option<Record>, ActivityFileError> {
         Err(source) => {
             return Err(ActivityFileError::Read {
                 path: path.to_owned(),
-                source,
+                error: source,
             });
         }
     };
@@ -160,7 +160,7 @@ fn load(path: &Path) -> Result<Option<Record>, ActivityFileError> {
         .map(Some)
         .map_err(|source| ActivityFileError::Parse {
             path: path.to_owned(),
-            source,
+            error: source,
         })
 }
 

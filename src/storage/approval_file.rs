@@ -30,7 +30,7 @@ impl ApprovalFile {
     fn error(&self, source: std::io::Error) -> ApprovalStoreError {
         ApprovalStoreError {
             path: self.path.display().to_string(),
-            source,
+            error: source,
         }
     }
 }

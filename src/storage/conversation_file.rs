@@ -58,7 +58,7 @@ impl ConversationStore for ConversationFiles {
         let path = self.path(session);
         let mut bytes = serde_json::to_vec_pretty(state).map_err(|source| StoreError::Encode {
             path: path.display().to_string(),
-            source,
+            error: source,
         })?;
         bytes.push(b'\n');
         atomic::write(&path, &bytes).map_err(|error| io_error("writing", &path, error))

@@ -34,13 +34,12 @@ pub enum HomeLockError {
         holder: Option<u32>,
     },
     /// The lock file could not be opened, locked or written.
-    #[error("claiming {}: {source}", lock.display())]
+    #[error("claiming {}: {error}", lock.display())]
     Io {
         /// The lock file.
         lock: PathBuf,
         /// The cause.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -56,7 +55,7 @@ impl HomeLock {
         let path = home.join("gateway.lock");
         let io = |source| HomeLockError::Io {
             lock: path.clone(),
-            source,
+            error: source,
         };
         let Some(lock) = FileLock::try_exclusive(&path).map_err(io)? else {
             return Err(HomeLockError::Held {

@@ -95,7 +95,7 @@ impl JsonlStore {
         for message in messages {
             serde_json::to_writer(&mut buffer, message).map_err(|source| StoreError::Encode {
                 path: path.display().to_string(),
-                source,
+                error: source,
             })?;
             buffer.push(b'\n');
             ends.push(buffer.len() as u64);
@@ -226,7 +226,7 @@ fn read_cursor_file(path: &Path) -> Result<CursorFile, StoreError> {
 fn write_cursor_file(path: &Path, file: &CursorFile) -> Result<(), StoreError> {
     let bytes = serde_json::to_vec(file).map_err(|source| StoreError::Encode {
         path: path.display().to_string(),
-        source,
+        error: source,
     })?;
     atomic::write(path, &bytes).map_err(|e| io_error("write", path, e))
 }

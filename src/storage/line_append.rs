@@ -112,7 +112,7 @@ impl From<AppendError> for crate::core::ports::store::StoreError {
         Self::Io {
             op: error.op,
             path: error.path.display().to_string(),
-            source: error.source,
+            error: error.source,
         }
     }
 }
@@ -121,7 +121,7 @@ impl From<AppendError> for crate::accounting::ledger::LedgerError {
     fn from(error: AppendError) -> Self {
         Self::Io {
             path: error.path,
-            source: error.source,
+            error: error.source,
         }
     }
 }

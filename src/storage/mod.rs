@@ -63,7 +63,7 @@ pub(crate) fn io_error(
     StoreError::Io {
         op,
         path: path.display().to_string(),
-        source,
+        error: source,
     }
 }
 

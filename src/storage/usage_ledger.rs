@@ -85,7 +85,7 @@ impl UsageLedgerFile {
             Err(source) => {
                 return Err(LedgerError::Io {
                     path: self.dir.clone(),
-                    source,
+                    error: source,
                 });
             }
         };
@@ -119,7 +119,7 @@ fn month_file(dir: &Path, month: &str) -> PathBuf {
 fn io_error(path: &Path) -> impl FnOnce(io::Error) -> LedgerError + '_ {
     move |source| LedgerError::Io {
         path: path.to_owned(),
-        source,
+        error: source,
     }
 }
 

@@ -270,7 +270,7 @@ impl EmailChannel {
                     Ok(Err(source)) => {
                         return Err(EmailError::Imap {
                             command: "IDLE".into(),
-                            source,
+                            error: source,
                         });
                     }
                     Err(_) => {
@@ -297,7 +297,7 @@ impl EmailChannel {
                     Ok(Err(source)) => {
                         return Err(EmailError::Imap {
                             command: "IDLE DONE".into(),
-                            source,
+                            error: source,
                         });
                     }
                     Err(_) => {
@@ -311,7 +311,7 @@ impl EmailChannel {
                     Err(source) => {
                         return Err(EmailError::Imap {
                             command: "IDLE".into(),
-                            source,
+                            error: source,
                         });
                     }
                 }

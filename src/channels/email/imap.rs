@@ -56,7 +56,7 @@ async fn limited<T>(
     match tokio::time::timeout(COMMAND_TIMEOUT, future).await {
         Ok(result) => result.map_err(|source| EmailError::Imap {
             command: command.to_owned(),
-            source,
+            error: source,
         }),
         Err(_) => Err(EmailError::Timeout {
             command: command.to_owned(),
@@ -80,7 +80,7 @@ async fn connect_inner(config: &EmailConfig) -> Result<ImapSession, EmailError> 
         .await
         .map_err(|source| EmailError::Connect {
             server: server.clone(),
-            source,
+            error: source,
         })?;
     let _ = tcp.set_nodelay(true);
     let client = if !config.tls {
@@ -92,7 +92,7 @@ async fn connect_inner(config: &EmailConfig) -> Result<ImapSession, EmailError> 
             .await
             .map_err(|source| EmailError::Imap {
                 command: "STARTTLS".to_owned(),
-                source,
+                error: source,
             })?;
         let tcp = plain.into_inner();
         let stream = wrap_tls(tcp, config, &server).await?;
@@ -107,7 +107,7 @@ async fn connect_inner(config: &EmailConfig) -> Result<ImapSession, EmailError> 
         .await
         .map_err(|(source, _)| EmailError::Login {
             username: config.username.clone(),
-            source,
+            error: source,
         })
 }
 
@@ -117,14 +117,14 @@ async fn greeted<T: ImapIo>(mut client: Client<T>, server: &str) -> Result<Clien
         Ok(Some(_)) => Ok(client),
         Ok(None) => Err(EmailError::Connect {
             server: server.to_owned(),
-            source: std::io::Error::new(
+            error: std::io::Error::new(
                 std::io::ErrorKind::UnexpectedEof,
                 "closed before the greeting",
             ),
         }),
         Err(source) => Err(EmailError::Connect {
             server: server.to_owned(),
-            source,
+            error: source,
         }),
     }
 }
@@ -137,7 +137,7 @@ async fn wrap_tls(
 ) -> Result<tokio_rustls::client::TlsStream<TcpStream>, EmailError> {
     let tls_error = |source: std::io::Error| EmailError::Tls {
         server: server.to_owned(),
-        source,
+        error: source,
     };
     let client_config =
         tls::client_config(config.tls_verify).map_err(|e| tls_error(std::io::Error::other(e)))?;

@@ -47,6 +47,8 @@ pub mod uuencode;
 #[cfg(test)]
 mod tests;
 
+use crate::error_chain::Chain;
+
 pub use channel::{EmailChannel, EmailStatus};
 pub use plugin::EmailPlugin;
 
@@ -61,36 +63,36 @@ pub mod routing {
 #[derive(Debug, thiserror::Error)]
 pub enum EmailError {
     /// The TCP connection to a mail server failed.
-    #[error("cannot connect to {server}: {source}")]
+    #[error("cannot connect to {server}: {error}")]
     Connect {
         /// `host:port`.
         server: String,
         /// The socket error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A TLS handshake or TLS setup failed.
-    #[error("TLS with {server} failed: {source}")]
+    #[error("TLS with {server} failed: {error}")]
     Tls {
         /// `host:port` (or the host name that was not valid for TLS).
         server: String,
         /// The rustls or socket error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The IMAP server refused the login.
-    #[error("IMAP login as {username} refused: {source}")]
+    #[error("IMAP login as {username} refused: {}", Chain(error))]
     Login {
         /// The login name (never the password).
         username: String,
         /// The server's answer.
-        source: async_imap::error::Error,
+        error: async_imap::error::Error,
     },
     /// An IMAP command failed.
-    #[error("IMAP {command} failed: {source}")]
+    #[error("IMAP {command} failed: {}", Chain(error))]
     Imap {
         /// The command (`SELECT INBOX`, `UID FETCH 42`).
         command: String,
         /// The protocol or socket error.
-        source: async_imap::error::Error,
+        error: async_imap::error::Error,
     },
     /// An IMAP step did not answer in time.
     #[error("IMAP {command} timed out")]
@@ -116,19 +118,19 @@ pub enum EmailError {
         detail: String,
     },
     /// The SMTP server refused the mail or the connection failed.
-    #[error("SMTP send to {to} failed: {source}")]
+    #[error("SMTP send to {to} failed: {}", Chain(error))]
     Smtp {
         /// The recipient.
         to: String,
         /// lettre's error.
-        source: lettre::transport::smtp::Error,
+        error: lettre::transport::smtp::Error,
     },
     /// Reading or writing the progress file failed.
-    #[error("email progress file {path}: {source}")]
+    #[error("email progress file {path}: {error}")]
     Progress {
         /// The file.
         path: std::path::PathBuf,
         /// The I/O or JSON error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }

@@ -137,7 +137,12 @@ impl Progress {
                 }
             },
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => ProgressData::default(),
-            Err(source) => return Err(EmailError::Progress { path, source }),
+            Err(source) => {
+                return Err(EmailError::Progress {
+                    path,
+                    error: source,
+                });
+            }
         };
         let mut data: ProgressData = data;
         // A reply whose first attempt was under way when the last process ended may or may
@@ -161,11 +166,11 @@ impl Progress {
     fn save(&self, data: &ProgressData) -> Result<(), EmailError> {
         let bytes = serde_json::to_vec_pretty(data).map_err(|e| EmailError::Progress {
             path: self.path.clone(),
-            source: e.into(),
+            error: e.into(),
         })?;
         atomic::write(&self.path, &bytes).map_err(|source| EmailError::Progress {
             path: self.path.clone(),
-            source,
+            error: source,
         })
     }
 

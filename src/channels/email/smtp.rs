@@ -91,7 +91,7 @@ impl SmtpOutbox {
             .map(|_| ())
             .map_err(|source| EmailError::Smtp {
                 to: mail.to.clone(),
-                source,
+                error: source,
             })
     }
 }

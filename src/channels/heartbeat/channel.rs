@@ -104,7 +104,7 @@ impl HeartbeatChannel {
                 Some(
                     SessionId::parse(target).map_err(|source| HeartbeatError::BadTarget {
                         target: target.to_owned(),
-                        source,
+                        error: source,
                     })?,
                 )
             }

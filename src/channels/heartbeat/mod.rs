@@ -44,11 +44,11 @@ pub enum HeartbeatError {
         end: u32,
     },
     /// The configured target is not a session id.
-    #[error("agents.heartbeat.target {target:?} is not a session id: {source}")]
+    #[error("agents.heartbeat.target {target:?} is not a session id: {error}")]
     BadTarget {
         /// The configured value.
         target: String,
         /// Why it does not parse.
-        source: crate::core::session::SessionIdError,
+        error: crate::core::session::SessionIdError,
     },
 }

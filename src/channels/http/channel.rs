@@ -53,8 +53,8 @@ impl std::fmt::Debug for HttpSettings {
 pub enum ServeError {
     /// The listening socket could not be opened.
     #[error(
-        "cannot listen on {address} (gateway.http.listen): {source}{}",
-        if source.kind() == std::io::ErrorKind::AddrInUse {
+        "cannot listen on {address} (gateway.http.listen): {error}{}",
+        if error.kind() == std::io::ErrorKind::AddrInUse {
             format!("; another program holds it (another squidbot gateway answers `curl http://{address}/readyz`): stop it or choose another port")
         } else {
             String::new()
@@ -64,11 +64,11 @@ pub enum ServeError {
         /// The configured address.
         address: SocketAddr,
         /// What the system said.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The server failed while running.
     #[error("server failed: {0}")]
-    Serve(#[source] std::io::Error),
+    Serve(std::io::Error),
 }
 
 /// The HTTP API channel (`http:<id>` sessions).
@@ -86,7 +86,7 @@ impl HttpChannel {
     pub fn bind(settings: HttpSettings, state: Arc<GatewayState>) -> Result<Self, ServeError> {
         let listen = |source| ServeError::Listen {
             address: settings.listen,
-            source,
+            error: source,
         };
         let listener = std::net::TcpListener::bind(settings.listen).map_err(listen)?;
         listener.set_nonblocking(true).map_err(listen)?;

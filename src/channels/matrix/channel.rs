@@ -156,17 +156,17 @@ impl MatrixChannel {
         let config = &self.config;
         let user_id = UserId::parse(&config.user_id).map_err(|source| MatrixError::UserId {
             user_id: config.user_id.clone(),
-            source,
+            error: source,
         })?;
         std::fs::create_dir_all(&self.store_dir).map_err(|source| MatrixError::StoreDir {
             path: self.store_dir.clone(),
-            source,
+            error: source,
         })?;
         let device_id =
             device::device_id(&config.device_id, &self.store_dir).map_err(|source| {
                 MatrixError::StoreDir {
                     path: self.store_dir.clone(),
-                    source,
+                    error: source,
                 }
             })?;
         let passphrase = (!config.store_passphrase.is_empty())
@@ -179,11 +179,11 @@ impl MatrixChannel {
             .await
             .map_err(|source| MatrixError::Build {
                 homeserver: config.homeserver.clone(),
-                source,
+                error: source,
             })?;
         let login_error = |source: matrix_sdk::Error| MatrixError::Login {
             user_id: config.user_id.clone(),
-            source: Box::new(source),
+            error: Box::new(source),
         };
         if config.access_token.is_empty() {
             client
@@ -248,7 +248,7 @@ impl MatrixChannel {
 /// they name another account than configured.
 fn refused(error: &MatrixError) -> bool {
     match error {
-        MatrixError::Login { source, .. } => is_fatal(source),
+        MatrixError::Login { error: source, .. } => is_fatal(source),
         MatrixError::WrongToken { .. } | MatrixError::UserId { .. } => true,
         _ => false,
     }
@@ -342,7 +342,7 @@ impl Channel for MatrixChannel {
                 }
                 Err(error) if is_fatal(&error) => {
                     let error = MatrixError::SessionRefused {
-                        source: Box::new(error),
+                        error: Box::new(error),
                     };
                     self.update(|s| s.last_error = Some(error.to_string()));
                     break Err(ChannelError::permanent(NAME, error));

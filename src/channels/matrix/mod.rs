@@ -54,6 +54,8 @@ pub mod verification;
 pub mod verification_desk;
 mod voice;
 
+use crate::error_chain::Chain;
+
 pub use channel::{MatrixChannel, MatrixStatus};
 pub use media::MatrixTurnTools;
 pub use plugin::MatrixPlugin;
@@ -73,28 +75,31 @@ pub mod routing {
 #[derive(Debug, thiserror::Error)]
 pub enum MatrixError {
     /// The client could not be built (bad homeserver URL, store cannot be opened).
-    #[error("building the Matrix client for {homeserver}: {source}")]
+    #[error("building the Matrix client for {homeserver}: {}", Chain(error))]
     Build {
         /// The configured homeserver.
         homeserver: String,
         /// The SDK's error.
-        source: matrix_sdk::ClientBuildError,
+        error: matrix_sdk::ClientBuildError,
     },
     /// The configured user id does not parse.
-    #[error("channels.matrix.user_id {user_id:?} is not a Matrix user id: {source}")]
+    #[error(
+        "channels.matrix.user_id {user_id:?} is not a Matrix user id: {}",
+        Chain(error)
+    )]
     UserId {
         /// The configured value.
         user_id: String,
         /// Why it does not parse.
-        source: matrix_sdk::IdParseError,
+        error: matrix_sdk::IdParseError,
     },
     /// Login (password) or session restore (access token) was refused.
-    #[error("logging in as {user_id}: {source}")]
+    #[error("logging in as {user_id}: {}", Chain(error))]
     Login {
         /// The bot's user id.
         user_id: String,
         /// The SDK's error.
-        source: Box<matrix_sdk::Error>,
+        error: Box<matrix_sdk::Error>,
     },
     /// The access token belongs to another user or device than configured.
     #[error("the access token is for {actual}, but channels.matrix says {configured}")]
@@ -105,27 +110,27 @@ pub enum MatrixError {
         actual: String,
     },
     /// The homeserver refused the sync because the session is no longer valid.
-    #[error("the homeserver refused the session: {source}")]
+    #[error("the homeserver refused the session: {}", Chain(error))]
     SessionRefused {
         /// The SDK's error.
-        source: Box<matrix_sdk::Error>,
+        error: Box<matrix_sdk::Error>,
     },
     /// The client has no logged-in user or device (it always has after login).
     #[error("the Matrix client is not logged in")]
     NotLoggedIn,
     /// The crypto store's device updates could not be watched.
-    #[error("watching the Matrix device list: {source}")]
+    #[error("watching the Matrix device list: {}", Chain(error))]
     DeviceUpdates {
         /// The SDK's error.
-        source: Box<matrix_sdk::Error>,
+        error: Box<matrix_sdk::Error>,
     },
     /// The store directory could not be created.
-    #[error("creating the Matrix store directory {path}: {source}")]
+    #[error("creating the Matrix store directory {path}: {error}")]
     StoreDir {
         /// The directory.
         path: std::path::PathBuf,
         /// The I/O error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The crypto store does not hold the keys the server has for the device.
     #[error(

@@ -68,7 +68,7 @@ impl RoomKeys {
             .devices_stream()
             .await
             .map_err(|source| MatrixError::DeviceUpdates {
-                source: Box::new(source),
+                error: Box::new(source),
             })?;
         Ok(Self {
             client: client.clone(),

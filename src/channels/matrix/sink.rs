@@ -25,6 +25,7 @@ use crate::channels::owner::OwnerIds;
 use crate::core::audience::Readers;
 use crate::core::ports::approvals::{ApprovalRequest, MAX_QUESTION_BYTES};
 use crate::core::ports::channel::{DeliveryError, ReplySink};
+use crate::error_chain::Chain;
 
 /// The largest piece of Markdown sent as one event; the HTML copy roughly doubles it, and
 /// the event must stay well under Matrix's 64 KiB.
@@ -44,10 +45,10 @@ pub struct MatrixReplySink {
 
 /// A reply could not be sent to a room.
 #[derive(Debug, thiserror::Error)]
-#[error("sending to {room}: {source}")]
+#[error("sending to {room}: {}", Chain(error))]
 struct SendFailed {
     room: matrix_sdk::ruma::OwnedRoomId,
-    source: matrix_sdk::Error,
+    error: matrix_sdk::Error,
 }
 
 /// The thread a reply belongs to.
@@ -102,7 +103,7 @@ impl MatrixReplySink {
             .map_err(|source| {
                 let error = SendFailed {
                     room: self.room.room_id().to_owned(),
-                    source,
+                    error: source,
                 };
                 DeliveryError::new("matrix", error)
             })

@@ -122,7 +122,7 @@ pub async fn check_or_renew(
     if let Err(source) = std::fs::rename(store_dir, &aside) {
         let error = MatrixError::StoreDir {
             path: store_dir.to_owned(),
-            source,
+            error: source,
         };
         return Err(ChannelError::permanent(NAME, error));
     }

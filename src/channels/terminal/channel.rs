@@ -88,7 +88,7 @@ pub async fn run_interactive(
         let text = match line {
             Ok(text) => text,
             Err(ReadlineError::Eof | ReadlineError::Interrupted) => return Ok(()),
-            Err(error) => return Err(error.into()),
+            Err(error) => return Err(TerminalError::Input(error)),
         };
         let text = text.trim();
         if text.is_empty() {

@@ -29,7 +29,7 @@ pub(super) struct LineReader {
 impl LineReader {
     /// Starts the input thread; it reads a line each time [`LineReader::read_line`] asks.
     pub(super) fn start(prompt: &'static str) -> Result<Self, TerminalError> {
-        let mut editor = DefaultEditor::new()?;
+        let mut editor = DefaultEditor::new().map_err(TerminalError::Input)?;
         let prompt_on_stderr = !std::io::stdin().is_terminal();
         let (asks, mut asked) = mpsc::channel::<&'static str>(1);
         let (answers, lines) = mpsc::channel(1);

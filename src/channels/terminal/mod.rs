@@ -25,17 +25,17 @@ pub const EXIT_WORDS: [&str; 5] = ["exit", "quit", "/exit", "/quit", ":q"];
 pub enum TerminalError {
     /// The line editor could not be set up or failed while reading.
     #[error("terminal input failed: {0}")]
-    Input(#[from] ReadlineError),
+    Input(ReadlineError),
     /// The input thread could not be started.
     #[error("cannot start the terminal input thread: {0}")]
-    StartInput(#[source] std::io::Error),
+    StartInput(std::io::Error),
     /// The input thread died.
     #[error("terminal input thread stopped unexpectedly")]
     InputThread,
     /// SIGINT could not be caught, so Ctrl-C could not cancel a turn.
     #[error("cannot catch Ctrl-C (SIGINT): {0}")]
-    Signal(#[source] std::io::Error),
+    Signal(std::io::Error),
     /// Stdout could not be written (other than its reader going away, which is ignored).
     #[error("terminal output failed: {0}")]
-    Output(#[source] std::io::Error),
+    Output(std::io::Error),
 }

@@ -174,13 +174,12 @@ fn longest_backtick_run(text: &str) -> usize {
 
 /// The pending list could not be kept.
 #[derive(Debug, thiserror::Error)]
-#[error("pending approvals in {path}: {source}")]
+#[error("pending approvals in {path}: {error}")]
 pub struct ApprovalStoreError {
     /// The file.
     pub path: String,
     /// What failed.
-    #[source]
-    pub source: std::io::Error,
+    pub error: std::io::Error,
 }
 
 /// Keeps the pending approvals across restarts.

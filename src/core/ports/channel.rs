@@ -35,13 +35,12 @@ pub type Cause = Box<dyn StdError + Send + Sync>;
 
 /// Delivery failed; the turn is still persisted, the failure is logged and reported.
 #[derive(Debug, thiserror::Error)]
-#[error("delivery through {channel} failed: {source}")]
+#[error("delivery through {channel} failed: {error}")]
 pub struct DeliveryError {
     /// The channel name.
     pub channel: String,
     /// What went wrong.
-    #[source]
-    pub source: Cause,
+    pub error: Cause,
 }
 
 impl DeliveryError {
@@ -49,7 +48,7 @@ impl DeliveryError {
     pub fn new(channel: &str, source: impl Into<Cause>) -> Self {
         Self {
             channel: channel.to_owned(),
-            source: source.into(),
+            error: source.into(),
         }
     }
 }
@@ -287,13 +286,12 @@ pub trait TurnTools: Send + Sync {
 
 /// Why a channel task stopped with an error; the supervisor logs it and restarts the task.
 #[derive(Debug, thiserror::Error)]
-#[error("channel {channel}: {source}")]
+#[error("channel {channel}: {error}")]
 pub struct ChannelError {
     /// The channel name.
     pub channel: String,
     /// What went wrong.
-    #[source]
-    pub source: Cause,
+    pub error: Cause,
     /// Whether retrying cannot help (a refused login, a wrong token): the supervisor then
     /// stops the channel and reports it broken instead of restarting it in a loop.
     pub permanent: bool,
@@ -304,7 +302,7 @@ impl ChannelError {
     pub fn new(channel: &str, source: impl Into<Cause>) -> Self {
         Self {
             channel: channel.to_owned(),
-            source: source.into(),
+            error: source.into(),
             permanent: false,
         }
     }

@@ -71,24 +71,22 @@ impl Tail {
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// Reading or writing a file failed.
-    #[error("{op} {path}: {source}")]
+    #[error("{op} {path}: {error}")]
     Io {
         /// What was being done.
         op: &'static str,
         /// The file.
         path: String,
         /// The cause.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A record could not be encoded (should not happen for valid messages).
-    #[error("encoding a record for {path}: {source}")]
+    #[error("encoding a record for {path}: {error}")]
     Encode {
         /// The file.
         path: String,
         /// The cause.
-        #[source]
-        source: serde_json::Error,
+        error: serde_json::Error,
     },
     /// A cursor update would move backwards or past the end of the history.
     #[error("refused cursor update for {session}: {detail}")]

@@ -42,24 +42,22 @@ pub const MAX_RESULTS: usize = 50;
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryIndexError {
     /// An SQLite call failed.
-    #[error("history index {path}: {source}")]
+    #[error("history index {path}: {error}")]
     Sqlite {
         /// The index file.
         path: String,
         /// The SQLite error.
-        #[source]
-        source: rusqlite::Error,
+        error: rusqlite::Error,
     },
     /// A file operation failed.
-    #[error("history index: cannot {op} {path}: {source}")]
+    #[error("history index: cannot {op} {path}: {error}")]
     Io {
         /// What was being done.
         op: &'static str,
         /// The file or directory.
         path: String,
         /// The I/O error.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The background task running the index work panicked or was cancelled.
     #[error("history index task failed: {0}")]
@@ -130,7 +128,7 @@ impl HistoryIndex {
         std::fs::create_dir_all(&dir).map_err(|source| HistoryIndexError::Io {
             op: "create",
             path: dir.display().to_string(),
-            source,
+            error: source,
         })?;
         let db_path = dir.join("history.sqlite");
         let conn = open_or_rebuild(&db_path)?;
@@ -230,7 +228,7 @@ impl HistoryIndex {
     fn sqlite(&self, source: rusqlite::Error) -> HistoryIndexError {
         HistoryIndexError::Sqlite {
             path: self.db_path.display().to_string(),
-            source,
+            error: source,
         }
     }
 }
@@ -265,7 +263,7 @@ fn is_corrupt(error: &rusqlite::Error) -> bool {
 fn open_or_rebuild(path: &Path) -> Result<Connection, HistoryIndexError> {
     let sqlite = |source| HistoryIndexError::Sqlite {
         path: path.display().to_string(),
-        source,
+        error: source,
     };
     match try_open(path) {
         Ok(Some(conn)) => Ok(conn),
@@ -321,14 +319,14 @@ fn recreate(path: &Path) -> Result<Connection, HistoryIndexError> {
                 return Err(HistoryIndexError::Io {
                     op: "remove",
                     path: file.display().to_string(),
-                    source,
+                    error: source,
                 });
             }
         }
     }
     let sqlite = |source| HistoryIndexError::Sqlite {
         path: path.display().to_string(),
-        source,
+        error: source,
     };
     try_open(path)
         .map_err(sqlite)?

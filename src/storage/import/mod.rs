@@ -50,15 +50,14 @@ pub use config::{ConfigReport, Converted, Rehome, convert_config, import_config}
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
     /// Reading or writing a file failed.
-    #[error("{op} {}: {source}", path.display())]
+    #[error("{op} {}: {error}", path.display())]
     Io {
         /// What was being done.
         op: &'static str,
         /// The file.
         path: PathBuf,
         /// The cause.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A source file is not what the original writes.
     #[error("{}: {detail}", path.display())]
@@ -80,7 +79,7 @@ fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> Im
     move |source| ImportError::Io {
         op,
         path: path.to_owned(),
-        source,
+        error: source,
     }
 }
 

@@ -119,7 +119,7 @@ impl Fetcher {
                 .await
                 .map_err(|source| FetchError::Request {
                     url: url.to_string(),
-                    source,
+                    error: source,
                 })?;
             let status = response.status();
             if matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308) {
@@ -134,7 +134,7 @@ impl Fetcher {
                     .join(location)
                     .map_err(|source| FetchError::InvalidUrl {
                         url: location.chars().take(200).collect(),
-                        source,
+                        error: source,
                     })?;
                 // Hosts only: query strings may carry tokens.
                 tracing::debug!(
@@ -189,7 +189,7 @@ impl Fetcher {
                 let addrs = self.resolver.resolve(&host, port).await.map_err(|source| {
                     FetchError::Resolve {
                         host: host.clone(),
-                        source,
+                        error: source,
                     }
                 })?;
                 if addrs.is_empty() {
@@ -241,7 +241,7 @@ async fn read_capped(
         .await
         .map_err(|source| FetchError::Request {
             url: url.to_string(),
-            source,
+            error: source,
         })?
     {
         let room = max_bytes - body.len();
@@ -257,7 +257,7 @@ async fn read_capped(
                 .await
                 .map_err(|source| FetchError::Request {
                     url: url.to_string(),
-                    source,
+                    error: source,
                 })?;
             return Ok((body, more.is_some_and(|rest| !rest.is_empty())));
         }

@@ -152,7 +152,7 @@ pub enum Target {
 pub fn parse_url(raw: &str) -> Result<Url, FetchError> {
     Url::parse(raw.trim()).map_err(|source| FetchError::InvalidUrl {
         url: raw.chars().take(200).collect(),
-        source,
+        error: source,
     })
 }
 

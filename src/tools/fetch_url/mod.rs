@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::authority::{Effect, Effects};
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
+use crate::error_chain::Chain;
 
 pub use fetch::{FetchLimits, Fetched, Fetcher, Resolve, SystemResolver};
 pub use guard::AddressPolicy;
@@ -48,12 +49,12 @@ pub const MAX_MAX_CHARS: u64 = 100_000;
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
     /// The URL does not parse.
-    #[error("invalid URL {url:?}: {source}")]
+    #[error("invalid URL {url:?}: {error}")]
     InvalidUrl {
         /// The URL as given (cut to 200 characters).
         url: String,
         /// The parser's complaint.
-        source: url::ParseError,
+        error: url::ParseError,
     },
     /// The scheme is not `http` or `https`.
     #[error("blocked by SSRF policy: scheme {scheme:?} is not allowed (only http and https)")]
@@ -84,12 +85,12 @@ pub enum FetchError {
         reason: &'static str,
     },
     /// The host name does not resolve.
-    #[error("could not resolve {host}: {source}")]
+    #[error("could not resolve {host}: {error}")]
     Resolve {
         /// The host name.
         host: String,
         /// The resolver's error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The host name resolves to no address.
     #[error("{host} resolves to no address")]
@@ -110,15 +111,15 @@ pub enum FetchError {
         max: usize,
     },
     /// The HTTP client could not be built.
-    #[error("could not build the HTTP client: {0}")]
-    Client(#[source] reqwest::Error),
+    #[error("could not build the HTTP client: {}", Chain(.0))]
+    Client(reqwest::Error),
     /// The request or the body read failed.
-    #[error("request to {url} failed: {source}")]
+    #[error("request to {url} failed: {}", Chain(error))]
     Request {
         /// The URL of the hop.
         url: String,
         /// The transport error.
-        source: reqwest::Error,
+        error: reqwest::Error,
     },
     /// The server answered with a non-success status.
     #[error("HTTP {status} from {url}")]

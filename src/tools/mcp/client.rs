@@ -27,14 +27,14 @@ pub enum McpError {
         message: String,
     },
     /// The child process could not be started.
-    #[error("MCP server {server}: starting `{command}`: {source}")]
+    #[error("MCP server {server}: starting `{command}`: {error}")]
     Spawn {
         /// The server's name.
         server: String,
         /// The program.
         command: String,
         /// The cause.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The MCP handshake or the tool listing failed.
     #[error("MCP server {server}: {message}")]
@@ -159,7 +159,7 @@ impl McpServer {
                     .map_err(|source| McpError::Spawn {
                         server: self.name.clone(),
                         command: self.config.command.clone(),
-                        source,
+                        error: source,
                     })?;
                 ().serve(transport).await.map_err(|e| protocol(&e))?
             }

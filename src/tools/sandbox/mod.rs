@@ -61,6 +61,60 @@ use rules::PathRule;
 /// Why a command cannot be sandboxed; it is then not run.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
+    /// The kernel refused part of the ruleset: it could not be fully enforced.
+    #[error("the Landlock ruleset could not be fully enforced: {0}")]
+    Ruleset(::landlock::RulesetError),
+    /// Landlock created no ruleset although the kernel supports it.
+    #[error("Landlock did not create a ruleset")]
+    NotEnforced,
+    /// The command's temporary directory could not be created.
+    #[error("could not create the command's temporary directory: {0}")]
+    TempDir(std::io::Error),
+    /// The sandbox was found unusable at start (see [`JailUnavailable`]).
+    #[error("the shell tool is off, because its jail cannot be built here: {0}")]
+    Refused(Arc<JailUnavailable>),
+}
+
+/// Why the jail cannot be built on this machine, found once at start: the shell tool is then
+/// off, and `/status`, `doctor` and every refused command say this (its Display is the reason
+/// the owner reads, so each variant names what is missing and what would bring it).
+#[derive(Debug, thiserror::Error)]
+pub enum JailUnavailable {
+    /// The kernel has no Landlock at all.
+    #[error(
+        "this kernel has no Landlock (it needs Linux 5.13 or later with CONFIG_SECURITY_LANDLOCK)"
+    )]
+    NoLandlock,
+    /// Landlock is compiled in but not among the active security modules.
+    #[error(
+        "Landlock is built into this kernel but not enabled (add `landlock` to the `lsm=` boot \
+         parameter)"
+    )]
+    LandlockDisabled,
+    /// The kernel's Landlock is older than the jail needs; the reason names each guarantee the
+    /// older ABI lacks ([`ruleset::missing_guarantees`]).
+    #[error(
+        "Landlock ABI {found} < {needed}: {}",
+        ruleset::missing_guarantees(*found)
+    )]
+    AbiBelowFloor {
+        /// The ABI the kernel reports.
+        found: i32,
+        /// The ABI the jail needs ([`ruleset::ABI_FLOOR`]).
+        needed: i32,
+    },
+    /// The Landlock ruleset of the watcher ([`watch::ruleset`]) could not be built.
+    #[error("the kernel refused the watcher's Landlock ruleset: {0}")]
+    Watcher(::landlock::RulesetError),
+    /// Landlock created no ruleset for the watcher although the kernel supports it.
+    #[error("Landlock did not create the watcher's ruleset")]
+    WatcherNotEnforced,
+    /// The seccomp filters could not be compiled for this architecture.
+    #[error(transparent)]
+    Seccomp(#[from] seccomp::FilterError),
+    /// `tools.shell.run_as` names no usable user.
+    #[error(transparent)]
+    RunAs(#[from] identity::IdentityError),
     /// The workspace is or holds a path the sandbox must hide, so it cannot be granted.
     #[error(
         "the workspace {} holds {}, which shell commands must not see (squidbot's home, its \
@@ -75,19 +129,12 @@ pub enum SandboxError {
         /// The hidden path inside it.
         hidden: PathBuf,
     },
-    /// The kernel refused part of the ruleset: it could not be fully enforced.
-    #[error("the Landlock ruleset could not be fully enforced: {0}")]
-    Ruleset(#[from] ::landlock::RulesetError),
-    /// Landlock created no ruleset although the kernel supports it.
-    #[error("Landlock did not create a ruleset")]
-    NotEnforced,
-    /// The command's temporary directory could not be created.
-    #[error("could not create the command's temporary directory: {0}")]
-    TempDir(#[source] std::io::Error),
-    /// The sandbox was found unusable at start (the reason says why: no Landlock, or which
-    /// guarantee an older Landlock lacks).
-    #[error("the shell tool is off, because its jail cannot be built here: {0}")]
-    Refused(String),
+}
+
+impl From<::landlock::RulesetError> for SandboxError {
+    fn from(error: ::landlock::RulesetError) -> Self {
+        Self::Ruleset(error)
+    }
 }
 
 /// What a sandbox is made from (see `tools.shell.*`).
@@ -134,8 +181,9 @@ enum Confinement {
     },
     /// `tools.shell.sandbox: off`.
     Off,
-    /// The jail cannot be built here: commands are refused (the reason says why).
-    Refused(String),
+    /// The jail cannot be built here: commands are refused (the reason says why; shared with
+    /// every [`SandboxError::Refused`], as the landlock crate's errors cannot be cloned).
+    Refused(Arc<JailUnavailable>),
 }
 
 /// The sandbox every `shell` command runs in; built once at start.
@@ -192,18 +240,17 @@ impl Sandbox {
 
     /// The jail of `settings`, or why there is none here.
     fn jail(settings: &SandboxSettings) -> Confinement {
-        let built = ruleset::kernel_abi().and_then(|abi| {
-            let filters = seccomp::Filters::new().map_err(|e| e.to_string())?;
-            let identity =
-                Identity::for_commands(settings.run_as.as_deref()).map_err(|e| e.to_string())?;
+        let built = || -> Result<Confinement, JailUnavailable> {
+            let abi = ruleset::kernel_abi()?;
+            let filters = seccomp::Filters::new()?;
+            let identity = Identity::for_commands(settings.run_as.as_deref())?;
             let rules = rules::rules_for(
                 rules::SYSTEM_READ,
                 &settings.workspace,
                 &settings.readable,
                 &settings.hidden,
-            )
-            .map_err(|e| e.to_string())?;
-            let watch = watch::ruleset().map_err(|e| e.to_string())?;
+            )?;
+            let watch = watch::ruleset()?;
             Ok(Confinement::Landlock {
                 abi,
                 rules,
@@ -211,8 +258,8 @@ impl Sandbox {
                 watch: Arc::new(watch),
                 identity,
             })
-        });
-        built.unwrap_or_else(Confinement::Refused)
+        };
+        built().unwrap_or_else(|reason| Confinement::Refused(Arc::new(reason)))
     }
 
     /// No confinement, the base environment with HOME at `workspace` (the shell tool's default
@@ -256,9 +303,9 @@ impl Sandbox {
     }
 
     /// Why commands are refused, when they are.
-    pub fn refusal(&self) -> Option<&str> {
+    pub fn refusal(&self) -> Option<&JailUnavailable> {
         match &self.confinement {
-            Confinement::Refused(reason) => Some(reason),
+            Confinement::Refused(reason) => Some(reason.as_ref()),
             _ => None,
         }
     }

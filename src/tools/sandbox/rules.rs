@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::SandboxError;
+use super::JailUnavailable;
 
 /// Directories every command may read (and execute from) when they exist.
 pub const SYSTEM_READ: &[&str] = &[
@@ -81,11 +81,11 @@ pub fn rules_for(
     workspace: &Path,
     readable: &[PathBuf],
     hidden: &[PathBuf],
-) -> Result<Vec<PathRule>, SandboxError> {
+) -> Result<Vec<PathRule>, JailUnavailable> {
     let hidden: Vec<PathBuf> = hidden.iter().map(|path| canonical(path)).collect();
     let workspace = canonical(workspace);
     if let Some(held) = hidden.iter().find(|path| path.starts_with(&workspace)) {
-        return Err(SandboxError::WorkspaceHoldsHidden {
+        return Err(JailUnavailable::WorkspaceHoldsHidden {
             workspace,
             hidden: held.clone(),
         });
@@ -250,7 +250,7 @@ mod tests {
         std::fs::create_dir_all(&home).unwrap();
         let error = rules_for(&[], root.path(), &[], &[home]).unwrap_err();
         assert!(
-            matches!(error, SandboxError::WorkspaceHoldsHidden { .. }),
+            matches!(error, JailUnavailable::WorkspaceHoldsHidden { .. }),
             "{error}"
         );
         let error = rules_for(&[], root.path(), &[], &[root.path().to_owned()]).unwrap_err();

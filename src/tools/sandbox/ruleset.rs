@@ -17,10 +17,10 @@ use landlock::{
     RulesetCreatedAttr, Scope, path_beneath_rules,
 };
 
-use super::SandboxError;
 use super::identity::Identity;
 use super::rules::{Access, PathRule};
 use super::seccomp::Filters;
+use super::{JailUnavailable, SandboxError};
 
 /// The newest ABI whose rights this module grants and denies knowingly (file system rights of
 /// ABI 5, TCP of ABI 4, signal and abstract-socket scopes of ABI 6). Newer kernels are used at
@@ -70,34 +70,39 @@ const GUARANTEES: [Guarantee; 3] = [
 const CREATE_RULESET_VERSION: libc::c_uint = 1;
 
 /// The kernel's Landlock ABI version when it is at least [`ABI_FLOOR`], or why the jail cannot
-/// be built: no Landlock, or the guarantees an older ABI lacks
-/// (`Landlock ABI 4 < 6: commands could signal the daemon …`).
-pub fn kernel_abi() -> Result<i32, String> {
+/// be built: no Landlock, or an older ABI ([`JailUnavailable::AbiBelowFloor`], whose reason
+/// reads `Landlock ABI 4 < 6: commands could signal the daemon …`).
+pub fn kernel_abi() -> Result<i32, JailUnavailable> {
     floor(landlock_abi()?)
 }
 
-/// `abi` when it brings every guarantee of [`GUARANTEES`], else the reason naming each one it
-/// lacks.
-fn floor(abi: i32) -> Result<i32, String> {
+/// `abi` when it brings every guarantee of [`GUARANTEES`], else the refusal carrying it.
+fn floor(abi: i32) -> Result<i32, JailUnavailable> {
+    if GUARANTEES.iter().all(|guarantee| abi >= guarantee.abi) {
+        Ok(abi)
+    } else {
+        Err(JailUnavailable::AbiBelowFloor {
+            found: abi,
+            needed: ABI_FLOOR,
+        })
+    }
+}
+
+/// What a jail at `abi` would lack: each guarantee of [`GUARANTEES`] it does not bring, what a
+/// command could do without it and what brings it, the gravest first, joined by `; `.
+pub fn missing_guarantees(abi: i32) -> String {
     let missing: Vec<String> = GUARANTEES
         .iter()
         .filter(|guarantee| abi < guarantee.abi)
         .map(|guarantee| format!("{} ({})", guarantee.open, guarantee.needs))
         .collect();
-    if missing.is_empty() {
-        Ok(abi)
-    } else {
-        Err(format!(
-            "Landlock ABI {abi} < {ABI_FLOOR}: {}",
-            missing.join("; ")
-        ))
-    }
+    missing.join("; ")
 }
 
 /// The ABI the kernel reports, whatever it is. The query goes through libc's `syscall()` like
 /// the `landlock` crate's own, so both always see the same answer (the ABI-floor test makes
 /// the process see an older ABI by interposing that function).
-fn landlock_abi() -> Result<i32, String> {
+fn landlock_abi() -> Result<i32, JailUnavailable> {
     // SAFETY: with a null attribute pointer, size 0 and the version flag, the call only
     // returns a number; it reads and writes no memory.
     let version = unsafe {
@@ -112,14 +117,8 @@ fn landlock_abi() -> Result<i32, String> {
         return Ok(i32::try_from(version).unwrap_or(i32::MAX));
     }
     match io::Error::last_os_error().raw_os_error() {
-        Some(libc::EOPNOTSUPP) => Err("Landlock is built into this kernel but not enabled \
-                                       (add `landlock` to the `lsm=` boot parameter)"
-            .to_owned()),
-        _ => Err(
-            "this kernel has no Landlock (it needs Linux 5.13 or later with \
-                  CONFIG_SECURITY_LANDLOCK)"
-                .to_owned(),
-        ),
+        Some(libc::EOPNOTSUPP) => Err(JailUnavailable::LandlockDisabled),
+        _ => Err(JailUnavailable::NoLandlock),
     }
 }
 
@@ -235,9 +234,20 @@ mod tests {
 
     #[test]
     fn an_abi_below_the_floor_names_every_missing_guarantee() {
-        assert_eq!(floor(6), Ok(6));
-        assert_eq!(floor(7), Ok(7));
+        assert_eq!(floor(6).ok(), Some(6));
+        assert_eq!(floor(7).ok(), Some(7));
         let four = floor(4).unwrap_err();
+        assert!(
+            matches!(
+                four,
+                JailUnavailable::AbiBelowFloor {
+                    found: 4,
+                    needed: 6
+                }
+            ),
+            "{four:?}"
+        );
+        let four = four.to_string();
         assert!(
             four.starts_with("Landlock ABI 4 < 6: commands could signal the daemon"),
             "{four}"
@@ -247,7 +257,7 @@ mod tests {
             "{four}"
         );
         assert!(!four.contains("truncate"), "{four}");
-        let two = floor(2).unwrap_err();
+        let two = floor(2).unwrap_err().to_string();
         assert!(
             two.contains("truncate any file they can read (truncation control needs Linux 6.2)"),
             "{two}"

@@ -201,7 +201,13 @@ const NAMESPACE_FLAGS: &[libc::c_int] = &[
 /// Why the filters could not be built (an architecture seccompiler does not know).
 #[derive(Debug, thiserror::Error)]
 #[error("the seccomp filter could not be built: {0}")]
-pub struct FilterError(#[from] seccompiler::BackendError);
+pub struct FilterError(seccompiler::BackendError);
+
+impl From<seccompiler::BackendError> for FilterError {
+    fn from(error: seccompiler::BackendError) -> Self {
+        Self(error)
+    }
+}
 
 /// The compiled filters of the jails.
 #[derive(Debug, Clone)]

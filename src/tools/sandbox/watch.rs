@@ -36,19 +36,20 @@ use std::os::fd::{OwnedFd, RawFd};
 
 use landlock::{CompatLevel, Compatible, Ruleset, RulesetAttr, Scope};
 
-use super::SandboxError;
+use super::JailUnavailable;
 
 /// The watcher's Landlock ruleset: signals scoped, no access right handled. File and network
 /// rights would be inherited by the nested jail (nested domains intersect), so the watcher's
 /// domain restricts nothing but where its signals go. Built once; each command's watcher
 /// enters a domain of its own from it.
-pub fn ruleset() -> Result<OwnedFd, SandboxError> {
+pub fn ruleset() -> Result<OwnedFd, JailUnavailable> {
     let created = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
-        .scope(Scope::Signal)?
-        .create()?;
+        .scope(Scope::Signal)
+        .and_then(|ruleset| ruleset.create())
+        .map_err(JailUnavailable::Watcher)?;
     let fd: Option<OwnedFd> = created.into();
-    fd.ok_or(SandboxError::NotEnforced)
+    fd.ok_or(JailUnavailable::WatcherNotEnforced)
 }
 
 /// Splits the calling process (the child between `fork` and `exec`, with no new privileges

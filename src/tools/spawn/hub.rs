@@ -23,7 +23,7 @@ use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
 use super::SpawnError;
-use super::jobs::{Finished, JobStore};
+use super::jobs::{Finished, JobError, JobResult, JobStore};
 use super::profiles::profile_descriptions;
 use crate::approval::{ApprovalSettings, TurnGates};
 use crate::config::SpawnConfig;
@@ -423,13 +423,14 @@ impl SpawnHub {
                 Ok(Ok(finished)) => finished.clone(),
             };
             self.jobs.remove(id);
-            match finished.map(|f| f.result) {
-                Some(Ok(text)) => format!("[{id}: OK]\n{text}"),
-                Some(Err(error)) => format!("[{id}: ERROR]\n{error}"),
-                None if self.closed.load(Ordering::SeqCst) => {
-                    format!("[{id}: ERROR]\nThe sub-agent was stopped: squidbot is shutting down.")
-                }
-                None => format!("[{id}: ERROR]\nThe sub-agent stopped unexpectedly."),
+            let result = match finished {
+                Some(finished) => finished.result,
+                None if self.closed.load(Ordering::SeqCst) => Err(JobError::Stopped),
+                None => Err(JobError::Lost),
+            };
+            match result {
+                Ok(text) => format!("[{id}: OK]\n{text}"),
+                Err(error) => format!("[{id}: ERROR]\n{error}"),
             }
         });
         join_all(blocks).await.join("\n\n")
@@ -444,17 +445,14 @@ async fn run_job(
     origin: Origin,
     audience: Audience,
     permits: Arc<Semaphore>,
-) -> Result<String, String> {
+) -> JobResult {
     let _permit = permits
         .acquire_owned()
         .await
-        .map_err(|_| "squidbot shut down before this sub-agent started".to_owned())?;
-    let session = SessionId::new("spawn", id).map_err(|error| error.to_string())?;
+        .map_err(|_| JobError::NotStarted)?;
+    let session = SessionId::new("spawn", id).map_err(JobError::Session)?;
     let mut request = TurnRequest::new(session, text, origin);
     request.readers = audience.readers();
-    agent
-        .run(request, Arc::new(CollectingSink::new()))
-        .await
-        .map(|outcome| outcome.reply)
-        .map_err(|error| error.to_string())
+    let outcome = agent.run(request, Arc::new(CollectingSink::new())).await?;
+    Ok(outcome.reply)
 }

@@ -7,22 +7,65 @@
 //! spawn is refused.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
-use crate::core::session::SessionId;
+use crate::core::ports::llm::LlmError;
+use crate::core::session::{SessionId, SessionIdError};
+use crate::core::turn::TurnError;
 
 /// What a finished sub-agent produced: its reply, or why it failed.
-pub type JobResult = Result<String, String>;
+pub type JobResult = Result<String, JobError>;
+
+/// Why a sub-agent gave no reply. Its Display is what the parent model reads under the job's
+/// `[id: ERROR]` line, worded here once for every way a job ends without an answer.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum JobError {
+    /// squidbot began shutting down while the job waited for a free slot: it did nothing.
+    #[error("The sub-agent never started: squidbot shut down while it waited for a free slot.")]
+    NotStarted,
+    /// The gateway's shutdown stopped the job after its grace period.
+    #[error("The sub-agent was stopped: squidbot is shutting down.")]
+    Stopped,
+    /// The job's task ended without an outcome (a panic, or an abort outside a shutdown).
+    #[error("The sub-agent stopped unexpectedly.")]
+    Lost,
+    /// The job's id made no session id (ids are 8 hex digits, so this is a bug).
+    #[error("The sub-agent could not start: {0}.")]
+    Session(SessionIdError),
+    /// The sub-agent's turn failed; its [`TurnError::kind`] says how (cancelled, timed out,
+    /// the LLM failed, a budget is used up, it went round in circles, storage). Shared, as a
+    /// turn's error cannot be cloned and every reader of the job's outcome gets a copy.
+    #[error("{}", turn_failure(.0))]
+    Turn(Arc<TurnError>),
+}
+
+impl From<TurnError> for JobError {
+    fn from(error: TurnError) -> Self {
+        Self::Turn(Arc::new(error))
+    }
+}
+
+/// The parent's words for a failed sub-agent turn: a budget stop with its figures and when it
+/// resets (so the parent does not spawn again into the same wall), any other failure as the
+/// turn says it.
+fn turn_failure(error: &TurnError) -> String {
+    match error {
+        TurnError::Llm(LlmError::Budget { stop, .. }) => {
+            format!("The sub-agent was not run to the end. {}", stop.message())
+        }
+        error => format!("The sub-agent failed: {error}."),
+    }
+}
 
 /// A finished job's outcome and when it finished.
 #[derive(Debug, Clone)]
 pub struct Finished {
-    /// The reply or the error text.
+    /// The reply or why there is none.
     pub result: JobResult,
     /// When the sub-agent finished.
     pub at: Instant,

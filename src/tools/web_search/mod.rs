@@ -20,6 +20,7 @@ use serde::Deserialize;
 use crate::config::{WebSearchConfig, WebSearchProvider};
 use crate::core::authority::{Effect, Effects};
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
+use crate::error_chain::Chain;
 
 pub use provider::{BRAVE_URL, DUCKDUCKGO_URL, SearchHit, SearchProvider};
 
@@ -34,27 +35,25 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, thiserror::Error)]
 pub enum SearchError {
     /// The HTTP client could not be built.
-    #[error("could not build the HTTP client: {0}")]
-    Client(#[source] reqwest::Error),
+    #[error("could not build the HTTP client: {}", Chain(.0))]
+    Client(reqwest::Error),
     /// The request could not be sent or the body not read (including timeouts).
-    #[error("{provider} request failed: {source}")]
+    #[error("{provider} request failed: {}", Chain(error))]
     Request {
         /// The provider's name.
         provider: &'static str,
         /// The transport error.
-        #[source]
-        source: reqwest::Error,
+        error: reqwest::Error,
     },
     /// The configured base URL does not parse.
-    #[error("invalid {provider} URL {url:?}: {source}")]
+    #[error("invalid {provider} URL {url:?}: {error}")]
     Url {
         /// The provider's name.
         provider: &'static str,
         /// The URL as configured.
         url: String,
         /// The parse error.
-        #[source]
-        source: url::ParseError,
+        error: url::ParseError,
     },
     /// The service answered with a non-success status.
     #[error("{provider} answered HTTP {status}")]
@@ -65,13 +64,12 @@ pub enum SearchError {
         status: u16,
     },
     /// The body was not the JSON the provider documents.
-    #[error("{provider} returned an unreadable body: {source}")]
+    #[error("{provider} returned an unreadable body: {error}")]
     Body {
         /// The provider's name.
         provider: &'static str,
         /// The JSON error.
-        #[source]
-        source: serde_json::Error,
+        error: serde_json::Error,
     },
     /// The configuration lacks something the provider needs.
     #[error("{0}")]

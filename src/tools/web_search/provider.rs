@@ -149,7 +149,7 @@ fn with_query(
     let mut url = url::Url::parse(base).map_err(|source| SearchError::Url {
         provider,
         url: base.to_owned(),
-        source,
+        error: source,
     })?;
     url.query_pairs_mut().extend_pairs(pairs);
     Ok(url)
@@ -162,7 +162,10 @@ async fn fetch(
     let response = request
         .send()
         .await
-        .map_err(|source| SearchError::Request { provider, source })?;
+        .map_err(|source| SearchError::Request {
+            provider,
+            error: source,
+        })?;
     let status = response.status();
     if !status.is_success() {
         return Err(SearchError::Status {
@@ -173,14 +176,17 @@ async fn fetch(
     response
         .text()
         .await
-        .map_err(|source| SearchError::Request { provider, source })
+        .map_err(|source| SearchError::Request {
+            provider,
+            error: source,
+        })
 }
 
 /// Hits from a SearXNG JSON body.
 pub fn parse_searxng(body: &str) -> Result<Vec<SearchHit>, SearchError> {
     let body: SearxngBody = serde_json::from_str(body).map_err(|source| SearchError::Body {
         provider: "searxng",
-        source,
+        error: source,
     })?;
     Ok(body
         .results
@@ -197,7 +203,7 @@ pub fn parse_searxng(body: &str) -> Result<Vec<SearchHit>, SearchError> {
 pub fn parse_brave(body: &str) -> Result<Vec<SearchHit>, SearchError> {
     let body: BraveBody = serde_json::from_str(body).map_err(|source| SearchError::Body {
         provider: "brave",
-        source,
+        error: source,
     })?;
     Ok(body
         .web
