@@ -45,7 +45,7 @@ async fn mail_of_every_shape_is_answered_in_thread_and_robots_are_not() {
         "From: {owner}\r\nTo: {to}\r\nSubject: Html\r\nMessage-ID: <{html}>\r\nMIME-Version: 1.0\r\n\
          Content-Type: text/html; charset=utf-8\r\n\r\n<html><body><p>Hello <b>HTMLMARK</b></p><script>x</script></body></html>\r\n"
     );
-    server.send_raw(&owner, to, body.as_bytes()).await;
+    server.send_raw(owner, to, body.as_bytes()).await;
     // multipart/alternative: plain wins.
     let alt = new_id("alt");
     let body = format!(
@@ -53,7 +53,7 @@ async fn mail_of_every_shape_is_answered_in_thread_and_robots_are_not() {
          Content-Type: multipart/alternative; boundary=zz\r\n\r\n--zz\r\nContent-Type: text/plain\r\n\r\nALTPLAIN\r\n\
          --zz\r\nContent-Type: text/html\r\n\r\n<p>ALTHTML</p>\r\n--zz--\r\n"
     );
-    server.send_raw(&owner, to, body.as_bytes()).await;
+    server.send_raw(owner, to, body.as_bytes()).await;
     // An attachment.
     let attach = new_id("attach");
     let body = format!(
@@ -62,7 +62,7 @@ async fn mail_of_every_shape_is_answered_in_thread_and_robots_are_not() {
          --zz\r\nContent-Type: text/csv; name=\"../data.csv\"\r\nContent-Disposition: attachment; filename=\"../data.csv\"\r\n\
          Content-Transfer-Encoding: base64\r\n\r\nYSxiCjEsMgo=\r\n--zz--\r\n"
     );
-    server.send_raw(&owner, to, body.as_bytes()).await;
+    server.send_raw(owner, to, body.as_bytes()).await;
     // ISO-8859-1 body and encoded subject.
     let latin = new_id("latin");
     let mut body = format!(
@@ -70,7 +70,7 @@ async fn mail_of_every_shape_is_answered_in_thread_and_robots_are_not() {
          Content-Type: text/plain; charset=iso-8859-1\r\nContent-Transfer-Encoding: 8bit\r\n\r\n"
     ).into_bytes();
     body.extend_from_slice(b"Sch\xf6ne Gr\xfc\xdfe LATINMARK\r\n");
-    server.send_raw(&owner, to, &body).await;
+    server.send_raw(owner, to, &body).await;
     // 10 MB: the text is read, the attachment (over the 5 MiB default) is not saved.
     let big = new_id("big");
     let payload = "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo=".repeat(10 * 1024 * 1024 / 26);
@@ -87,7 +87,7 @@ async fn mail_of_every_shape_is_answered_in_thread_and_robots_are_not() {
         wrapped.join("\r\n")
     );
     assert!(body.len() > 10_000_000);
-    server.send_raw(&owner, to, body.as_bytes()).await;
+    server.send_raw(owner, to, body.as_bytes()).await;
 
     let answered = [&plain, &html, &alt, &attach, &latin, &big];
     let got = scene.replies("six replies", 6).await;
@@ -524,8 +524,8 @@ async fn mail_from_another_allowed_sender_gets_no_private_memory_and_the_owners_
             !replies(m).is_empty()
         })
         .await;
-    assert_eq!(private_parts(&llm, "OWNERMAIL"), (true, true, true));
-    assert_eq!(private_parts(&llm, "FRIENDMAIL"), (false, false, false));
+    assert_eq!(private_parts(llm, "OWNERMAIL"), (true, true, true));
+    assert_eq!(private_parts(llm, "FRIENDMAIL"), (false, false, false));
 
     // A job aimed at the friend's session replies to the friend: no private memory either.
     let at = (chrono::Utc::now() + chrono::Duration::seconds(2)).to_rfc3339();
@@ -546,7 +546,7 @@ async fn mail_from_another_allowed_sender_gets_no_private_memory_and_the_owners_
             m.len() >= 2
         })
         .await;
-    assert_eq!(private_parts(&llm, "JOBMAIL"), (false, false, false));
+    assert_eq!(private_parts(llm, "JOBMAIL"), (false, false, false));
     gateway.stop().await;
 }
 
@@ -585,9 +585,9 @@ async fn an_attachment_is_never_written_through_a_planted_link() {
          --zz\r\nContent-Type: text/csv; name=\"data.csv\"\r\nContent-Disposition: attachment; filename=\"data.csv\"\r\n\
          Content-Transfer-Encoding: base64\r\n\r\nYSxiCjEsMgo=\r\n--zz--\r\n"
     );
-    server.send_raw(&sender, to, body.as_bytes()).await;
+    server.send_raw(sender, to, body.as_bytes()).await;
     let mails = server
-        .wait_for(&sender, &sender_pw, "the reply", WAIT, |m| {
+        .wait_for(sender, sender_pw, "the reply", WAIT, |m| {
             replies(m)
                 .iter()
                 .any(|(_, body)| String::from_utf8_lossy(body).contains("LINKMARK"))

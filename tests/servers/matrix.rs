@@ -514,7 +514,7 @@ async fn a_restart_answers_nothing_twice_and_misses_nothing_sent_while_down() {
     } = &scene;
     let extra = scene.allow_alice();
     let gateway = scene.start(&extra).await;
-    let alice = Human::login(&hs, &a).await;
+    let alice = Human::login(hs, a).await;
 
     // Said before the bot joined: never answered.
     let room = alice.create_room(&[], false).await;

@@ -177,7 +177,7 @@ async fn a_dms_first_message_sent_before_the_bot_joined_is_answered() {
     let extra = scene.allow_alice();
     // The bot has been up once (its device and store exist), and is down now.
     scene.run_once(&extra).await;
-    let alice = Human::login(&hs, &a).await;
+    let alice = Human::login(hs, a).await;
     let room = alice.create_room(&[], true).await;
     let room_id = room.room_id().to_owned();
     alice.say(&room_id, "a note to myself").await;
@@ -186,10 +186,10 @@ async fn a_dms_first_message_sent_before_the_bot_joined_is_answered() {
         .unwrap();
     alice.say(&room_id, "hello, are you there?").await;
     let gateway = scene.start(&extra).await;
-    let texts = wait_turns(&llm, 1).await;
+    let texts = wait_turns(llm, 1).await;
     assert_eq!(texts, ["hello, are you there?"]);
     alice.say(&room_id, "and now").await;
-    let texts = wait_turns(&llm, 2).await;
+    let texts = wait_turns(llm, 2).await;
     assert_eq!(texts, ["hello, are you there?", "and now"]);
     drop(gateway);
 }

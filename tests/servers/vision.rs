@@ -49,9 +49,9 @@ async fn a_mailed_image_reaches_a_vision_model_as_an_image_and_others_as_a_path(
              {PNG}\r\n--zz--\r\n",
             id = new_id("photo"),
         );
-        server.send_raw(&sender, to, mail.as_bytes()).await;
+        server.send_raw(sender, to, mail.as_bytes()).await;
         server
-            .wait_for(&sender, &sender_pw, "the reply", WAIT, |mails| {
+            .wait_for(sender, sender_pw, "the reply", WAIT, |mails| {
                 mails
                     .iter()
                     .any(|(raw, _)| String::from_utf8_lossy(raw).contains("IMAGES="))
@@ -94,9 +94,8 @@ async fn an_image_in_an_encrypted_room_reaches_a_vision_model_as_an_image() {
     } = &scene;
     let extra = scene.allow_alice();
     let _gateway =
-        BotGateway::start_with_model(home.path(), &llm.url(), "gpt-4o-mini", &hs, &bot, &extra)
-            .await;
-    let alice = Human::login(&hs, &a).await;
+        BotGateway::start_with_model(home.path(), &llm.url(), "gpt-4o-mini", hs, bot, &extra).await;
+    let alice = Human::login(hs, a).await;
     let room = alice.create_room(&[&bot.user_id], true).await;
     let room_id = room.room_id().to_owned();
     alice.wait_joined(&room_id, &bot.user_id).await;
