@@ -89,6 +89,20 @@ fn config(url: &str, extra: &str) -> String {
 }
 
 /// The parent turn delegates to a sub-agent (spawn, then spawn_await), the rest echo.
+/// A gateway (no heartbeat) with a daily budget of 20 tokens and `more` budget settings, whose
+/// first answer ("hello" in session `a`) has used the budget up; the model reports usage.
+async fn spent_gateway(more: &str) -> (ScriptedLlm, Gateway) {
+    let llm = ScriptedLlm::start().await;
+    llm.report_usage();
+    llm.set_handler(default_reply);
+    let extra =
+        format!("agents:\n  heartbeat:\n    enabled: false\nbudgets:\n  daily_tokens: 20\n{more}");
+    let gateway = Gateway::start_yaml(&config(&llm.url(), &extra)).await;
+    let (_, body) = gateway.say("a", "hello").await;
+    assert_eq!(body["reply"], "re: hello");
+    (llm, gateway)
+}
+
 fn delegating_reply(request: &Value) -> Reply {
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
     let last = messages.last().cloned().unwrap_or_default();
@@ -219,13 +233,7 @@ async fn ledger_metrics_status_and_cli_equal_what_the_server_reported() {
 
 #[tokio::test]
 async fn a_daily_budget_stops_the_next_call_says_so_and_holds_across_a_restart() {
-    let llm = ScriptedLlm::start().await;
-    llm.report_usage();
-    llm.set_handler(default_reply);
-    let extra = "agents:\n  heartbeat:\n    enabled: false\nbudgets:\n  daily_tokens: 20\n  timezone: Europe/Berlin\n";
-    let mut gateway = Gateway::start_yaml(&config(&llm.url(), extra)).await;
-    let (_, body) = gateway.say("a", "hello").await;
-    assert_eq!(body["reply"], "re: hello");
+    let (llm, mut gateway) = spent_gateway("  timezone: Europe/Berlin\n").await;
     assert!(
         reported_sum(&llm.reported()).0 >= 20,
         "the first call used the budget up"
@@ -437,13 +445,7 @@ async fn a_torn_ledger_line_is_skipped_and_the_budget_still_counts_the_rest() {
 
 #[tokio::test]
 async fn cron_runs_over_budget_are_skipped_visibly_and_the_owner_told_once() {
-    let llm = ScriptedLlm::start().await;
-    llm.report_usage();
-    llm.set_handler(default_reply);
-    let extra = "agents:\n  heartbeat:\n    enabled: false\nbudgets:\n  daily_tokens: 20\n";
-    let mut gateway = Gateway::start_yaml(&config(&llm.url(), extra)).await;
-    let (_, body) = gateway.say("a", "hello").await;
-    assert_eq!(body["reply"], "re: hello");
+    let (llm, mut gateway) = spent_gateway("").await;
     let calls = llm.request_count();
 
     let mut events = Events::open(&gateway, "inbox").await;
