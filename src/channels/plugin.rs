@@ -304,17 +304,3 @@ impl TurnTools for ChannelTools {
         tools
     }
 }
-
-/// No tools: the inner layer of a channel's tools that wrap another set.
-pub struct NoTools;
-
-impl TurnTools for NoTools {
-    fn for_turn(
-        &self,
-        _session: &SessionId,
-        _metadata: &Map<String, Value>,
-        _origin: &Origin,
-    ) -> Vec<Arc<dyn Tool>> {
-        Vec::new()
-    }
-}

@@ -177,17 +177,16 @@ pub async fn receive(
     }
 }
 
-/// The per-turn tools of the gateway plus `matrix_send_file` in Matrix sessions.
+/// `matrix_send_file` in turns of Matrix sessions: the Matrix channel's share of the turn
+/// tools, which the plug-in list adds to everyone's (`ChannelTools`).
 pub struct MatrixTurnTools {
-    inner: Arc<dyn TurnTools>,
     send_file: Arc<dyn Tool>,
 }
 
 impl MatrixTurnTools {
-    /// Wraps `inner`, adding the file tool for `matrix:` sessions.
-    pub fn new(inner: Arc<dyn TurnTools>, client: ClientSlot, workspace: PathBuf) -> Self {
+    /// The file tool sending from `workspace` through the channel's `client`.
+    pub fn new(client: ClientSlot, workspace: PathBuf) -> Self {
         Self {
-            inner,
             send_file: Arc::new(SendFileTool::new(client, workspace)),
         }
     }
@@ -196,15 +195,15 @@ impl MatrixTurnTools {
 impl TurnTools for MatrixTurnTools {
     fn for_turn(
         &self,
-        session: &SessionId,
+        _session: &SessionId,
         metadata: &Map<String, Value>,
-        origin: &Origin,
+        _origin: &Origin,
     ) -> Vec<Arc<dyn Tool>> {
-        let mut tools = self.inner.for_turn(session, metadata, origin);
         if metadata.contains_key(routing::MATRIX_ROOM_ID) {
-            tools.push(self.send_file.clone());
+            vec![self.send_file.clone()]
+        } else {
+            Vec::new()
         }
-        tools
     }
 }
 

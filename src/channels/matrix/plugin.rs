@@ -15,8 +15,7 @@ use serde_json::{Map, Value};
 use super::routing;
 use super::{MatrixChannel, MatrixTurnTools};
 use crate::channels::plugin::{
-    ChannelPlugin, Identity, NoTools, OwnerTarget, Plugged, PluginContext, PluginError, Probe, on,
-    owner_ids,
+    ChannelPlugin, Identity, OwnerTarget, Plugged, PluginContext, PluginError, Probe, on, owner_ids,
 };
 use crate::config::{Config, GroupPolicy, SecretField};
 use crate::core::session::SessionId;
@@ -49,8 +48,7 @@ impl ChannelPlugin for MatrixPlugin {
             None => channel,
         });
         let status = channel.clone();
-        let tools =
-            MatrixTurnTools::new(Arc::new(NoTools), channel.client_slot(), workspace.clone());
+        let tools = MatrixTurnTools::new(channel.client_slot(), workspace.clone());
         Ok(Plugged {
             status: Some(Arc::new(status_fn(NAME, move || status.status()))),
             tools: Some(Arc::new(tools)),
