@@ -47,9 +47,15 @@ impl BotGateway {
         bot: &Account,
         matrix_extra: &str,
     ) -> Self {
-        let gateway = Self::spawn_model(home, llm, model, hs, bot, matrix_extra, None);
-        crate::support::bin::wait_ready(&gateway.http, &gateway.base, home).await;
-        gateway
+        Self::spawn_model(home, llm, model, hs, bot, matrix_extra, None)
+            .ready(home)
+            .await
+    }
+
+    /// Waits for `/readyz` of this gateway on `home`.
+    async fn ready(self, home: &Path) -> Self {
+        crate::support::bin::wait_ready(&self.http, &self.base, home).await;
+        self
     }
 
     /// [`Self::start`] with voice messages transcribed at `whisper` (an OpenAI-compatible
@@ -65,9 +71,9 @@ impl BotGateway {
         settings: &str,
     ) -> Self {
         let voice = Some((whisper, settings));
-        let gateway = Self::spawn_model(home, llm, DEFAULT_MODEL, hs, bot, matrix_extra, voice);
-        crate::support::bin::wait_ready(&gateway.http, &gateway.base, home).await;
-        gateway
+        Self::spawn_model(home, llm, DEFAULT_MODEL, hs, bot, matrix_extra, voice)
+            .ready(home)
+            .await
     }
 
     /// Starts the gateway and stops it again: afterwards the bot's device and store exist, and
