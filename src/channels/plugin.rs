@@ -6,8 +6,9 @@
 //! says of it, what `squidbot doctor` checks, which of its settings are secrets, who the owner
 //! is on it, and what a scheduled job aimed at one of its sessions carries (`route`). The
 //! composition root (`src/cli/gateway.rs`), `status`, `doctor`, the redactor and cron each loop
-//! over the one list, [`crate::channels::plugins`], so adding a channel is its folder plus one
-//! entry there and no arm anywhere else.
+//! over the one list, [`crate::channels::plugins`] (the entries of `channels!` in
+//! `src/channels/mod.rs`, then cron), so adding a channel is its folder plus one entry there and
+//! no arm anywhere else.
 //!
 //! A channel a build left out (a cargo feature) stays on the list as [`Unbuilt`], so a
 //! configuration that enables it is refused by name instead of being ignored.

@@ -3,7 +3,8 @@
 //! [`plugins`] is the list: the composition root builds the enabled ones from it, the gateway
 //! and `doctor` refuse the ones a build left out, `squidbot status` describes them, the
 //! redactor takes their secrets, and cron asks them where a job's replies go ([`Routes`]) and
-//! which conversation is the owner's ([`owner_target`]). Adding a channel adds one entry here.
+//! which conversation is the owner's ([`owner_target`]). Adding a channel adds one entry to the
+//! list in `src/channels/mod.rs` (`channels!`), which this reads.
 
 use std::path::Path;
 
@@ -14,39 +15,13 @@ use crate::config::{Config, SecretField};
 use crate::core::session::SessionId;
 use crate::cron::admin::JobRoutes;
 
-/// A plug-in of a channel behind a cargo feature: the channel when built, else [`Unbuilt`]
-/// under the feature's name, turned on by `$enabled`.
-///
-/// [`Unbuilt`]: super::plugin::Unbuilt
-macro_rules! gated {
-    ($feature:tt, $plugin:expr, $enabled:expr) => {{
-        #[cfg(feature = $feature)]
-        let plugin: Box<dyn ChannelPlugin> = Box::new($plugin);
-        #[cfg(not(feature = $feature))]
-        let plugin: Box<dyn ChannelPlugin> = Box::new(super::plugin::Unbuilt {
-            name: $feature,
-            enabled: $enabled,
-        });
-        plugin
-    }};
-}
-
-/// Every channel the gateway can run, in the order it starts them; cron, which fires jobs into
-/// the others' sessions, last (`src/cron/plugin.rs` says why it is on this list).
+/// Every channel the gateway can run, in the order it starts them: the list in
+/// `src/channels/mod.rs`, then cron, which fires jobs into the others' sessions
+/// (`src/cron/plugin.rs` says why it is on this list).
 pub fn plugins() -> Vec<Box<dyn ChannelPlugin>> {
-    vec![
-        Box::new(super::http::HttpPlugin),
-        gated!("matrix", super::matrix::MatrixPlugin, |config| config
-            .channels
-            .matrix
-            .enabled),
-        Box::new(super::heartbeat::HeartbeatPlugin),
-        gated!("email", super::email::EmailPlugin, |config| config
-            .channels
-            .email
-            .enabled),
-        Box::new(crate::cron::plugin::CronPlugin),
-    ]
+    let mut plugins = super::listed();
+    plugins.push(Box::new(crate::cron::plugin::CronPlugin));
+    plugins
 }
 
 /// The enabled channels this build left out.
@@ -118,4 +93,52 @@ pub fn owner_target(config: &Config, home: &Path) -> Result<OwnerTarget, String>
         "no default target: {}; pass --target SESSION (e.g. 'matrix:!room:server' or email:you@example.org)",
         missing.join("; ")
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{LoadedConfig, load_from_str};
+
+    fn load(yaml: &str) -> LoadedConfig {
+        let home = Path::new("/nonexistent/squidbot-home");
+        load_from_str(yaml, &home.join("squidbot.yaml"), home)
+            .unwrap_or_else(|error| panic!("{error}\n{yaml}"))
+    }
+
+    fn names() -> Vec<&'static str> {
+        plugins().iter().map(|plugin| plugin.name()).collect()
+    }
+
+    #[test]
+    fn the_list_starts_the_channels_in_its_order_and_cron_last() {
+        assert_eq!(names(), ["http", "matrix", "heartbeat", "email", "cron"]);
+    }
+
+    /// The entry's settings are the section that turns its own plug-in on: each `channels:`
+    /// field enables the plug-in of the same name and no other.
+    #[test]
+    fn each_channels_section_turns_on_its_own_plug_in() {
+        let base = load("agents:\n  heartbeat:\n    enabled: false\n").config;
+        for (name, yaml) in [
+            (
+                "matrix",
+                "channels:\n  matrix:\n    enabled: true\n    homeserver: http://127.0.0.1:1\n    user_id: '@bot:x'\n    access_token: t\n",
+            ),
+            (
+                "email",
+                "channels:\n  email:\n    enabled: true\n    imap_host: h\n    smtp_host: h\n    username: u\n    password: p\n    from_address: bot@x.org\n",
+            ),
+        ] {
+            let yaml = format!("{yaml}agents:\n  heartbeat:\n    enabled: false\n");
+            let config = load(&yaml).config;
+            let on: Vec<_> = plugins()
+                .iter()
+                .filter(|plugin| plugin.enabled(&config) && !plugin.enabled(&base))
+                .map(|plugin| plugin.name())
+                .collect();
+            assert_eq!(on, [name], "{yaml}");
+        }
+        assert_eq!(base.channels.sections().len(), 2, "matrix and email");
+    }
 }

@@ -27,7 +27,6 @@ mod known_secrets;
 mod load;
 pub(crate) mod owner;
 mod schema;
-mod schema_channels;
 mod schema_llm;
 mod schema_tools;
 pub(crate) mod secret;
@@ -46,7 +45,9 @@ pub use schema::{
     AgentsConfig, BudgetsConfig, Config, CronConfig, GatewayConfig, MissedRuns, PoolMember,
     SkillsConfig,
 };
-pub use schema_channels::ChannelsConfig;
+// The `channels` section is written by the list of channels (`src/channels/mod.rs`), one
+// field per channel that has settings.
+pub use crate::channels::ChannelsConfig;
 // The channels' own settings, named here too so that code reading the configuration does not
 // need to know which folder each section lives in.
 pub use crate::channels::email::config::EmailConfig;
