@@ -60,6 +60,17 @@ pub fn tool_names(request: &Value) -> Vec<String> {
 /// Waits (up to 30 s) until the gateway at `base` answers `/readyz` with 200; fails the test
 /// with the gateway's log (`home/gateway.log`) if it never does.
 pub async fn wait_ready(http: &reqwest::Client, base: &str, home: &Path) {
+    wait_ready_polling(http, base, home, std::time::Duration::from_millis(50)).await;
+}
+
+/// [`wait_ready`], asking every `every`: finer where the time to ready is what a test
+/// measures (the crash proof's restarts).
+pub async fn wait_ready_polling(
+    http: &reqwest::Client,
+    base: &str,
+    home: &Path,
+    every: std::time::Duration,
+) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         if let Ok(response) = http.get(format!("{base}/readyz")).send().await
@@ -72,7 +83,7 @@ pub async fn wait_ready(http: &reqwest::Client, base: &str, home: &Path) {
             "gateway not ready: {}",
             std::fs::read_to_string(home.join("gateway.log")).unwrap_or_default()
         );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        tokio::time::sleep(every).await;
     }
 }
 
