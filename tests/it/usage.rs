@@ -43,6 +43,25 @@ fn ledger(home: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// A fresh home whose config talks to `llm`, with `extra` YAML appended.
+fn home_on(llm: &ScriptedLlm, extra: &str) -> Home {
+    let home = Home::new();
+    home.write_config(&llm.url(), extra);
+    home
+}
+
+/// Runs `squidbot agent -m text` on `home`; it must print the scripted model's "ok".
+async fn agent_says_ok(home: &Home, text: &str) {
+    let output = home.run(&["agent", "-m", text]).await;
+    assert_eq!(stdout(&output), "ok\n", "{}", stderr(&output));
+}
+
+/// Fails unless `request` was sent without `stream_options` (asked again, or from the start,
+/// of a server that refuses them or cannot stream).
+fn assert_no_stream_options(request: &Value) {
+    assert!(request.get("stream_options").is_none(), "{request}");
+}
+
 /// Sums of what the server reported.
 fn reported_sum(reported: &[(String, Reported)]) -> (u64, u64, u64) {
     reported.iter().fold((0, 0, 0), |(p, c, k), (_, r)| {
@@ -294,8 +313,7 @@ async fn a_turn_budget_ends_the_turn_before_the_next_round() {
             json!({"path": "."}).to_string(),
         )],
     });
-    let home = Home::new();
-    home.write_config(&llm.url(), "budgets:\n  turn_tokens: 5\n");
+    let home = home_on(&llm, "budgets:\n  turn_tokens: 5\n");
     let output = home.run(&["agent", "-m", "look around"]).await;
     assert_eq!(output.status.code(), Some(1));
     let text = stderr(&output);
@@ -305,16 +323,14 @@ async fn a_turn_budget_ends_the_turn_before_the_next_round() {
     );
     assert_eq!(llm.request_count(), 1, "the second round was not asked for");
     // The next turn is a new turn with a fresh budget.
-    let output = home.run(&["agent", "-m", "hello"]).await;
-    assert_eq!(stdout(&output), "ok\n", "{}", stderr(&output));
+    agent_says_ok(&home, "hello").await;
 }
 
 #[tokio::test]
 async fn a_provider_without_usage_gets_estimates_marked_as_such() {
     let llm = ScriptedLlm::start().await;
     llm.set_handler(default_reply);
-    let home = Home::new();
-    home.write_config(&llm.url(), "");
+    let home = home_on(&llm, "");
     let output = home.run(&["agent", "-m", "hello there"]).await;
     assert_eq!(stdout(&output), "re: hello there\n", "{}", stderr(&output));
     let records = ledger(home.path());
@@ -342,17 +358,11 @@ async fn a_non_streamed_answer_reports_usage_too() {
     llm.report_usage();
     // llama.cpp's empty streamed body makes the client ask again without streaming.
     llm.enqueue(Reply::EmptyBody);
-    let home = Home::new();
-    home.write_config(&llm.url(), "");
-    let output = home.run(&["agent", "-m", "hi"]).await;
-    assert_eq!(stdout(&output), "ok\n", "{}", stderr(&output));
+    let home = home_on(&llm, "");
+    agent_says_ok(&home, "hi").await;
     let requests = llm.requests();
     assert_eq!(requests[1]["stream"], false);
-    assert!(
-        requests[1].get("stream_options").is_none(),
-        "{}",
-        requests[1]
-    );
+    assert_no_stream_options(&requests[1]);
     let records = ledger(home.path());
     assert_eq!(records.len(), 1);
     assert_eq!(records[0]["estimated"], false);
@@ -364,32 +374,21 @@ async fn a_server_that_rejects_stream_options_is_asked_again_without_them() {
     let llm = ScriptedLlm::start().await;
     llm.report_usage();
     llm.reject_stream_options();
-    let home = Home::new();
-    home.write_config(&llm.url(), "");
-    let output = home.run(&["agent", "-m", "hi"]).await;
-    assert_eq!(stdout(&output), "ok\n", "{}", stderr(&output));
+    let home = home_on(&llm, "");
+    agent_says_ok(&home, "hi").await;
     let requests = llm.requests();
     assert_eq!(requests.len(), 2);
     assert_eq!(requests[0]["stream_options"]["include_usage"], true);
-    assert!(
-        requests[1].get("stream_options").is_none(),
-        "{}",
-        requests[1]
-    );
+    assert_no_stream_options(&requests[1]);
     // Streamed without `include_usage`, the server reports nothing: the tokens are estimated.
     let records = ledger(home.path());
     assert_eq!(records.len(), 1);
     assert_eq!(records[0]["estimated"], true);
     // The next process knows it from the home: its first request goes without them.
-    let output = home.run(&["agent", "-m", "again"]).await;
-    assert_eq!(stdout(&output), "ok\n", "{}", stderr(&output));
+    agent_says_ok(&home, "again").await;
     let requests = llm.requests();
     assert_eq!(requests.len(), 3, "no wasted request");
-    assert!(
-        requests[2].get("stream_options").is_none(),
-        "{}",
-        requests[2]
-    );
+    assert_no_stream_options(&requests[2]);
 }
 
 /// A server that sends an empty stream when tools are offered (llama.cpp without a tool-call
@@ -398,10 +397,8 @@ async fn a_server_that_rejects_stream_options_is_asked_again_without_them() {
 async fn a_server_that_cannot_stream_tools_is_asked_unstreamed_from_then_on() {
     let llm = ScriptedLlm::start().await;
     llm.enqueue(Reply::EmptyBody);
-    let home = Home::new();
-    home.write_config(&llm.url(), "");
-    let output = home.run(&["agent", "-m", "hi"]).await;
-    assert_eq!(stdout(&output), "ok\n", "{}", stderr(&output));
+    let home = home_on(&llm, "");
+    agent_says_ok(&home, "hi").await;
     let requests = llm.requests();
     assert_eq!(requests.len(), 2);
     assert!(!requests[0]["tools"].as_array().unwrap().is_empty());
@@ -409,8 +406,7 @@ async fn a_server_that_cannot_stream_tools_is_asked_unstreamed_from_then_on() {
         (&requests[0]["stream"], &requests[1]["stream"]),
         (&json!(true), &json!(false))
     );
-    let output = home.run(&["agent", "-m", "again"]).await;
-    assert_eq!(stdout(&output), "ok\n", "{}", stderr(&output));
+    agent_says_ok(&home, "again").await;
     let requests = llm.requests();
     assert_eq!(requests.len(), 3, "no wasted request");
     assert_eq!(requests[2]["stream"], false);
@@ -420,8 +416,7 @@ async fn a_server_that_cannot_stream_tools_is_asked_unstreamed_from_then_on() {
 async fn a_torn_ledger_line_is_skipped_and_the_budget_still_counts_the_rest() {
     let llm = ScriptedLlm::start().await;
     llm.report_usage();
-    let home = Home::new();
-    home.write_config(&llm.url(), "budgets:\n  daily_tokens: 1000000\n");
+    let home = home_on(&llm, "budgets:\n  daily_tokens: 1000000\n");
     let output = home.run(&["agent", "-m", "one"]).await;
     assert!(output.status.success(), "{}", stderr(&output));
     // A crash mid-append leaves half a line.
