@@ -203,14 +203,9 @@ pub(crate) fn verify(
     home: &Path,
     answer: &'static str,
 ) -> tokio::task::JoinHandle<std::process::Output> {
-    let mut child = crate::support::bin::squidbot(home)
-        .args(["matrix", "verify", "--wait", "60"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child = crate::support::bin::spawn_piped(
+        crate::support::bin::squidbot(home).args(["matrix", "verify", "--wait", "60"]),
+    );
     let mut stdin = child.stdin.take().unwrap();
     tokio::spawn(async move {
         use tokio::io::AsyncWriteExt as _;

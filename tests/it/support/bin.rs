@@ -19,6 +19,18 @@ pub fn squidbot(home: &Path) -> tokio::process::Command {
     command
 }
 
+/// Starts `command` with its stdin, stdout and stderr piped to the test and killed when
+/// dropped: a process the test talks to while it runs.
+pub fn spawn_piped(command: &mut tokio::process::Command) -> tokio::process::Child {
+    command
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
+}
+
 /// Sends `signal` (`TERM`, `INT`, …) to a running child with the `kill` command.
 pub fn send_signal(child: &tokio::process::Child, signal: &str) {
     let pid = child.id().expect("the child is still running");
