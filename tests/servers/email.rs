@@ -496,14 +496,7 @@ async fn mail_from_another_allowed_sender_gets_no_private_memory_and_the_owners_
     let config = scene
         .config("[\"@LOCALHOST\"]")
         .trusting(&owner.to_uppercase());
-    let workspace = home.path().join("workspace");
-    std::fs::create_dir_all(&workspace).unwrap();
-    std::fs::write(
-        workspace.join("MEMORY.md"),
-        "- MEMORYMARK: the PIN is 4711\n",
-    )
-    .unwrap();
-    std::fs::write(workspace.join("USER.md"), "# User\n- USERMARK: the owner\n").unwrap();
+    crate::support::privacy::plant_private_memory(home.path(), "the PIN is 4711", "the owner");
     let gateway = scene.start(config).await;
     let to = bot.0.as_str();
 

@@ -40,14 +40,7 @@ async fn a_group_rooms_prompt_carries_no_private_memory_and_the_owners_dm_does_a
     let llm = ScriptedLlm::start().await;
     llm.set_handler(echo);
     let home = tempfile::tempdir().unwrap();
-    let workspace = home.path().join("workspace");
-    std::fs::create_dir_all(&workspace).unwrap();
-    std::fs::write(
-        workspace.join("MEMORY.md"),
-        "- MEMORYMARK: alice's PIN is 4711\n",
-    )
-    .unwrap();
-    std::fs::write(workspace.join("USER.md"), "# User\n- USERMARK: Alice\n").unwrap();
+    crate::support::privacy::plant_private_memory(home.path(), "alice's PIN is 4711", "Alice");
     // Alice is the owner; bob may talk to the bot too, in any room.
     let extra = format!(
         "    group_policy: open\n    allowlist: [\"{}\", \"{}\"]\nowner:\n  matrix: [\"{}\"]",

@@ -5,6 +5,24 @@ use serde_json::Value;
 
 use crate::support::bin::tool_names;
 
+/// Plants the owner's private memory in the workspace of `home`: MEMORY.md holding
+/// `MEMORYMARK: memory` and USER.md holding `USERMARK: user`, the markers
+/// [`private_parts`] looks for.
+pub fn plant_private_memory(home: &std::path::Path, memory: &str, user: &str) {
+    let workspace = home.join("workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::write(
+        workspace.join("MEMORY.md"),
+        format!("- MEMORYMARK: {memory}\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        workspace.join("USER.md"),
+        format!("# User\n- USERMARK: {user}\n"),
+    )
+    .unwrap();
+}
+
 /// The last user message of a recorded chat request.
 pub fn last_user(request: &Value) -> String {
     request["messages"]
