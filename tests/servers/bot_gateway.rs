@@ -2,14 +2,15 @@
 //! Synapse, on a home the test owns (so it can be restarted).
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
+use crate::support::bin::gateway_logging_to_home;
 use crate::support::config::TestConfig;
-use crate::support::matrix_client::{Account, Homeserver};
+use crate::support::daemon::{TOKEN, get};
+use crate::support::matrix_client::{Account, Homeserver, Human};
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 /// A gateway with the Matrix channel, on a home the test owns (so it can be restarted).
@@ -139,21 +140,7 @@ impl BotGateway {
             config = config.more_provider("whisper", url);
         }
         config.write(home);
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(home.join("gateway.log"))
-            .unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_squidbot"))
-            .arg("gateway")
-            .env("SQUIDBOT_HOME", home)
-            .env("HOME", home)
-            .env_remove("SQUIDBOT_CONFIG")
-            .env("RUST_LOG", "warn,squidbot=debug")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(log))
-            .kill_on_drop(true)
+        let child = gateway_logging_to_home(home, "warn,squidbot=debug")
             .spawn()
             .unwrap();
         Self {
@@ -164,25 +151,16 @@ impl BotGateway {
     }
 
     pub(crate) async fn status(&self) -> Value {
-        let response = self
-            .http
-            .get(format!("{}/status", self.base))
-            .bearer_auth(crate::support::daemon::TOKEN)
-            .send()
+        get(&self.http, &self.base, "/status", TOKEN)
             .await
-            .unwrap();
-        response.json().await.unwrap()
+            .json()
+            .await
+            .unwrap()
     }
 
     /// GETs `path`; returns status and body.
     pub(crate) async fn get(&self, path: &str) -> (u16, String) {
-        let response = self
-            .http
-            .get(format!("{}{path}", self.base))
-            .bearer_auth(crate::support::daemon::TOKEN)
-            .send()
-            .await
-            .unwrap();
+        let response = get(&self.http, &self.base, path, TOKEN).await;
         (response.status().as_u16(), response.text().await.unwrap())
     }
 
@@ -231,15 +209,21 @@ impl MatrixScene {
     /// Fresh accounts `bot…` and `alice…` on the shared Synapse; the model answers with
     /// `handler`.
     pub(crate) async fn new(handler: impl Fn(&Value) -> Reply + Send + Sync + 'static) -> Self {
+        let scene = Self::answering_ok().await;
+        scene.llm.set_handler(handler);
+        scene
+    }
+
+    /// [`Self::new`] with the scripted model's default answer, a streamed "ok": for the
+    /// tests of the bot's own state (its store, keys, login), where what it says is no matter.
+    pub(crate) async fn answering_ok() -> Self {
         let hs = Homeserver::shared();
         let (bot, alice) = (hs.register("bot"), hs.register("alice"));
-        let llm = ScriptedLlm::start().await;
-        llm.set_handler(handler);
         Self {
             hs,
             bot,
             alice,
-            llm,
+            llm: ScriptedLlm::start().await,
             home: tempfile::tempdir().unwrap(),
         }
     }
@@ -247,6 +231,11 @@ impl MatrixScene {
     /// `channels.matrix.allowlist` naming Alice (at the indentation of the channel's fields).
     pub(crate) fn allow_alice(&self) -> String {
         format!("    allowlist: [\"{}\"]", self.alice.user_id)
+    }
+
+    /// Alice, logged in.
+    pub(crate) async fn login_alice(&self) -> Human {
+        Human::login(&self.hs, &self.alice).await
     }
 
     /// [`BotGateway::start`] on this scene's home, model and bot.
@@ -259,6 +248,18 @@ impl MatrixScene {
             matrix_extra,
         )
         .await
+    }
+
+    /// [`BotGateway::spawn`] on this scene's home, model and bot: not waiting for it to be
+    /// ready.
+    pub(crate) fn spawn(&self, matrix_extra: &str) -> BotGateway {
+        BotGateway::spawn(
+            self.home.path(),
+            &self.llm.url(),
+            &self.hs,
+            &self.bot,
+            matrix_extra,
+        )
     }
 
     /// [`BotGateway::run_once`] on this scene's home, model and bot.

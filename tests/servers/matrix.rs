@@ -505,24 +505,16 @@ async fn open_and_allowlist_group_policies() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_answers_nothing_twice_and_misses_nothing_sent_while_down() {
     let scene = MatrixScene::new(echo).await;
-    let MatrixScene {
-        hs,
-        bot,
-        alice: a,
-        llm,
-        ..
-    } = &scene;
+    let MatrixScene { bot, llm, .. } = &scene;
     let extra = scene.allow_alice();
     let gateway = scene.start(&extra).await;
-    let alice = Human::login(hs, a).await;
+    let alice = scene.login_alice().await;
 
     // Said before the bot joined: never answered.
     let room = alice.create_room(&[], false).await;
     let room_id = room.room_id().to_owned();
     alice.say(&room_id, "before the bot was here").await;
-    room.invite_user_by_id(&bot.user_id.parse::<OwnedUserId>().unwrap())
-        .await
-        .unwrap();
+    alice.invite(&room, &bot.user_id).await;
     alice.wait_joined(&room_id, &bot.user_id).await;
     alice.say(&room_id, "one").await;
     alice.wait_messages(&room_id, &bot.user_id, 1).await;

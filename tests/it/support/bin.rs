@@ -19,6 +19,25 @@ pub fn squidbot(home: &Path) -> tokio::process::Command {
     command
 }
 
+/// `squidbot gateway` on `home` (its config written), logging at `rust_log` to
+/// `home/gateway.log`, appended (a restarted gateway's log follows the last one's, and
+/// [`wait_ready`] shows it when the gateway never gets ready); killed when dropped.
+pub fn gateway_logging_to_home(home: &Path, rust_log: &str) -> tokio::process::Command {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(home.join("gateway.log"))
+        .unwrap();
+    let mut command = squidbot(home);
+    command
+        .arg("gateway")
+        .env("RUST_LOG", rust_log)
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .kill_on_drop(true);
+    command
+}
+
 /// Starts `command` with its stdin, stdout and stderr piped to the test and killed when
 /// dropped: a process the test talks to while it runs.
 pub fn spawn_piped(command: &mut tokio::process::Command) -> tokio::process::Child {
