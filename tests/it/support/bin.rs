@@ -60,6 +60,19 @@ pub fn send_signal(child: &tokio::process::Child, signal: &str) {
     assert!(status.success(), "kill -{signal} {pid}");
 }
 
+/// Adds a cron job firing once, 2 s from now, at `session`, through `squidbot cron add` on
+/// `home`; fails the test when the command fails.
+pub async fn cron_once(home: &Path, name: &str, message: &str, session: &str) {
+    let at = (chrono::Utc::now() + chrono::Duration::seconds(2)).to_rfc3339();
+    let output = squidbot(home)
+        .args(["cron", "add", name, message, &format!("at {at}")])
+        .args(["--target", session])
+        .output()
+        .await
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+}
+
 /// Standard output as text.
 pub fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
