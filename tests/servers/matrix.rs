@@ -391,25 +391,24 @@ pub(crate) async fn group_room(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mention_policy_answers_real_mentions_and_invites_only_from_the_allowlist() {
-    let hs = Homeserver::shared();
-    let (bot, a, b, c) = (
-        hs.register("bot"),
-        hs.register("alice"),
-        hs.register("bob"),
-        hs.register("carol"),
-    );
-    let llm = ScriptedLlm::start().await;
-    llm.set_handler(echo);
-    let home = tempfile::tempdir().unwrap();
+    let scene = MatrixScene::new(echo).await;
+    let MatrixScene {
+        hs,
+        bot,
+        alice: a,
+        llm,
+        ..
+    } = &scene;
+    let (b, c) = (hs.register("bob"), hs.register("carol"));
     let extra = format!(
         "    group_policy: mention\n    allowlist: [\"{}\", \"{}\"]",
         a.user_id, b.user_id
     );
-    let _gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
+    let _gateway = scene.start(&extra).await;
     let (alice, bob, carol) = tokio::join!(
-        Human::login(&hs, &a),
-        Human::login(&hs, &b),
-        Human::login(&hs, &c)
+        Human::login(hs, a),
+        Human::login(hs, &b),
+        Human::login(hs, &c)
     );
     let stranger_room = carol.create_room(&[&bot.user_id], false).await;
     carol.say(stranger_room.room_id(), "hello bot").await;
