@@ -22,11 +22,11 @@ use squidbot::core::session::SessionId;
 use squidbot::storage::{JsonlStore, safe_id};
 use tokio::process::Child;
 
-use crate::summaries::{last_user_text, read_history, summarized, summary_reply};
+use crate::summaries::{read_history, summarized, summary_reply};
 use crate::support::bin::{squidbot, wait_ready_polling};
 use crate::support::config::TestConfig;
 use crate::support::free_port;
-use crate::support::scripted_llm::{Reply, ScriptedLlm};
+use crate::support::scripted_llm::{Reply, ScriptedLlm, last_user_text};
 
 const TOKEN: &str = "crash-token-0b7e";
 const SESSIONS: usize = 6;

@@ -27,10 +27,10 @@ use squidbot::core::session::SessionId;
 use squidbot::storage::safe_id;
 use tokio::io::AsyncReadExt;
 
-use crate::summaries::{last_user_text, read_history, summarized, summary_reply};
+use crate::summaries::{read_history, summarized, summary_reply};
 use crate::support::bin::{squidbot, wait_ready};
 use crate::support::free_port;
-use crate::support::scripted_llm::{Reply, ScriptedLlm};
+use crate::support::scripted_llm::{Reply, ScriptedLlm, last_user_text};
 
 const TOKEN: &str = "faults-token-41c2";
 const SESSIONS: usize = 20;

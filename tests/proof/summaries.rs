@@ -13,7 +13,7 @@ use squidbot::core::session::SessionId;
 use squidbot::storage::cursor_file::CursorFile;
 use squidbot::storage::safe_id;
 
-use crate::support::scripted_llm::Reply;
+use crate::support::scripted_llm::{Reply, last_user_text};
 
 /// The first words of the consolidation system prompt.
 const SUMMARY_MARK: &str = "You are a memory consolidation assistant. You write";
@@ -38,16 +38,6 @@ pub fn summary_reply(request: &Value) -> Option<Reply> {
     system
         .starts_with(CONSOLIDATION_MARK)
         .then(|| Reply::Text("Compact summary.".to_owned()))
-}
-
-/// The text of the last user message of `request`: what the scripted model echoes or acts on.
-pub fn last_user_text(request: &Value) -> String {
-    request["messages"]
-        .as_array()
-        .and_then(|messages| messages.iter().rev().find(|m| m["role"] == "user"))
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_owned()
 }
 
 /// The messages of one history file (none when there is no file) and how many torn lines it

@@ -21,7 +21,7 @@ use matrix_sdk::ruma::{OwnedUserId, RoomId};
 use serde_json::Value;
 
 use crate::support::matrix_client::{Account, Homeserver, Human, Seen};
-use crate::support::scripted_llm::{Reply, ScriptedLlm};
+use crate::support::scripted_llm::{Reply, ScriptedLlm, last_user_text};
 use crate::support::testenv;
 
 pub(crate) use crate::bot_gateway::{BotGateway, MatrixScene};
@@ -29,12 +29,7 @@ pub(crate) use crate::bot_gateway::{BotGateway, MatrixScene};
 /// The scripted LLM: `**echo** <last user text>`, after 1.5 s when the text says "slow", and
 /// a reply over 16 KB (so it is split) when it says "long".
 pub(crate) fn echo(request: &Value) -> Reply {
-    let user = request["messages"]
-        .as_array()
-        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_owned();
+    let user = last_user_text(request);
     if user.contains("long") {
         return Reply::Text(format!("start {} end", "word ".repeat(5000)));
     }

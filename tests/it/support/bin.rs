@@ -22,6 +22,7 @@ pub fn squidbot(home: &Path) -> tokio::process::Command {
 /// `squidbot gateway` on `home` (its config written), logging at `rust_log` to
 /// `home/gateway.log`, appended (a restarted gateway's log follows the last one's, and
 /// [`wait_ready`] shows it when the gateway never gets ready); killed when dropped.
+#[allow(dead_code)] // only the server suites (tests/servers) use it so far
 pub fn gateway_logging_to_home(home: &Path, rust_log: &str) -> tokio::process::Command {
     let log = std::fs::OpenOptions::new()
         .create(true)
@@ -62,6 +63,7 @@ pub fn send_signal(child: &tokio::process::Child, signal: &str) {
 
 /// Adds a cron job firing once, 2 s from now, at `session`, through `squidbot cron add` on
 /// `home`; fails the test when the command fails.
+#[allow(dead_code)] // only the server suites (tests/servers) use it so far
 pub async fn cron_once(home: &Path, name: &str, message: &str, session: &str) {
     let at = (chrono::Utc::now() + chrono::Duration::seconds(2)).to_rfc3339();
     let output = squidbot(home)

@@ -4,6 +4,7 @@
 use serde_json::Value;
 
 use crate::support::bin::tool_names;
+use crate::support::scripted_llm::last_user_text;
 
 /// Plants the owner's private memory in the workspace of `home`: MEMORY.md holding
 /// `MEMORYMARK: memory` and USER.md holding `USERMARK: user`, the markers
@@ -23,23 +24,13 @@ pub fn plant_private_memory(home: &std::path::Path, memory: &str, user: &str) {
     .unwrap();
 }
 
-/// The last user message of a recorded chat request.
-pub fn last_user(request: &Value) -> String {
-    request["messages"]
-        .as_array()
-        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_owned()
-}
-
 /// Whether the first recorded request whose last user message satisfies `asked` carried the
 /// owner's private memory: `(MEMORY.md, USER.md, memory_write offered)`, told apart by the
 /// markers `MEMORYMARK` and `USERMARK` the privacy tests plant.
 pub fn private_parts(requests: &[Value], asked: impl Fn(&str) -> bool) -> (bool, bool, bool) {
     let request = requests
         .iter()
-        .find(|r| asked(&last_user(r)))
+        .find(|r| asked(&last_user_text(r)))
         .expect("a request for the message");
     let system = request["messages"][0]["content"]
         .as_str()
