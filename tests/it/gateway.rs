@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::harness::{default_reply, system_text};
 use crate::support::config::TestConfig;
-use crate::support::daemon::{Gateway, TOKEN, sse_events};
+use crate::support::daemon::{Gateway, TOKEN, deltas, sse_events};
 use crate::support::gateway::Events;
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
@@ -23,25 +23,10 @@ async fn the_message_api_answers_plain_and_streamed() {
     assert_eq!(body, serde_json::json!({ "reply": "re: hello" }));
 
     llm.enqueue(Reply::Text("streamed answer here".into()));
-    let response = gw
-        .http
-        .post(format!("{}/v1/sessions/alice/messages", gw.base))
-        .bearer_auth(TOKEN)
-        .header("accept", "text/event-stream")
-        .json(&serde_json::json!({ "text": "stream please" }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    let events = sse_events(&response.text().await.unwrap());
-    let deltas: String = events
-        .iter()
-        .filter(|(n, _)| n == "delta")
-        .map(|(_, d)| d["text"].as_str().unwrap())
-        .collect();
-    assert_eq!(deltas, "streamed answer here");
+    let events = gw.say_streamed("alice", "stream please").await;
+    assert_eq!(deltas(&events).concat(), "streamed answer here");
     assert!(
-        events.iter().filter(|(n, _)| n == "delta").count() > 1,
+        deltas(&events).len() > 1,
         "it arrived in pieces: {events:?}"
     );
     assert_eq!(
@@ -632,22 +617,8 @@ async fn issue_36_tool_call_markup_never_reaches_a_streaming_client() {
 /// Asks `gw` over SSE and checks what the client received (see the test above).
 async fn markup_is_held_back(gw: &Gateway, llm: &ScriptedLlm, api: &str) {
     let before = llm.request_count();
-    let response = gw
-        .http
-        .post(format!("{}/v1/sessions/alice/messages", gw.base))
-        .bearer_auth(TOKEN)
-        .header("accept", "text/event-stream")
-        .json(&serde_json::json!({ "text": "list them" }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    let events = sse_events(&response.text().await.unwrap());
-    let deltas: Vec<&str> = events
-        .iter()
-        .filter(|(n, _)| n == "delta")
-        .map(|(_, d)| d["text"].as_str().unwrap())
-        .collect();
+    let events = gw.say_streamed("alice", "list them").await;
+    let deltas = deltas(&events);
     let shown = deltas.concat();
     for markup in ["tool", "_c", "all>", "{", "}", "name", "</"] {
         assert!(

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::harness::system_text;
 use crate::support::config::TestConfig;
-use crate::support::daemon::{Gateway, TOKEN};
+use crate::support::daemon::{Gateway, TOKEN, deltas};
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 /// The provider's key, given to the daemon through `api_key_env`.
@@ -375,23 +375,10 @@ async fn secrets_are_redacted_from_replies_streams_history_and_prompts() {
     llm.enqueue(Reply::Text(format!(
         "streamed {PROVIDER_KEY} and {PROVIDER_KEY} again"
     )));
-    let response = gw
-        .http
-        .post(format!("{}/v1/sessions/leak/messages", gw.base))
-        .bearer_auth(TOKEN)
-        .header("accept", "text/event-stream")
-        .json(&json!({ "text": "stream it" }))
-        .send()
-        .await
-        .unwrap();
-    let events = crate::support::daemon::sse_events(&response.text().await.unwrap());
-    let deltas: String = events
-        .iter()
-        .filter(|(name, _)| name == "delta")
-        .map(|(_, data)| data["text"].as_str().unwrap())
-        .collect();
+    let events = gw.say_streamed("leak", "stream it").await;
     assert_eq!(
-        deltas, "streamed [redacted] and [redacted] again",
+        deltas(&events).concat(),
+        "streamed [redacted] and [redacted] again",
         "{events:?}"
     );
     for (_, data) in &events {

@@ -38,6 +38,39 @@ pub async fn post_text(http: &reqwest::Client, url: &str, token: &str, text: &st
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
+/// POSTs `text` as a message to `url` (a session's `/messages`) with `token`, asking for a
+/// stream; fails unless it answers 200; the stream's events ([`sse_events`]).
+pub async fn post_streamed(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    text: &str,
+) -> Vec<(String, Value)> {
+    let response = http
+        .post(url)
+        .bearer_auth(token)
+        .header("accept", "text/event-stream")
+        .json(&serde_json::json!({ "text": text }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    sse_events(&response.text().await.unwrap())
+}
+
+/// The texts of a stream's `delta` events, in order.
+pub fn deltas(events: &[(String, Value)]) -> Vec<&str> {
+    events
+        .iter()
+        .filter(|(name, _)| name == "delta")
+        .map(|(_, data)| {
+            data["text"]
+                .as_str()
+                .unwrap_or_else(|| panic!("a delta without text: {data}"))
+        })
+        .collect()
+}
+
 /// GETs `path` of the gateway at `base` with `token`.
 pub async fn get(http: &reqwest::Client, base: &str, path: &str, token: &str) -> reqwest::Response {
     http.get(format!("{base}{path}"))
@@ -237,6 +270,12 @@ impl Gateway {
     pub async fn say(&self, id: &str, text: &str) -> (u16, Value) {
         let url = format!("{}/v1/sessions/{id}/messages", self.base);
         post_text(&self.http, &url, TOKEN, text).await
+    }
+
+    /// POSTs a message with the right token, asking for a stream; its events.
+    pub async fn say_streamed(&self, id: &str, text: &str) -> Vec<(String, Value)> {
+        let url = format!("{}/v1/sessions/{id}/messages", self.base);
+        post_streamed(&self.http, &url, TOKEN, text).await
     }
 
     /// GETs `path` as the owner would (with the token) and parses the JSON.
