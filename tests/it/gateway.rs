@@ -58,12 +58,7 @@ async fn the_message_api_refuses_a_missing_or_wrong_token_and_bad_input() {
         .await
         .unwrap();
     assert_eq!(wrong.status(), 401);
-    let events = gw
-        .http
-        .get(format!("{}/v1/sessions/mallory/events", gw.base))
-        .send()
-        .await
-        .unwrap();
+    let events = gw.get_anonymous("/v1/sessions/mallory/events").await;
     assert_eq!(events.status(), 401);
     assert_eq!(llm.request_count(), 0, "nothing reached the agent");
     assert!(!gw.session_file("mallory").exists());
@@ -230,22 +225,12 @@ async fn status_and_metrics_describe_the_running_gateway() {
             .unwrap()
             .ends_with("bundled-skills/memory/SKILL.md")
     );
-    let ready = gw
-        .http
-        .get(format!("{}/readyz", gw.base))
-        .send()
-        .await
-        .unwrap();
+    let ready = gw.get_anonymous("/readyz").await;
     assert_eq!(ready.status(), 200);
 
     // #35 item 5: usage and activity only with the token; and no route answers a request
     // that names another host (a DNS-rebinding page), health included.
-    let bare = gw
-        .http
-        .get(format!("{}/metrics", gw.base))
-        .send()
-        .await
-        .unwrap();
+    let bare = gw.get_anonymous("/metrics").await;
     assert_eq!(bare.status(), 401);
     assert!(!bare.text().await.unwrap().contains("squidbot_"));
     for path in ["/healthz", "/status", "/metrics"] {

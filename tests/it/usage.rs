@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::harness::default_reply;
 use crate::support::bin::{stderr, stdout};
 use crate::support::config::TestConfig;
-use crate::support::daemon::{Gateway, TOKEN, sse_events};
+use crate::support::daemon::{Gateway, sse_events};
 use crate::support::gateway::Events;
 use crate::support::home::Home;
 use crate::support::scripted_llm::{Reply, Reported, ScriptedLlm};
@@ -491,13 +491,7 @@ async fn cron_runs_over_budget_are_skipped_visibly_and_the_owner_told_once() {
 
     // After a restart the budget still holds, and the owner, told today, is not told again.
     gateway.restart().await;
-    let mut events = gateway
-        .http
-        .get(format!("{}/v1/sessions/inbox/events", gateway.base))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap();
+    let mut events = Events::open(&gateway, "inbox").await;
     let deadline = Instant::now() + Duration::from_secs(40);
     loop {
         let status = gateway.get_json("/status").await;
@@ -508,12 +502,7 @@ async fn cron_runs_over_budget_are_skipped_visibly_and_the_owner_told_once() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let mut body = String::new();
-    while let Ok(Ok(Some(chunk))) =
-        tokio::time::timeout(Duration::from_millis(200), events.chunk()).await
-    {
-        body.push_str(&String::from_utf8_lossy(&chunk));
-    }
-    assert!(!body.contains("event: message"), "{body}");
+    events.drain(Duration::from_millis(200)).await;
+    assert!(!events.seen.contains("event: message"), "{}", events.seen);
     assert_eq!(llm.request_count(), calls);
 }

@@ -223,6 +223,12 @@ impl Gateway {
     /// Stops the gateway (SIGTERM) and starts it again on the same home, config and port.
     pub async fn restart(&mut self) {
         self.terminate().await;
+        self.respawn().await;
+    }
+
+    /// Starts the gateway again on the same home, config and port, once the last process is
+    /// gone (a test that killed it); waits for `/readyz`.
+    pub async fn respawn(&mut self) {
         self.child = spawn_gateway(self.home.path(), &self.env, Stdio::piped(), None);
         self.wait_ready().await;
     }
@@ -276,6 +282,15 @@ impl Gateway {
     pub async fn say_streamed(&self, id: &str, text: &str) -> Vec<(String, Value)> {
         let url = format!("{}/v1/sessions/{id}/messages", self.base);
         post_streamed(&self.http, &url, TOKEN, text).await
+    }
+
+    /// GETs `path` without the token, as anyone who can reach the port would.
+    pub async fn get_anonymous(&self, path: &str) -> reqwest::Response {
+        self.http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap()
     }
 
     /// GETs `path` as the owner would (with the token) and parses the JSON.
