@@ -117,8 +117,7 @@ async fn spent_gateway(more: &str) -> (ScriptedLlm, Gateway) {
     let extra =
         format!("agents:\n  heartbeat:\n    enabled: false\nbudgets:\n  daily_tokens: 20\n{more}");
     let gateway = Gateway::start_yaml(&config(&llm.url(), &extra)).await;
-    let (_, body) = gateway.say("a", "hello").await;
-    assert_eq!(body["reply"], "re: hello");
+    assert_eq!(gateway.reply("a", "hello").await, "re: hello");
     (llm, gateway)
 }
 
@@ -150,9 +149,7 @@ async fn ledger_metrics_status_and_cli_equal_what_the_server_reported() {
     llm.set_handler(delegating_reply);
     let extra = "agents:\n  heartbeat:\n    enabled: false\n  consolidation_threshold: 4\n  keep_recent: 2\ntools:\n  spawn:\n    enabled: true\n";
     let gateway = Gateway::start_yaml(&config(&llm.url(), extra)).await;
-    let (status, body) = gateway.say("u", "delegate").await;
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(body["reply"], "delegated");
+    assert_eq!(gateway.reply("u", "delegate").await, "delegated");
     for i in 0..4 {
         let (status, _) = gateway.say("u", &format!("m{i}")).await;
         assert_eq!(status, 200);

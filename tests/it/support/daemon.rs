@@ -278,6 +278,17 @@ impl Gateway {
         post_text(&self.http, &url, TOKEN, text).await
     }
 
+    /// The reply to `text` in the session `id` ([`Gateway::say`]); fails unless it answered
+    /// 200 with one.
+    pub async fn reply(&self, id: &str, text: &str) -> String {
+        let (status, body) = self.say(id, text).await;
+        assert_eq!(status, 200, "{body}");
+        body["reply"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no reply: {body}"))
+            .to_owned()
+    }
+
     /// POSTs a message with the right token, asking for a stream; its events.
     pub async fn say_streamed(&self, id: &str, text: &str) -> Vec<(String, Value)> {
         let url = format!("{}/v1/sessions/{id}/messages", self.base);
