@@ -407,7 +407,7 @@ async fn mention_policy_answers_real_mentions_and_invites_only_from_the_allowlis
     );
     let stranger_room = carol.create_room(&[&bot.user_id], false).await;
     carol.say(stranger_room.room_id(), "hello bot").await;
-    let room_id = group_room(&alice, &bob, &bot).await;
+    let room_id = group_room(&alice, &bob, bot).await;
 
     alice.say(&room_id, "nobody is mentioned here").await;
     alice
