@@ -430,24 +430,9 @@ async fn a_cron_job_is_delivered_to_an_http_session_and_an_unroutable_one_is_rep
     let llm = ScriptedLlm::start().await;
     llm.set_handler(default_reply);
     let gw = Gateway::start(&llm.url(), "", &[]).await;
-    let cron = |args: &[&str]| gw.cron(args);
     // Another process (the CLI) edits the job store while the gateway runs.
-    cron(&[
-        "add",
-        "ping",
-        "say pong",
-        "every 1",
-        "--target",
-        "http:inbox",
-    ]);
-    cron(&[
-        "add",
-        "lost",
-        "nobody hears this",
-        "every 1",
-        "--target",
-        "matrix:!room:example.org",
-    ]);
+    gw.cron_every_second("ping", "say pong", "http:inbox");
+    gw.cron_every_second("lost", "nobody hears this", "matrix:!room:example.org");
 
     let mut events = Events::open(&gw, "inbox").await;
     let first = events.next_within("message", Duration::from_secs(40)).await;

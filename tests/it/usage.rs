@@ -441,14 +441,7 @@ async fn cron_runs_over_budget_are_skipped_visibly_and_the_owner_told_once() {
     let calls = llm.request_count();
 
     let mut events = Events::open(&gateway, "inbox").await;
-    gateway.cron(&[
-        "add",
-        "ping",
-        "say pong",
-        "every 1",
-        "--target",
-        "http:inbox",
-    ]);
+    gateway.cron_every_second("ping", "say pong", "http:inbox");
 
     // The first skipped run tells the owner; later ones are only counted.
     events.next_within("message", Duration::from_secs(40)).await;

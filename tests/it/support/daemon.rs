@@ -272,6 +272,11 @@ impl Gateway {
         );
     }
 
+    /// Adds a job `name` saying `message` to `target` every second, through `squidbot cron`.
+    pub fn cron_every_second(&self, name: &str, message: &str, target: &str) {
+        self.cron(&["add", name, message, "every 1", "--target", target]);
+    }
+
     /// POSTs a message with the right token; returns status and JSON body.
     pub async fn say(&self, id: &str, text: &str) -> (u16, Value) {
         let url = format!("{}/v1/sessions/{id}/messages", self.base);
