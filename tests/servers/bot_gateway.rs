@@ -77,32 +77,6 @@ impl BotGateway {
             .await
     }
 
-    /// Starts the gateway and stops it again: afterwards the bot's device and store exist, and
-    /// the bot is down.
-    pub(crate) async fn run_once(
-        home: &Path,
-        llm: &str,
-        hs: &Homeserver,
-        bot: &Account,
-        matrix_extra: &str,
-    ) {
-        Self::start(home, llm, hs, bot, matrix_extra)
-            .await
-            .stop()
-            .await;
-    }
-
-    /// Starts the gateway without waiting for it to be ready.
-    pub(crate) fn spawn(
-        home: &Path,
-        llm: &str,
-        hs: &Homeserver,
-        bot: &Account,
-        matrix_extra: &str,
-    ) -> Self {
-        Self::spawn_model(home, llm, DEFAULT_MODEL, hs, bot, matrix_extra, None)
-    }
-
     fn spawn_model(
         home: &Path,
         llm: &str,
@@ -250,27 +224,24 @@ impl MatrixScene {
         .await
     }
 
-    /// [`BotGateway::spawn`] on this scene's home, model and bot: not waiting for it to be
+    /// [`BotGateway::start`] on this scene's home, model and bot without waiting for it to be
     /// ready.
     pub(crate) fn spawn(&self, matrix_extra: &str) -> BotGateway {
-        BotGateway::spawn(
-            self.home.path(),
-            &self.llm.url(),
+        let (home, llm) = (self.home.path(), self.llm.url());
+        BotGateway::spawn_model(
+            home,
+            &llm,
+            DEFAULT_MODEL,
             &self.hs,
             &self.bot,
             matrix_extra,
+            None,
         )
     }
 
-    /// [`BotGateway::run_once`] on this scene's home, model and bot.
+    /// Starts the gateway and stops it again: afterwards the bot's device and store exist, and
+    /// the bot is down.
     pub(crate) async fn run_once(&self, matrix_extra: &str) {
-        BotGateway::run_once(
-            self.home.path(),
-            &self.llm.url(),
-            &self.hs,
-            &self.bot,
-            matrix_extra,
-        )
-        .await;
+        self.start(matrix_extra).await.stop().await;
     }
 }

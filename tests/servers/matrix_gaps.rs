@@ -218,12 +218,10 @@ async fn wait_broken(gateway: &BotGateway, home: &std::path::Path) -> Value {
 /// `/readyz`, and not retried in a loop.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_login_is_reported_broken_and_not_retried() {
-    let hs = Homeserver::shared();
-    let mut bot = hs.register("bot");
-    bot.password = "not-the-password".into();
-    let llm = ScriptedLlm::start().await;
-    let home = tempfile::tempdir().unwrap();
-    let gateway = BotGateway::spawn(home.path(), &llm.url(), &hs, &bot, "");
+    let mut scene = MatrixScene::answering_ok().await;
+    scene.bot.password = "not-the-password".into();
+    let home = &scene.home;
+    let gateway = scene.spawn("");
     let matrix = wait_broken(&gateway, home.path()).await;
     assert!(
         matrix["last_error"]
