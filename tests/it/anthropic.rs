@@ -10,11 +10,11 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use squidbot::core::message::{Message, ReasoningState, Role, ToolCall};
+use squidbot::core::message::{Message, Role};
 use squidbot::llm::{AnthropicLlm, Endpoint, Timeouts, http_client};
 
 use crate::provider_replays::{ledger, recording, replay};
-use crate::request_shapes::ask_with_shell;
+use crate::request_shapes::{ask_with_shell, reasoned_calls, shell_result};
 use crate::support::bin::{stderr, stdout};
 use crate::support::home::Home;
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
@@ -393,39 +393,28 @@ async fn issue_36_a_crossed_history_keeps_the_documented_shape() {
     let timeouts = Timeouts::default();
     let client = AnthropicLlm::new(http_client(&timeouts).unwrap(), endpoint, timeouts);
     let now = chrono::Utc::now().fixed_offset();
-    let call = |id: &str| ToolCall {
-        id: id.into(),
-        name: "shell".into(),
-        arguments: json!({"command": "date"}),
-        provider_state: None,
-    };
-    let result = |id: &str| {
-        let mut result = Message::new(Role::Tool, "Thu Nov 26 10:00:00 UTC 2026", now);
-        result.tool_call_id = Some(id.into());
-        result
-    };
     let thinking = json!({"type": "thinking", "thinking": "hm", "signature": "sig"});
     let redacted = json!({"type": "redacted_thinking", "data": "opaque"});
-    let mut reasoned = Message::new(Role::Assistant, "", now);
-    reasoned.reasoning_state = Some(ReasoningState {
-        api: "responses".into(),
-        items: vec![json!({"type": "reasoning", "encrypted_content": "gAAAA-1"})],
-    });
-    reasoned.tool_calls = Some(vec![call("functions.shell:0")]);
-    let mut thought = Message::new(Role::Assistant, "Checking again.", now);
-    thought.reasoning_state = Some(ReasoningState {
-        api: "anthropic".into(),
-        items: vec![thinking.clone(), redacted.clone()],
-    });
-    thought.tool_calls = Some(vec![call("toolu_01")]);
+    let reasoned = reasoned_calls(
+        "",
+        "responses",
+        vec![json!({"type": "reasoning", "encrypted_content": "gAAAA-1"})],
+        &["functions.shell:0"],
+    );
+    let thought = reasoned_calls(
+        "Checking again.",
+        "anthropic",
+        vec![thinking.clone(), redacted.clone()],
+        &["toolu_01"],
+    );
     let messages: Vec<Arc<Message>> = [
         Message::new(Role::System, "You are squidbot.", now),
-        result("call_lost"),
+        shell_result("call_lost"),
         Message::new(Role::User, "what time is it?", now),
         reasoned,
-        result("functions.shell:0"),
+        shell_result("functions.shell:0"),
         thought,
-        result("toolu_01"),
+        shell_result("toolu_01"),
     ]
     .into_iter()
     .map(Arc::new)

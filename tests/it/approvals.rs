@@ -6,7 +6,6 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::process::Command;
 
 use crate::support::config::TestConfig;
 use crate::support::daemon::{Gateway, TOKEN};
@@ -46,15 +45,7 @@ async fn an_approved_command_runs_once_and_a_refusal_ends_the_asking() {
     let status = gw.get_json("/status").await;
     assert_eq!(status["approvals"][0]["id"], first["id"], "{status}");
     // Without the token: health only, no sessions, approvals or commands.
-    let open: serde_json::Value = gw
-        .http
-        .get(format!("{}/status", gw.base))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let open: serde_json::Value = gw.get_anonymous("/status").await.json().await.unwrap();
     assert_eq!(
         open["channels"]["http"]["state"],
         status["channels"]["http"]["state"]
@@ -265,33 +256,7 @@ async fn a_request_open_at_a_crash_never_runs_and_the_owner_is_told() {
     drop(events);
 
     // The same home and port again.
-    let mut command = Command::new(env!("CARGO_BIN_EXE_squidbot"));
-    command
-        .arg("gateway")
-        .env("SQUIDBOT_HOME", gw.home())
-        .env("HOME", gw.home())
-        .env_remove("SQUIDBOT_CONFIG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true);
-    gw.child = command.spawn().unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    while gw
-        .http
-        .get(format!("{}/readyz", gw.base))
-        .send()
-        .await
-        .map(|r| r.status().as_u16())
-        .ok()
-        != Some(200)
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the gateway did not come back"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    gw.respawn().await;
     let (code, _) = decide(&gw, "ops", &id, json!({"decision": "approve"})).await;
     assert_eq!(code, 410, "a request of the previous run is expired");
     let mut events = Events::open(&gw, "ops").await;

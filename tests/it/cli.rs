@@ -180,18 +180,8 @@ async fn onboard_writes_a_config_that_loads_and_does_not_clobber_it() {
     let llm = ScriptedLlm::start().await;
     let home = Home::new();
     let url = llm.url();
-    let output = home
-        .run(&[
-            "onboard",
-            "--api-base",
-            &url,
-            "--model",
-            "scripted-model",
-            "--api-key-env",
-            "SQUIDBOT_TEST_KEY",
-        ])
+    home.onboard(&url, &["--api-key-env", "SQUIDBOT_TEST_KEY"])
         .await;
-    assert!(output.status.success(), "{}", stderr(&output));
     assert!(home.config().exists());
     assert!(home.path().join("workspace").is_dir());
     let first = std::fs::read_to_string(home.config()).unwrap();
@@ -202,10 +192,7 @@ async fn onboard_writes_a_config_that_loads_and_does_not_clobber_it() {
     assert!(example.contains("run_as:") && example.contains("shutdown_grace_seconds:"));
 
     // The same command again is a no-op that succeeds (idempotent), and so is a bare onboard.
-    let same = home
-        .run(&["onboard", "--api-base", &url, "--model", "scripted-model"])
-        .await;
-    assert!(same.status.success(), "{}", stderr(&same));
+    home.onboard(&url, &[]).await;
     let bare = home.run(&["onboard"]).await;
     assert!(bare.status.success(), "{}", stderr(&bare));
     assert_eq!(std::fs::read_to_string(home.config()).unwrap(), first);
@@ -327,16 +314,7 @@ async fn the_interactive_agent_answers_each_line_and_stops_at_an_exit_word_or_eo
 async fn a_fresh_sessions_prompt_with_every_tool_on_stays_under_12k_chars() {
     let llm = ScriptedLlm::start().await;
     let home = Home::new();
-    let onboard = home
-        .run(&[
-            "onboard",
-            "--api-base",
-            &llm.url(),
-            "--model",
-            "scripted-model",
-        ])
-        .await;
-    assert!(onboard.status.success(), "{}", stderr(&onboard));
+    home.onboard(&llm.url(), &[]).await;
     let config = std::fs::read_to_string(home.config()).unwrap();
     let tools = "tools:\n  web_search:\n    enabled: true\n    provider: searxng\n    url: http://127.0.0.1:9\n  spawn:\n    enabled: true\n";
     std::fs::write(home.config(), format!("{config}\n{tools}")).unwrap();

@@ -19,9 +19,7 @@ async fn help_and_status_are_answered_without_the_llm_or_the_history() {
     llm.set_handler(default_reply);
     let gw = Gateway::start(&llm.url(), "", &[]).await;
 
-    let (status, body) = gw.say("cmds", "/help").await;
-    assert_eq!(status, 200, "{body}");
-    let help = body["reply"].as_str().unwrap();
+    let help = gw.reply("cmds", "/help").await;
     for command in ["/help", "/stop", "/status"] {
         assert!(help.contains(command), "{help}");
     }
@@ -30,9 +28,7 @@ async fn help_and_status_are_answered_without_the_llm_or_the_history() {
 
     let (status, body) = gw.say("cmds", "hello there").await;
     assert_eq!(status, 200, "{body}");
-    let (status, body) = gw.say("cmds", " /STATUS ").await;
-    assert_eq!(status, 200, "{body}");
-    let line = body["reply"].as_str().unwrap();
+    let line = gw.reply("cmds", " /STATUS ").await;
     assert!(
         line.starts_with("model: default: small (scripted-model) · conversation: 2 messages"),
         "{line}"
@@ -153,9 +149,7 @@ async fn model_lists_switches_this_conversation_survives_a_restart_and_goes_back
     llm.set_handler(default_reply);
     let mut gw = two_models(&llm).await;
 
-    let (status, body) = gw.say("m", "/model").await;
-    assert_eq!(status, 200, "{body}");
-    let list = body["reply"].as_str().unwrap();
+    let list = gw.reply("m", "/model").await;
     for line in [
         "* default (pool: small), the default",
         "- both (pool: big, small)",
@@ -165,16 +159,14 @@ async fn model_lists_switches_this_conversation_survives_a_restart_and_goes_back
         assert!(list.contains(line), "{line:?} in {list}");
     }
 
-    let (_, body) = gw.say("m", "/model huge").await;
-    let unknown = body["reply"].as_str().unwrap();
+    let unknown = gw.reply("m", "/model huge").await;
     assert!(
         unknown.starts_with("There is no model or pool named huge; nothing changed.")
             && unknown.contains("- big (model: big-model)"),
         "{unknown}"
     );
-    let (_, body) = gw.say("m", "/model big").await;
     assert_eq!(
-        body["reply"],
+        gw.reply("m", "/model big").await,
         "This conversation now uses big (model: big-model)."
     );
     assert_eq!(llm.request_count(), 0, "commands never reach the LLM");
@@ -191,23 +183,13 @@ async fn model_lists_switches_this_conversation_survives_a_restart_and_goes_back
         "big-model",
         "the choice survives a restart"
     );
-    let (_, body) = gw.say("m", "/model").await;
-    assert!(
-        body["reply"]
-            .as_str()
-            .unwrap()
-            .contains("* big (model: big-model)"),
-        "{body}"
-    );
-    let (_, body) = gw.say("m", "/status").await;
-    assert!(
-        body["reply"].as_str().unwrap().starts_with("model: big"),
-        "{body}"
-    );
+    let list = gw.reply("m", "/model").await;
+    assert!(list.contains("* big (model: big-model)"), "{list}");
+    let status = gw.reply("m", "/status").await;
+    assert!(status.starts_with("model: big"), "{status}");
 
-    let (_, body) = gw.say("m", "/model default").await;
     assert_eq!(
-        body["reply"],
+        gw.reply("m", "/model default").await,
         "This conversation is back on the default, default."
     );
     gw.say("m", "and now?").await;
@@ -232,10 +214,8 @@ async fn new_starts_an_empty_session_and_the_old_one_stays_searchable() {
     let old_history = std::fs::read_to_string(&old).unwrap();
     assert_eq!(old_history.lines().count(), 2);
 
-    let (status, body) = gw.say("n", "/new").await;
-    assert_eq!(status, 200, "{body}");
     assert_eq!(
-        body["reply"],
+        gw.reply("n", "/new").await,
         "New conversation started. The previous one stays in the history as http:n; search_history finds it."
     );
     let before = llm.request_count();
@@ -290,37 +270,29 @@ async fn compact_summarizes_now_or_says_there_is_nothing_to_do() {
     let llm = ScriptedLlm::start().await;
     llm.set_handler(default_reply);
     let gw = two_models(&llm).await;
-    let (_, body) = gw.say("c", "/compact").await;
     assert_eq!(
-        body["reply"],
+        gw.reply("c", "/compact").await,
         "Nothing to summarize: 0 messages since the last summary, and the newest 2 always stay as they are."
     );
     for text in ["one", "two", "three"] {
         gw.say("c", text).await;
     }
     let before = llm.request_count();
-    let (_, body) = gw.say("c", "/compact").await;
     assert_eq!(
-        body["reply"],
+        gw.reply("c", "/compact").await,
         "Summarized 4 messages; the newest 2 stay as they are."
     );
     let summarized = crate::harness::summarized_lines(&llm.requests()[before..]);
     assert_eq!(summarized, ["user: one", "user: two"]);
-    let (_, body) = gw.say("c", "/status").await;
+    let status = gw.reply("c", "/status").await;
     assert!(
-        body["reply"]
-            .as_str()
-            .unwrap()
-            .contains("6 messages, 2 since the last summary"),
-        "{body}"
+        status.contains("6 messages, 2 since the last summary"),
+        "{status}"
     );
-    let (_, body) = gw.say("c", "/compact").await;
+    let compacted = gw.reply("c", "/compact").await;
     assert!(
-        body["reply"]
-            .as_str()
-            .unwrap()
-            .starts_with("Nothing to summarize: 2 messages since the last summary"),
-        "{body}"
+        compacted.starts_with("Nothing to summarize: 2 messages since the last summary"),
+        "{compacted}"
     );
 }
 
@@ -351,8 +323,7 @@ async fn usage_shows_this_conversation_and_today_with_cache_hits() {
             cached as f64 * 100.0 / prompt as f64
         )
     };
-    let (_, body) = gw.say("u", "/usage").await;
-    let usage = body["reply"].as_str().unwrap();
+    let usage = gw.reply("u", "/usage").await;
     assert_eq!(
         usage,
         format!(

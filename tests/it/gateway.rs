@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::harness::{default_reply, system_text};
 use crate::support::config::TestConfig;
-use crate::support::daemon::{Gateway, TOKEN, sse_events};
+use crate::support::daemon::{Gateway, TOKEN, deltas, sse_events};
 use crate::support::gateway::Events;
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
@@ -23,25 +23,10 @@ async fn the_message_api_answers_plain_and_streamed() {
     assert_eq!(body, serde_json::json!({ "reply": "re: hello" }));
 
     llm.enqueue(Reply::Text("streamed answer here".into()));
-    let response = gw
-        .http
-        .post(format!("{}/v1/sessions/alice/messages", gw.base))
-        .bearer_auth(TOKEN)
-        .header("accept", "text/event-stream")
-        .json(&serde_json::json!({ "text": "stream please" }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    let events = sse_events(&response.text().await.unwrap());
-    let deltas: String = events
-        .iter()
-        .filter(|(n, _)| n == "delta")
-        .map(|(_, d)| d["text"].as_str().unwrap())
-        .collect();
-    assert_eq!(deltas, "streamed answer here");
+    let events = gw.say_streamed("alice", "stream please").await;
+    assert_eq!(deltas(&events).concat(), "streamed answer here");
     assert!(
-        events.iter().filter(|(n, _)| n == "delta").count() > 1,
+        deltas(&events).len() > 1,
         "it arrived in pieces: {events:?}"
     );
     assert_eq!(
@@ -73,12 +58,7 @@ async fn the_message_api_refuses_a_missing_or_wrong_token_and_bad_input() {
         .await
         .unwrap();
     assert_eq!(wrong.status(), 401);
-    let events = gw
-        .http
-        .get(format!("{}/v1/sessions/mallory/events", gw.base))
-        .send()
-        .await
-        .unwrap();
+    let events = gw.get_anonymous("/v1/sessions/mallory/events").await;
     assert_eq!(events.status(), 401);
     assert_eq!(llm.request_count(), 0, "nothing reached the agent");
     assert!(!gw.session_file("mallory").exists());
@@ -245,22 +225,12 @@ async fn status_and_metrics_describe_the_running_gateway() {
             .unwrap()
             .ends_with("bundled-skills/memory/SKILL.md")
     );
-    let ready = gw
-        .http
-        .get(format!("{}/readyz", gw.base))
-        .send()
-        .await
-        .unwrap();
+    let ready = gw.get_anonymous("/readyz").await;
     assert_eq!(ready.status(), 200);
 
     // #35 item 5: usage and activity only with the token; and no route answers a request
     // that names another host (a DNS-rebinding page), health included.
-    let bare = gw
-        .http
-        .get(format!("{}/metrics", gw.base))
-        .send()
-        .await
-        .unwrap();
+    let bare = gw.get_anonymous("/metrics").await;
     assert_eq!(bare.status(), 401);
     assert!(!bare.text().await.unwrap().contains("squidbot_"));
     for path in ["/healthz", "/status", "/metrics"] {
@@ -460,24 +430,9 @@ async fn a_cron_job_is_delivered_to_an_http_session_and_an_unroutable_one_is_rep
     let llm = ScriptedLlm::start().await;
     llm.set_handler(default_reply);
     let gw = Gateway::start(&llm.url(), "", &[]).await;
-    let cron = |args: &[&str]| gw.cron(args);
     // Another process (the CLI) edits the job store while the gateway runs.
-    cron(&[
-        "add",
-        "ping",
-        "say pong",
-        "every 1",
-        "--target",
-        "http:inbox",
-    ]);
-    cron(&[
-        "add",
-        "lost",
-        "nobody hears this",
-        "every 1",
-        "--target",
-        "matrix:!room:example.org",
-    ]);
+    gw.cron_every_second("ping", "say pong", "http:inbox");
+    gw.cron_every_second("lost", "nobody hears this", "matrix:!room:example.org");
 
     let mut events = Events::open(&gw, "inbox").await;
     let first = events.next_within("message", Duration::from_secs(40)).await;
@@ -632,22 +587,8 @@ async fn issue_36_tool_call_markup_never_reaches_a_streaming_client() {
 /// Asks `gw` over SSE and checks what the client received (see the test above).
 async fn markup_is_held_back(gw: &Gateway, llm: &ScriptedLlm, api: &str) {
     let before = llm.request_count();
-    let response = gw
-        .http
-        .post(format!("{}/v1/sessions/alice/messages", gw.base))
-        .bearer_auth(TOKEN)
-        .header("accept", "text/event-stream")
-        .json(&serde_json::json!({ "text": "list them" }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    let events = sse_events(&response.text().await.unwrap());
-    let deltas: Vec<&str> = events
-        .iter()
-        .filter(|(n, _)| n == "delta")
-        .map(|(_, d)| d["text"].as_str().unwrap())
-        .collect();
+    let events = gw.say_streamed("alice", "list them").await;
+    let deltas = deltas(&events);
     let shown = deltas.concat();
     for markup in ["tool", "_c", "all>", "{", "}", "name", "</"] {
         assert!(

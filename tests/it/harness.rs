@@ -232,9 +232,22 @@ impl Harness {
 
 /// A client for the scripted server with short timeouts and no retries (tests stay fast).
 pub fn scripted_client(url: &str, context_tokens: Option<u32>) -> Arc<dyn LlmClient> {
+    scripted_pool("default", "scripted", "scripted-model", url, context_tokens)
+}
+
+/// The pool `pool` of one model of the scripted server at `url`: `model_name`, asking for
+/// `model` with the test key; with `context_tokens`, that context and answers of 50 tokens.
+/// Short timeouts and no retries keep the tests fast.
+pub fn scripted_pool(
+    pool: &str,
+    model_name: &str,
+    model: &str,
+    url: &str,
+    context_tokens: Option<u32>,
+) -> Arc<dyn LlmClient> {
     let endpoint = Endpoint {
-        model_name: "scripted".to_owned(),
-        model: "scripted-model".to_owned(),
+        model_name: model_name.to_owned(),
+        model: model.to_owned(),
         api_base: url.to_owned(),
         api_key: Some("test-key".to_owned()),
         profile: squidbot::llm::Profile::default(),
@@ -258,7 +271,7 @@ pub fn scripted_client(url: &str, context_tokens: Option<u32>) -> Arc<dyn LlmCli
         base_delay: Duration::from_millis(10),
         max_delay: Duration::from_millis(50),
     };
-    Arc::new(LlmPool::new("default", vec![model], retry))
+    Arc::new(LlmPool::new(pool, vec![model], retry))
 }
 
 fn build_agent(

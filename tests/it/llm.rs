@@ -450,6 +450,28 @@ async fn reset_mid_stream_falls_back_without_duplicating_text() {
     assert_eq!(deltas(&events[restart..]).concat(), "complete answer");
 }
 
+/// One call to model "m" on `server` under `limits`: the timeout tests differ only in which
+/// limit they shorten and which phase the error must name.
+async fn chat_under(
+    server: &ScriptedLlm,
+    limits: Timeouts,
+) -> (Result<ChatResponse, LlmError>, Vec<StreamEvent>) {
+    chat(
+        model_with(endpoint(&server.url(), "m"), limits).as_ref(),
+        &user("hi"),
+        &[],
+    )
+    .await
+}
+
+/// The error model "m" must give when the limit of `phase` runs out.
+fn timed_out(phase: &'static str) -> LlmError {
+    LlmError::Timeout {
+        model: "m".into(),
+        phase,
+    }
+}
+
 #[tokio::test]
 async fn idle_stall_times_out() {
     let server = ScriptedLlm::start().await;
@@ -462,19 +484,8 @@ async fn idle_stall_times_out() {
         ..timeouts()
     };
     let started = Instant::now();
-    let (result, events) = chat(
-        model_with(endpoint(&server.url(), "m"), short).as_ref(),
-        &user("hi"),
-        &[],
-    )
-    .await;
-    assert_eq!(
-        result.unwrap_err(),
-        LlmError::Timeout {
-            model: "m".into(),
-            phase: "idle"
-        }
-    );
+    let (result, events) = chat_under(&server, short).await;
+    assert_eq!(result.unwrap_err(), timed_out("idle"));
     assert_eq!(deltas(&events).concat(), "thinking");
     assert!(started.elapsed() < Duration::from_secs(1));
 }
@@ -492,40 +503,14 @@ async fn slow_headers_time_out_on_first_byte_and_total() {
         ..timeouts()
     };
     let started = Instant::now();
-    let error = chat(
-        model_with(endpoint(&server.url(), "m"), first_byte).as_ref(),
-        &user("hi"),
-        &[],
-    )
-    .await
-    .0
-    .unwrap_err();
-    assert_eq!(
-        error,
-        LlmError::Timeout {
-            model: "m".into(),
-            phase: "first byte"
-        }
-    );
+    let error = chat_under(&server, first_byte).await.0.unwrap_err();
+    assert_eq!(error, timed_out("first byte"));
     let total = Timeouts {
         total: Duration::from_millis(300),
         ..timeouts()
     };
-    let error = chat(
-        model_with(endpoint(&server.url(), "m"), total).as_ref(),
-        &user("hi"),
-        &[],
-    )
-    .await
-    .0
-    .unwrap_err();
-    assert_eq!(
-        error,
-        LlmError::Timeout {
-            model: "m".into(),
-            phase: "total"
-        }
-    );
+    let error = chat_under(&server, total).await.0.unwrap_err();
+    assert_eq!(error, timed_out("total"));
     assert!(started.elapsed() < Duration::from_secs(1));
 }
 

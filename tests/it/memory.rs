@@ -24,6 +24,22 @@ fn session(key: &str) -> SessionId {
 }
 
 /// The user texts covered by every summary request, in order.
+/// A model whose requests with a system prompt starting with `mark` fail (500); it gives
+/// every other request the harness's default reply.
+fn failing(mark: &'static str) -> impl Fn(&serde_json::Value) -> Reply + Send + Sync + 'static {
+    move |request| {
+        if system_text(request).starts_with(mark) {
+            Reply::Status {
+                status: 500,
+                body: "boom".into(),
+                retry_after: None,
+            }
+        } else {
+            crate::harness::default_reply(request)
+        }
+    }
+}
+
 fn summarized_lines(h: &Harness) -> Vec<String> {
     crate::harness::summarized_lines(&h.llm.requests())
 }
@@ -139,17 +155,7 @@ async fn each_message_is_summarized_at_most_once_across_restarts() {
 async fn a_failed_summary_changes_nothing_and_the_reply_still_arrives() {
     let h = Harness::start(settings(4, 2)).await;
     let s = session("failure");
-    h.llm.set_handler(|request| {
-        if system_text(request).starts_with(SUMMARY_MARK) {
-            Reply::Status {
-                status: 500,
-                body: "boom".into(),
-                retry_after: None,
-            }
-        } else {
-            crate::harness::default_reply(request)
-        }
-    });
+    h.llm.set_handler(failing(SUMMARY_MARK));
     for i in 0..3 {
         let (result, delivered) = h.say(&s, &format!("m{i}")).await;
         let outcome = result.unwrap();
@@ -202,17 +208,7 @@ async fn meta_consolidation_keeps_the_summary_within_the_limit() {
     );
 
     // A failing meta call keeps the long summary (nothing lost) and is retried next time.
-    h.llm.set_handler(|request| {
-        if system_text(request).starts_with(META_MARK) {
-            Reply::Status {
-                status: 500,
-                body: "no".into(),
-                retry_after: None,
-            }
-        } else {
-            crate::harness::default_reply(request)
-        }
-    });
+    h.llm.set_handler(failing(META_MARK));
     let before = h.summary(&s);
     for i in 20..26 {
         h.say(&s, &format!("m{i}")).await.0.unwrap();

@@ -36,20 +36,16 @@ async fn an_onboarded_home_names_the_owner_and_is_private_whatever_the_umask() {
     let llm = ScriptedLlm::start().await;
     let home = Home::new();
     std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let output = home
-        .run(&[
-            "onboard",
-            "--api-base",
-            &llm.url(),
-            "--model",
-            "scripted-model",
+    home.onboard(
+        &llm.url(),
+        &[
             "--owner-matrix",
             "@alex:example.org",
             "--owner-email",
             "alex@example.org",
-        ])
-        .await;
-    assert!(output.status.success(), "{}", stderr(&output));
+        ],
+    )
+    .await;
     let config = std::fs::read_to_string(home.config()).unwrap();
     assert!(
         config.contains("matrix: [\"@alex:example.org\"]"),

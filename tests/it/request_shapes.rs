@@ -29,7 +29,7 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use squidbot::core::message::{Message, Role, ToolCall};
+use squidbot::core::message::{Message, ReasoningState, Role, ToolCall};
 use squidbot::core::ports::llm::{ChatRequest, ChatResponse, LlmClient};
 use squidbot::core::ports::tool::ToolSpec;
 use squidbot::core::ports::usage::{CallTag, Purpose};
@@ -61,14 +61,8 @@ async fn sent(model: &str, adjust: impl FnOnce(&mut Endpoint)) -> Value {
     asked.sender_id = Some("@owner:example.org".into());
     asked.channel = Some("matrix".into());
     let mut call = Message::new(Role::Assistant, "", now);
-    call.tool_calls = Some(vec![ToolCall {
-        id: FOREIGN_ID.into(),
-        name: "shell".into(),
-        arguments: json!({"command": "date"}),
-        provider_state: None,
-    }]);
-    let mut result = Message::new(Role::Tool, "Thu Nov 26 10:00:00 UTC 2026", now);
-    result.tool_call_id = Some(FOREIGN_ID.into());
+    call.tool_calls = Some(vec![shell_call(FOREIGN_ID)]);
+    let result = shell_result(FOREIGN_ID);
     let messages: Vec<Arc<Message>> = [
         Message::new(Role::System, "You are squidbot.", now),
         asked,
@@ -85,6 +79,40 @@ async fn sent(model: &str, adjust: impl FnOnce(&mut Endpoint)) -> Value {
     let body = requests[0].clone();
     shared_rules(&body, model);
     body
+}
+
+/// A call of the `shell` tool (`date`) with the id `id`, as a history records it.
+pub(crate) fn shell_call(id: &str) -> ToolCall {
+    ToolCall {
+        id: id.into(),
+        name: "shell".into(),
+        arguments: json!({"command": "date"}),
+        provider_state: None,
+    }
+}
+
+/// The result of the `shell` call `id`.
+pub(crate) fn shell_result(id: &str) -> Message {
+    let mut result = Message::new(
+        Role::Tool,
+        "Thu Nov 26 10:00:00 UTC 2026",
+        chrono::Utc::now().fixed_offset(),
+    );
+    result.tool_call_id = Some(id.into());
+    result
+}
+
+/// An assistant message saying `text` that made the `shell` calls `ids` after reasoning
+/// `items` recorded by the API `api` (`anthropic`, `responses`): how a history that crossed
+/// APIs holds each one's reasoning.
+pub(crate) fn reasoned_calls(text: &str, api: &str, items: Vec<Value>, ids: &[&str]) -> Message {
+    let mut message = Message::new(Role::Assistant, text, chrono::Utc::now().fixed_offset());
+    message.reasoning_state = Some(ReasoningState {
+        api: api.into(),
+        items,
+    });
+    message.tool_calls = Some(ids.iter().map(|id| shell_call(id)).collect());
+    message
 }
 
 /// Asks `client` once with `messages` and a `shell` tool, as a turn does; the client must

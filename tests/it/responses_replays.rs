@@ -16,11 +16,11 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use squidbot::core::message::{Message, ReasoningState, Role, ToolCall};
+use squidbot::core::message::{Message, Role};
 use squidbot::llm::{Endpoint, ResponsesLlm, Timeouts, http_client};
 
 use crate::provider_replays::recording;
-use crate::request_shapes::ask_with_shell;
+use crate::request_shapes::{ask_with_shell, reasoned_calls, shell_result};
 use crate::support::bin::{stderr, stdout};
 use crate::support::home::Home;
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
@@ -290,38 +290,27 @@ async fn a_crossed_history_keeps_the_documented_shape() {
     let now = chrono::Utc::now().fixed_offset();
     let reasoning =
         json!({"id": "rs_1", "type": "reasoning", "encrypted_content": "gAAAA-1", "summary": []});
-    let call = |id: &str| ToolCall {
-        id: id.into(),
-        name: "shell".into(),
-        arguments: json!({"command": "date"}),
-        provider_state: None,
-    };
-    let result = |id: &str| {
-        let mut result = Message::new(Role::Tool, "Thu Nov 26 10:00:00 UTC 2026", now);
-        result.tool_call_id = Some(id.into());
-        result
-    };
-    let mut thinking = Message::new(Role::Assistant, "", now);
-    thinking.reasoning_state = Some(ReasoningState {
-        api: "anthropic".into(),
-        items: vec![json!({"type": "thinking", "thinking": "hm", "signature": "sig"})],
-    });
-    thinking.tool_calls = Some(vec![call("toolu_01")]);
-    let mut reasoned = Message::new(Role::Assistant, "Checking twice.", now);
-    reasoned.reasoning_state = Some(ReasoningState {
-        api: "responses".into(),
-        items: vec![reasoning.clone()],
-    });
-    reasoned.tool_calls = Some(vec![call("call_a"), call("call_b")]);
+    let thinking = reasoned_calls(
+        "",
+        "anthropic",
+        vec![json!({"type": "thinking", "thinking": "hm", "signature": "sig"})],
+        &["toolu_01"],
+    );
+    let reasoned = reasoned_calls(
+        "Checking twice.",
+        "responses",
+        vec![reasoning.clone()],
+        &["call_a", "call_b"],
+    );
     let messages: Vec<Arc<Message>> = [
         Message::new(Role::System, "You are squidbot.", now),
-        result("call_lost"),
+        shell_result("call_lost"),
         Message::new(Role::User, "what time is it?", now),
         thinking,
-        result("toolu_01"),
+        shell_result("toolu_01"),
         reasoned,
-        result("call_a"),
-        result("call_b"),
+        shell_result("call_a"),
+        shell_result("call_b"),
     ]
     .into_iter()
     .map(Arc::new)

@@ -21,11 +21,10 @@ use squidbot::core::ports::tool::{Tool, ToolContext, ToolOutput, ToolSpec};
 use squidbot::core::session::SessionId;
 use squidbot::core::session_locks::SessionLocks;
 use squidbot::core::tool_registry::ToolRegistry;
-use squidbot::llm::{Endpoint, LlmPool, OpenAiCompatLlm, RetryPolicy, Timeouts};
 use squidbot::storage::{JsonlStore, MemoryFile, safe_id};
 use squidbot::tools::spawn::{SpawnAwaitTool, SpawnHub, SpawnLimits, SpawnTool, SubAgentParts};
 
-use crate::harness::{BASE_PROMPT, system_text};
+use crate::harness::{BASE_PROMPT, scripted_pool, system_text};
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 /// A tool that only has a name (sub-agents' tool lists are what is checked).
@@ -57,33 +56,7 @@ impl Tool for NamedTool {
 
 /// A client for the scripted server asking for `model`, without retries.
 fn client(url: &str, model: &str) -> Arc<dyn LlmClient> {
-    let endpoint = Endpoint {
-        model_name: model.to_owned(),
-        model: model.to_owned(),
-        api_base: url.to_owned(),
-        api_key: Some("test-key".to_owned()),
-        profile: squidbot::llm::Profile::default(),
-        max_tokens: None,
-        max_context_tokens: None,
-        max_image_bytes: squidbot::llm::settings::DEFAULT_MAX_IMAGE_BYTES,
-    };
-    let timeouts = Timeouts {
-        connect: Duration::from_secs(2),
-        first_byte: Duration::from_secs(5),
-        idle: Duration::from_secs(5),
-        total: Duration::from_secs(10),
-    };
-    let retry = RetryPolicy {
-        max_retries: 0,
-        base_delay: Duration::from_millis(10),
-        max_delay: Duration::from_millis(50),
-    };
-    let model: Arc<dyn LlmClient> = Arc::new(OpenAiCompatLlm::new(
-        reqwest::Client::new(),
-        endpoint,
-        timeouts,
-    ));
-    Arc::new(LlmPool::new("pool", vec![model], retry))
+    scripted_pool("pool", model, model, url, None)
 }
 
 /// A parent agent with `alpha` and `beta` registered, plus spawn and spawn_await over a hub.

@@ -4,7 +4,7 @@
 //! with exit 0. The REPL writes its prompt to stderr when stdin is not a terminal, which tells
 //! the test when it is waiting for input.
 
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +15,7 @@ use tokio::process::{Child, ChildStdin};
 use tokio::sync::{Notify, watch};
 
 use crate::harness::default_reply;
-use crate::support::bin::{send_signal, squidbot};
+use crate::support::bin::{send_signal, spawn_piped, squidbot};
 use crate::support::home::Home;
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
@@ -32,14 +32,7 @@ struct Repl {
 
 impl Repl {
     fn start(home: &Home) -> Self {
-        let mut child = squidbot(home.path())
-            .arg("agent")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
+        let mut child = spawn_piped(squidbot(home.path()).arg("agent"));
         let stdin = child.stdin.take();
         let stdout = collect(child.stdout.take().unwrap());
         let stderr = collect(child.stderr.take().unwrap());

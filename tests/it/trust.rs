@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::harness::system_text;
 use crate::support::config::TestConfig;
-use crate::support::daemon::{Gateway, TOKEN};
+use crate::support::daemon::{Gateway, TOKEN, deltas};
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 /// The provider's key, given to the daemon through `api_key_env`.
@@ -34,6 +34,18 @@ async fn gateway(llm: &ScriptedLlm, tools: &str, log: Stdio) -> Gateway {
         ("RUST_LOG", "info"),
     ];
     Gateway::start_with_config(config, &env, log).await
+}
+
+/// [`gateway`] logging to `gateway.log` in `dir`, outside its home; the gateway and the log's
+/// path.
+async fn logged_gateway(
+    llm: &ScriptedLlm,
+    tools: &str,
+    dir: &Path,
+) -> (Gateway, std::path::PathBuf) {
+    let log_path = dir.join("gateway.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    (gateway(llm, tools, log.into()).await, log_path)
 }
 
 /// The tool calls of one round, each `(name, arguments)`, answered in order by id `c<i>`.
@@ -92,11 +104,9 @@ fn files_holding(dir: &Path, needle: &str, skip: &Path) -> Vec<String> {
 async fn shell_commands_are_sandboxed_and_secrets_never_leave_a_tool() {
     let llm = ScriptedLlm::start().await;
     let log_dir = tempfile::tempdir().unwrap();
-    let log_path = log_dir.path().join("gateway.log");
-    let log = std::fs::File::create(&log_path).unwrap();
     // The sandbox must hold on its own: nothing asks the owner here.
     let no_approvals = "tools:\n  shell:\n    approval: off\n";
-    let gw = gateway(&llm, no_approvals, log.into()).await;
+    let (gw, log_path) = logged_gateway(&llm, no_approvals, log_dir.path()).await;
     let workspace = gw.home().join("workspace");
     let planted = workspace.join("planted.txt");
     std::fs::write(&planted, format!("the key is {PROVIDER_KEY}\n")).unwrap();
@@ -283,9 +293,7 @@ async fn search_and_mcp_results_arrive_fenced_under_the_untrusted_data_rule() {
 async fn links_planted_in_the_workspace_never_reach_a_prompt() {
     let llm = ScriptedLlm::start().await;
     let log_dir = tempfile::tempdir().unwrap();
-    let log_path = log_dir.path().join("gateway.log");
-    let log = std::fs::File::create(&log_path).unwrap();
-    let gw = gateway(&llm, "", log.into()).await;
+    let (gw, log_path) = logged_gateway(&llm, "", log_dir.path()).await;
     let home = gw.home().to_owned();
     let workspace = home.join("workspace");
     std::fs::create_dir_all(workspace.join("skills")).unwrap();
@@ -375,23 +383,10 @@ async fn secrets_are_redacted_from_replies_streams_history_and_prompts() {
     llm.enqueue(Reply::Text(format!(
         "streamed {PROVIDER_KEY} and {PROVIDER_KEY} again"
     )));
-    let response = gw
-        .http
-        .post(format!("{}/v1/sessions/leak/messages", gw.base))
-        .bearer_auth(TOKEN)
-        .header("accept", "text/event-stream")
-        .json(&json!({ "text": "stream it" }))
-        .send()
-        .await
-        .unwrap();
-    let events = crate::support::daemon::sse_events(&response.text().await.unwrap());
-    let deltas: String = events
-        .iter()
-        .filter(|(name, _)| name == "delta")
-        .map(|(_, data)| data["text"].as_str().unwrap())
-        .collect();
+    let events = gw.say_streamed("leak", "stream it").await;
     assert_eq!(
-        deltas, "streamed [redacted] and [redacted] again",
+        deltas(&events).concat(),
+        "streamed [redacted] and [redacted] again",
         "{events:?}"
     );
     for (_, data) in &events {
@@ -417,9 +412,7 @@ async fn secrets_are_redacted_from_replies_streams_history_and_prompts() {
 async fn a_secret_in_a_provider_error_reaches_neither_the_log_nor_status() {
     let llm = ScriptedLlm::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let log_path = dir.path().join("gateway.log");
-    let log = std::fs::File::create(&log_path).unwrap();
-    let gw = gateway(&llm, "", Stdio::from(log)).await;
+    let (gw, log_path) = logged_gateway(&llm, "", dir.path()).await;
     let error = format!(
         "{{\"error\":{{\"message\":\"Incorrect API key provided: {PROVIDER_KEY}\",\"code\":\"invalid_api_key\"}}}}"
     );

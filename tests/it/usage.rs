@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::harness::default_reply;
 use crate::support::bin::{stderr, stdout};
 use crate::support::config::TestConfig;
-use crate::support::daemon::{Gateway, TOKEN, sse_events};
+use crate::support::daemon::{Gateway, sse_events};
 use crate::support::gateway::Events;
 use crate::support::home::Home;
 use crate::support::scripted_llm::{Reply, Reported, ScriptedLlm};
@@ -41,6 +41,25 @@ fn ledger(home: &Path) -> Vec<Value> {
                 .collect::<Vec<_>>()
         })
         .collect()
+}
+
+/// A fresh home whose config talks to `llm`, with `extra` YAML appended.
+fn home_on(llm: &ScriptedLlm, extra: &str) -> Home {
+    let home = Home::new();
+    home.write_config(&llm.url(), extra);
+    home
+}
+
+/// Runs `squidbot agent -m text` on `home`; it must print the scripted model's "ok".
+async fn agent_says_ok(home: &Home, text: &str) {
+    let output = home.run(&["agent", "-m", text]).await;
+    assert_eq!(stdout(&output), "ok\n", "{}", stderr(&output));
+}
+
+/// Fails unless `request` was sent without `stream_options` (asked again, or from the start,
+/// of a server that refuses them or cannot stream).
+fn assert_no_stream_options(request: &Value) {
+    assert!(request.get("stream_options").is_none(), "{request}");
 }
 
 /// Sums of what the server reported.
@@ -98,8 +117,7 @@ async fn spent_gateway(more: &str) -> (ScriptedLlm, Gateway) {
     let extra =
         format!("agents:\n  heartbeat:\n    enabled: false\nbudgets:\n  daily_tokens: 20\n{more}");
     let gateway = Gateway::start_yaml(&config(&llm.url(), &extra)).await;
-    let (_, body) = gateway.say("a", "hello").await;
-    assert_eq!(body["reply"], "re: hello");
+    assert_eq!(gateway.reply("a", "hello").await, "re: hello");
     (llm, gateway)
 }
 
@@ -131,9 +149,7 @@ async fn ledger_metrics_status_and_cli_equal_what_the_server_reported() {
     llm.set_handler(delegating_reply);
     let extra = "agents:\n  heartbeat:\n    enabled: false\n  consolidation_threshold: 4\n  keep_recent: 2\ntools:\n  spawn:\n    enabled: true\n";
     let gateway = Gateway::start_yaml(&config(&llm.url(), extra)).await;
-    let (status, body) = gateway.say("u", "delegate").await;
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(body["reply"], "delegated");
+    assert_eq!(gateway.reply("u", "delegate").await, "delegated");
     for i in 0..4 {
         let (status, _) = gateway.say("u", &format!("m{i}")).await;
         assert_eq!(status, 200);
@@ -294,8 +310,7 @@ async fn a_turn_budget_ends_the_turn_before_the_next_round() {
             json!({"path": "."}).to_string(),
         )],
     });
-    let home = Home::new();
-    home.write_config(&llm.url(), "budgets:\n  turn_tokens: 5\n");
+    let home = home_on(&llm, "budgets:\n  turn_tokens: 5\n");
     let output = home.run(&["agent", "-m", "look around"]).await;
     assert_eq!(output.status.code(), Some(1));
     let text = stderr(&output);
@@ -305,16 +320,14 @@ async fn a_turn_budget_ends_the_turn_before_the_next_round() {
     );
     assert_eq!(llm.request_count(), 1, "the second round was not asked for");
     // The next turn is a new turn with a fresh budget.
-    let output = home.run(&["agent", "-m", "hello"]).await;
-    assert_eq!(stdout(&output), "ok\n", "{}", stderr(&output));
+    agent_says_ok(&home, "hello").await;
 }
 
 #[tokio::test]
 async fn a_provider_without_usage_gets_estimates_marked_as_such() {
     let llm = ScriptedLlm::start().await;
     llm.set_handler(default_reply);
-    let home = Home::new();
-    home.write_config(&llm.url(), "");
+    let home = home_on(&llm, "");
     let output = home.run(&["agent", "-m", "hello there"]).await;
     assert_eq!(stdout(&output), "re: hello there\n", "{}", stderr(&output));
     let records = ledger(home.path());
@@ -342,17 +355,11 @@ async fn a_non_streamed_answer_reports_usage_too() {
     llm.report_usage();
     // llama.cpp's empty streamed body makes the client ask again without streaming.
     llm.enqueue(Reply::EmptyBody);
-    let home = Home::new();
-    home.write_config(&llm.url(), "");
-    let output = home.run(&["agent", "-m", "hi"]).await;
-    assert_eq!(stdout(&output), "ok\n", "{}", stderr(&output));
+    let home = home_on(&llm, "");
+    agent_says_ok(&home, "hi").await;
     let requests = llm.requests();
     assert_eq!(requests[1]["stream"], false);
-    assert!(
-        requests[1].get("stream_options").is_none(),
-        "{}",
-        requests[1]
-    );
+    assert_no_stream_options(&requests[1]);
     let records = ledger(home.path());
     assert_eq!(records.len(), 1);
     assert_eq!(records[0]["estimated"], false);
@@ -364,32 +371,21 @@ async fn a_server_that_rejects_stream_options_is_asked_again_without_them() {
     let llm = ScriptedLlm::start().await;
     llm.report_usage();
     llm.reject_stream_options();
-    let home = Home::new();
-    home.write_config(&llm.url(), "");
-    let output = home.run(&["agent", "-m", "hi"]).await;
-    assert_eq!(stdout(&output), "ok\n", "{}", stderr(&output));
+    let home = home_on(&llm, "");
+    agent_says_ok(&home, "hi").await;
     let requests = llm.requests();
     assert_eq!(requests.len(), 2);
     assert_eq!(requests[0]["stream_options"]["include_usage"], true);
-    assert!(
-        requests[1].get("stream_options").is_none(),
-        "{}",
-        requests[1]
-    );
+    assert_no_stream_options(&requests[1]);
     // Streamed without `include_usage`, the server reports nothing: the tokens are estimated.
     let records = ledger(home.path());
     assert_eq!(records.len(), 1);
     assert_eq!(records[0]["estimated"], true);
     // The next process knows it from the home: its first request goes without them.
-    let output = home.run(&["agent", "-m", "again"]).await;
-    assert_eq!(stdout(&output), "ok\n", "{}", stderr(&output));
+    agent_says_ok(&home, "again").await;
     let requests = llm.requests();
     assert_eq!(requests.len(), 3, "no wasted request");
-    assert!(
-        requests[2].get("stream_options").is_none(),
-        "{}",
-        requests[2]
-    );
+    assert_no_stream_options(&requests[2]);
 }
 
 /// A server that sends an empty stream when tools are offered (llama.cpp without a tool-call
@@ -398,10 +394,8 @@ async fn a_server_that_rejects_stream_options_is_asked_again_without_them() {
 async fn a_server_that_cannot_stream_tools_is_asked_unstreamed_from_then_on() {
     let llm = ScriptedLlm::start().await;
     llm.enqueue(Reply::EmptyBody);
-    let home = Home::new();
-    home.write_config(&llm.url(), "");
-    let output = home.run(&["agent", "-m", "hi"]).await;
-    assert_eq!(stdout(&output), "ok\n", "{}", stderr(&output));
+    let home = home_on(&llm, "");
+    agent_says_ok(&home, "hi").await;
     let requests = llm.requests();
     assert_eq!(requests.len(), 2);
     assert!(!requests[0]["tools"].as_array().unwrap().is_empty());
@@ -409,8 +403,7 @@ async fn a_server_that_cannot_stream_tools_is_asked_unstreamed_from_then_on() {
         (&requests[0]["stream"], &requests[1]["stream"]),
         (&json!(true), &json!(false))
     );
-    let output = home.run(&["agent", "-m", "again"]).await;
-    assert_eq!(stdout(&output), "ok\n", "{}", stderr(&output));
+    agent_says_ok(&home, "again").await;
     let requests = llm.requests();
     assert_eq!(requests.len(), 3, "no wasted request");
     assert_eq!(requests[2]["stream"], false);
@@ -420,8 +413,7 @@ async fn a_server_that_cannot_stream_tools_is_asked_unstreamed_from_then_on() {
 async fn a_torn_ledger_line_is_skipped_and_the_budget_still_counts_the_rest() {
     let llm = ScriptedLlm::start().await;
     llm.report_usage();
-    let home = Home::new();
-    home.write_config(&llm.url(), "budgets:\n  daily_tokens: 1000000\n");
+    let home = home_on(&llm, "budgets:\n  daily_tokens: 1000000\n");
     let output = home.run(&["agent", "-m", "one"]).await;
     assert!(output.status.success(), "{}", stderr(&output));
     // A crash mid-append leaves half a line.
@@ -449,18 +441,7 @@ async fn cron_runs_over_budget_are_skipped_visibly_and_the_owner_told_once() {
     let calls = llm.request_count();
 
     let mut events = Events::open(&gateway, "inbox").await;
-    let output = Home::at(gateway.home())
-        .run(&[
-            "cron",
-            "add",
-            "ping",
-            "say pong",
-            "every 1",
-            "--target",
-            "http:inbox",
-        ])
-        .await;
-    assert!(output.status.success(), "{}", stderr(&output));
+    gateway.cron_every_second("ping", "say pong", "http:inbox");
 
     // The first skipped run tells the owner; later ones are only counted.
     events.next_within("message", Duration::from_secs(40)).await;
@@ -500,13 +481,7 @@ async fn cron_runs_over_budget_are_skipped_visibly_and_the_owner_told_once() {
 
     // After a restart the budget still holds, and the owner, told today, is not told again.
     gateway.restart().await;
-    let mut events = gateway
-        .http
-        .get(format!("{}/v1/sessions/inbox/events", gateway.base))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap();
+    let mut events = Events::open(&gateway, "inbox").await;
     let deadline = Instant::now() + Duration::from_secs(40);
     loop {
         let status = gateway.get_json("/status").await;
@@ -517,12 +492,7 @@ async fn cron_runs_over_budget_are_skipped_visibly_and_the_owner_told_once() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let mut body = String::new();
-    while let Ok(Ok(Some(chunk))) =
-        tokio::time::timeout(Duration::from_millis(200), events.chunk()).await
-    {
-        body.push_str(&String::from_utf8_lossy(&chunk));
-    }
-    assert!(!body.contains("event: message"), "{body}");
+    events.drain(Duration::from_millis(200)).await;
+    assert!(!events.seen.contains("event: message"), "{}", events.seen);
     assert_eq!(llm.request_count(), calls);
 }

@@ -21,6 +21,7 @@ use squidbot::storage::safe_id;
 use tokio::process::{Child, Command};
 
 use crate::support::bin::{squidbot, stderr, stdout};
+use crate::support::daemon::{deltas, post_streamed};
 
 const TOKEN: &str = "compat-token-9c1e";
 
@@ -172,24 +173,6 @@ impl Gateway {
     }
 }
 
-/// Parses an SSE body into (event, data) pairs.
-fn sse_events(body: &str) -> Vec<(String, Value)> {
-    body.split("\n\n")
-        .filter_map(|block| {
-            let mut name = None;
-            let mut data = Value::Null;
-            for line in block.lines() {
-                if let Some(rest) = line.strip_prefix("event:") {
-                    name = Some(rest.trim().to_owned());
-                } else if let Some(rest) = line.strip_prefix("data:") {
-                    data = serde_json::from_str(rest.trim()).unwrap_or(Value::Null);
-                }
-            }
-            Some((name?, data))
-        })
-        .collect()
-}
-
 fn non_empty_reply(body: &Value) -> &str {
     let reply = body["reply"]
         .as_str()
@@ -248,34 +231,20 @@ async fn gateway_answers_plain_and_streamed() {
     println!("compat: plain reply in {:.1?}", started.elapsed());
 
     let started = Instant::now();
-    let response = gw
-        .http
-        .post(gw.url("streamed"))
-        .bearer_auth(TOKEN)
-        .header("accept", "text/event-stream")
-        .json(&serde_json::json!({ "text": "Name three colours." }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    let events = sse_events(&response.text().await.unwrap());
+    let events = post_streamed(&gw.http, &gw.url("streamed"), TOKEN, "Name three colours.").await;
     let (last, data) = events.last().expect("no SSE events");
     assert_eq!(last, "done", "the stream did not end with done: {events:?}");
     let reply = non_empty_reply(data);
-    let deltas: String = events
-        .iter()
-        .filter(|(name, _)| name == "delta")
-        .map(|(_, data)| data["text"].as_str().unwrap_or_default())
-        .collect();
     assert_eq!(
-        deltas, reply,
+        deltas(&events).concat(),
+        reply,
         "the deltas do not add up to the reply: {events:?}"
     );
     assert!(events.iter().all(|(name, _)| name != "error"), "{events:?}");
     println!(
         "compat: streamed reply in {:.1?} ({} delta events)",
         started.elapsed(),
-        events.iter().filter(|(name, _)| name == "delta").count()
+        deltas(&events).len()
     );
     for id in ["plain", "streamed"] {
         let roles: Vec<_> = gw.history(id).iter().map(|m| m["role"].clone()).collect();

@@ -19,13 +19,14 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use squidbot::core::ports::store::HistoryStore;
 use squidbot::core::session::SessionId;
-use squidbot::storage::cursor_file::CursorFile;
 use squidbot::storage::{JsonlStore, safe_id};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
+use crate::summaries::{read_history, summarized, summary_reply};
+use crate::support::bin::{squidbot, wait_ready_polling};
 use crate::support::config::TestConfig;
 use crate::support::free_port;
-use crate::support::scripted_llm::{Reply, ScriptedLlm};
+use crate::support::scripted_llm::{Reply, ScriptedLlm, last_user_text};
 
 const TOKEN: &str = "crash-token-0b7e";
 const SESSIONS: usize = 6;
@@ -36,34 +37,12 @@ const MEMORY_FILL: usize = 4_000;
 /// What the scripted model does: summaries say how far they reach, some user messages make the
 /// agent call `memory_write`, every other turn echoes.
 fn handler(request: &Value) -> Reply {
+    if let Some(summary) = summary_reply(request) {
+        return summary;
+    }
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
-    let system = messages
-        .first()
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default();
-    if system.starts_with("You are a memory consolidation assistant. You write") {
-        let transcript = messages
-            .get(1)
-            .and_then(|m| m["content"].as_str())
-            .unwrap_or_default();
-        let last = transcript
-            .lines()
-            .filter_map(|l| l.strip_prefix("user: "))
-            .next_back()
-            .unwrap_or("nothing");
-        return Reply::Text(format!("Summary through <{last}>."));
-    }
-    if system.starts_with("You are a memory consolidation assistant.") {
-        return Reply::Text("Compact summary.".to_owned());
-    }
     let last = messages.last().cloned().unwrap_or_default();
-    let user = messages
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_owned();
+    let user = last_user_text(request);
     if last["role"] == "user" && user.ends_with("-remember") {
         let content = format!("memory {user}\n{}\nEND\n", "m".repeat(MEMORY_FILL));
         return Reply::ToolCalls {
@@ -92,33 +71,22 @@ async fn start_gateway(home: &Path, llm_url: &str) -> (Child, String, Duration) 
     let port = free_port();
     write_config(home, llm_url, port);
     let started = Instant::now();
-    let child = Command::new(env!("CARGO_BIN_EXE_squidbot"))
+    let child = squidbot(home)
         .arg("gateway")
-        .env("SQUIDBOT_HOME", home)
-        .env("HOME", home)
-        .env_remove("SQUIDBOT_CONFIG")
         .env("RUST_LOG", "error")
-        .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .kill_on_drop(true)
         .spawn()
         .unwrap();
     let base = format!("http://127.0.0.1:{port}");
-    let http = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Ok(response) = http.get(format!("{base}/readyz")).send().await
-            && response.status().is_success()
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the gateway did not become ready"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    wait_ready_polling(
+        &reqwest::Client::new(),
+        &base,
+        home,
+        Duration::from_millis(5),
+    )
+    .await;
     (child, base, started.elapsed())
 }
 
@@ -153,23 +121,6 @@ async fn client(base: String, round: usize, client: usize, acked: Acked) {
     }
 }
 
-/// The messages of one history file and how many torn lines it holds. A kill mid-append
-/// leaves a torn last line; the next append closes it with a newline, so it stays an isolated,
-/// skipped line in the middle. That is no loss: the message was not yet durable, so it was
-/// never acknowledged (which the acknowledged-messages check proves).
-fn read_history(path: &Path) -> (Vec<Value>, usize) {
-    let bytes = std::fs::read(path).unwrap();
-    let mut messages = Vec::new();
-    let mut torn = 0;
-    for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-        match serde_json::from_slice::<Value>(line) {
-            Ok(message) => messages.push(message),
-            Err(_) => torn += 1,
-        }
-    }
-    (messages, torn)
-}
-
 struct Totals {
     consolidated: u64,
     summaries: usize,
@@ -194,6 +145,8 @@ async fn check(home: &Path, acked: &[(String, String)]) -> Totals {
         if !path.exists() {
             continue;
         }
+        // A torn line is no loss: its message was not yet durable, so it was never
+        // acknowledged (which the acknowledged-messages check proves).
         let (messages, torn) = read_history(&path);
         totals.torn_lines += torn;
         store
@@ -215,35 +168,10 @@ async fn check(home: &Path, acked: &[(String, String)]) -> Totals {
         }
 
         // The cursor never points past what the summary covers.
-        let stem = safe_id::encode(&session);
-        let cursor_path = home.join("sessions").join(format!("{stem}.meta.json"));
-        let summary_path = home.join("memory").join(&stem).join("summary.md");
-        let summary = std::fs::read_to_string(&summary_path).unwrap_or_default();
-        if let Ok(bytes) = std::fs::read(&cursor_path) {
-            let cursor: CursorFile = serde_json::from_slice(&bytes)
-                .unwrap_or_else(|e| panic!("{}: {e}", cursor_path.display()));
-            let (cursor, _) = cursor.recover(&summary);
-            let covered = usize::try_from(cursor.last_consolidated).unwrap();
-            assert!(
-                covered <= messages.len(),
-                "{id}: the cursor ({covered}) is past the history ({} messages)",
-                messages.len()
-            );
-            if covered > 0 {
-                let last_user = messages[..covered]
-                    .iter()
-                    .rev()
-                    .find(|m| m["role"] == "user")
-                    .and_then(|m| m["content"].as_str())
-                    .unwrap_or("nothing");
-                assert!(
-                    summary.contains(&format!("through <{last_user}>")),
-                    "{id}: the cursor covers {covered} messages up to {last_user:?}, but \
-                     summary.md does not:\n{summary}"
-                );
-                totals.consolidated += cursor.last_consolidated;
-                totals.summaries += 1;
-            }
+        let covered = summarized(home, &session, &messages);
+        if covered > 0 {
+            totals.consolidated += covered;
+            totals.summaries += 1;
         }
         sessions.insert(id, messages);
     }

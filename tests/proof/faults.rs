@@ -24,13 +24,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use squidbot::core::session::SessionId;
-use squidbot::storage::cursor_file::CursorFile;
 use squidbot::storage::safe_id;
 use tokio::io::AsyncReadExt;
-use tokio::process::Command;
 
+use crate::summaries::{read_history, summarized, summary_reply};
+use crate::support::bin::{squidbot, wait_ready};
 use crate::support::free_port;
-use crate::support::scripted_llm::{Reply, ScriptedLlm};
+use crate::support::scripted_llm::{Reply, ScriptedLlm, last_user_text};
 
 const TOKEN: &str = "faults-token-41c2";
 const SESSIONS: usize = 20;
@@ -42,23 +42,9 @@ fn faulty(request: &Value, counts: &Mutex<Vec<(&'static str, usize)>>) -> Reply 
         .first()
         .and_then(|m| m["content"].as_str())
         .unwrap_or_default();
-    let user = messages
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_owned();
-    let good = if system.starts_with("You are a memory consolidation assistant. You write") {
-        let last = user
-            .lines()
-            .filter_map(|l| l.strip_prefix("user: "))
-            .next_back()
-            .unwrap_or("nothing")
-            .to_owned();
-        Reply::Text(format!("Summary through <{last}>."))
-    } else if system.starts_with("You are a memory consolidation assistant.") {
-        Reply::Text("Compact summary.".to_owned())
+    let user = last_user_text(request);
+    let good = if let Some(summary) = summary_reply(request) {
+        summary
     } else if user.starts_with("loop") {
         // The endless tool loop: every round asks for another tool call.
         bump(counts, "endless tool loop round");
@@ -138,42 +124,17 @@ fn turns() -> usize {
         .unwrap_or(1_000)
 }
 
+/// How many sessions have consolidated, after checking each one's cursor stays within what
+/// its summary.md covers.
 fn check_cursors(home: &Path) -> usize {
     let mut consolidated = 0;
     for s in 0..SESSIONS {
         let session = SessionId::new("http", &format!("f{s}")).unwrap();
         let stem = safe_id::encode(&session);
-        let Ok(bytes) = std::fs::read(home.join("sessions").join(format!("{stem}.meta.json")))
-        else {
-            continue;
-        };
-        let summary = std::fs::read_to_string(home.join("memory").join(&stem).join("summary.md"))
-            .unwrap_or_default();
-        let (cursor, _) = serde_json::from_slice::<CursorFile>(&bytes)
-            .unwrap()
-            .recover(&summary);
-        let covered = usize::try_from(cursor.last_consolidated).unwrap();
-        if covered == 0 {
-            continue;
+        let (messages, _) = read_history(&home.join("sessions").join(format!("{stem}.jsonl")));
+        if summarized(home, &session, &messages) > 0 {
+            consolidated += 1;
         }
-        let history =
-            std::fs::read_to_string(home.join("sessions").join(format!("{stem}.jsonl"))).unwrap();
-        let messages: Vec<Value> = history
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect();
-        assert!(covered <= messages.len(), "f{s}: cursor past the history");
-        let last_user = messages[..covered]
-            .iter()
-            .rev()
-            .find(|m| m["role"] == "user")
-            .and_then(|m| m["content"].as_str())
-            .unwrap_or("nothing");
-        assert!(
-            summary.contains(&format!("through <{last_user}>")),
-            "f{s}: the cursor covers up to {last_user:?} but summary.md does not:\n{summary}"
-        );
-        consolidated += 1;
     }
     consolidated
 }
@@ -196,14 +157,10 @@ async fn every_turn_ends_cleanly_under_random_llm_faults() {
     );
     std::fs::write(home.path().join("squidbot.yaml"), config).unwrap();
     std::fs::create_dir_all(home.path().join("workspace")).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_squidbot"))
+    let mut child = squidbot(home.path())
         .arg("gateway")
-        .env("SQUIDBOT_HOME", home.path())
-        .env("HOME", home.path())
-        .env_remove("SQUIDBOT_CONFIG")
         .env("RUST_LOG", "warn")
         .env("RUST_BACKTRACE", "1")
-        .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
@@ -217,19 +174,7 @@ async fn every_turn_ends_cleanly_under_random_llm_faults() {
     });
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !http
-        .get(format!("{base}/readyz"))
-        .send()
-        .await
-        .is_ok_and(|r| r.status().is_success())
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the gateway did not become ready"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_ready(&http, &base, home.path()).await;
 
     let turns = turns();
     let next = Arc::new(AtomicUsize::new(0));

@@ -10,6 +10,10 @@
 #[allow(dead_code)]
 mod support;
 
+// What the crash and fault suites share: the scripted summarizer and the cursor-within-summary
+// check.
+mod summaries;
+
 // SIGKILL under load, 200 times; every file loads and nothing is lost or answered twice.
 mod crash;
 

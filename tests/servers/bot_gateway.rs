@@ -2,14 +2,15 @@
 //! Synapse, on a home the test owns (so it can be restarted).
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
+use crate::support::bin::gateway_logging_to_home;
 use crate::support::config::TestConfig;
-use crate::support::matrix_client::{Account, Homeserver};
+use crate::support::daemon::{TOKEN, get};
+use crate::support::matrix_client::{Account, Homeserver, Human};
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 /// A gateway with the Matrix channel, on a home the test owns (so it can be restarted).
@@ -76,32 +77,6 @@ impl BotGateway {
             .await
     }
 
-    /// Starts the gateway and stops it again: afterwards the bot's device and store exist, and
-    /// the bot is down.
-    pub(crate) async fn run_once(
-        home: &Path,
-        llm: &str,
-        hs: &Homeserver,
-        bot: &Account,
-        matrix_extra: &str,
-    ) {
-        Self::start(home, llm, hs, bot, matrix_extra)
-            .await
-            .stop()
-            .await;
-    }
-
-    /// Starts the gateway without waiting for it to be ready.
-    pub(crate) fn spawn(
-        home: &Path,
-        llm: &str,
-        hs: &Homeserver,
-        bot: &Account,
-        matrix_extra: &str,
-    ) -> Self {
-        Self::spawn_model(home, llm, DEFAULT_MODEL, hs, bot, matrix_extra, None)
-    }
-
     fn spawn_model(
         home: &Path,
         llm: &str,
@@ -139,21 +114,7 @@ impl BotGateway {
             config = config.more_provider("whisper", url);
         }
         config.write(home);
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(home.join("gateway.log"))
-            .unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_squidbot"))
-            .arg("gateway")
-            .env("SQUIDBOT_HOME", home)
-            .env("HOME", home)
-            .env_remove("SQUIDBOT_CONFIG")
-            .env("RUST_LOG", "warn,squidbot=debug")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(log))
-            .kill_on_drop(true)
+        let child = gateway_logging_to_home(home, "warn,squidbot=debug")
             .spawn()
             .unwrap();
         Self {
@@ -164,25 +125,16 @@ impl BotGateway {
     }
 
     pub(crate) async fn status(&self) -> Value {
-        let response = self
-            .http
-            .get(format!("{}/status", self.base))
-            .bearer_auth(crate::support::daemon::TOKEN)
-            .send()
+        get(&self.http, &self.base, "/status", TOKEN)
             .await
-            .unwrap();
-        response.json().await.unwrap()
+            .json()
+            .await
+            .unwrap()
     }
 
     /// GETs `path`; returns status and body.
     pub(crate) async fn get(&self, path: &str) -> (u16, String) {
-        let response = self
-            .http
-            .get(format!("{}{path}", self.base))
-            .bearer_auth(crate::support::daemon::TOKEN)
-            .send()
-            .await
-            .unwrap();
+        let response = get(&self.http, &self.base, path, TOKEN).await;
         (response.status().as_u16(), response.text().await.unwrap())
     }
 
@@ -203,14 +155,9 @@ pub(crate) fn verify(
     home: &Path,
     answer: &'static str,
 ) -> tokio::task::JoinHandle<std::process::Output> {
-    let mut child = crate::support::bin::squidbot(home)
-        .args(["matrix", "verify", "--wait", "60"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child = crate::support::bin::spawn_piped(
+        crate::support::bin::squidbot(home).args(["matrix", "verify", "--wait", "60"]),
+    );
     let mut stdin = child.stdin.take().unwrap();
     tokio::spawn(async move {
         use tokio::io::AsyncWriteExt as _;
@@ -236,15 +183,21 @@ impl MatrixScene {
     /// Fresh accounts `bot…` and `alice…` on the shared Synapse; the model answers with
     /// `handler`.
     pub(crate) async fn new(handler: impl Fn(&Value) -> Reply + Send + Sync + 'static) -> Self {
+        let scene = Self::answering_ok().await;
+        scene.llm.set_handler(handler);
+        scene
+    }
+
+    /// [`Self::new`] with the scripted model's default answer, a streamed "ok": for the
+    /// tests of the bot's own state (its store, keys, login), where what it says is no matter.
+    pub(crate) async fn answering_ok() -> Self {
         let hs = Homeserver::shared();
         let (bot, alice) = (hs.register("bot"), hs.register("alice"));
-        let llm = ScriptedLlm::start().await;
-        llm.set_handler(handler);
         Self {
             hs,
             bot,
             alice,
-            llm,
+            llm: ScriptedLlm::start().await,
             home: tempfile::tempdir().unwrap(),
         }
     }
@@ -252,6 +205,11 @@ impl MatrixScene {
     /// `channels.matrix.allowlist` naming Alice (at the indentation of the channel's fields).
     pub(crate) fn allow_alice(&self) -> String {
         format!("    allowlist: [\"{}\"]", self.alice.user_id)
+    }
+
+    /// Alice, logged in.
+    pub(crate) async fn login_alice(&self) -> Human {
+        Human::login(&self.hs, &self.alice).await
     }
 
     /// [`BotGateway::start`] on this scene's home, model and bot.
@@ -266,15 +224,24 @@ impl MatrixScene {
         .await
     }
 
-    /// [`BotGateway::run_once`] on this scene's home, model and bot.
-    pub(crate) async fn run_once(&self, matrix_extra: &str) {
-        BotGateway::run_once(
-            self.home.path(),
-            &self.llm.url(),
+    /// [`BotGateway::start`] on this scene's home, model and bot without waiting for it to be
+    /// ready.
+    pub(crate) fn spawn(&self, matrix_extra: &str) -> BotGateway {
+        let (home, llm) = (self.home.path(), self.llm.url());
+        BotGateway::spawn_model(
+            home,
+            &llm,
+            DEFAULT_MODEL,
             &self.hs,
             &self.bot,
             matrix_extra,
+            None,
         )
-        .await;
+    }
+
+    /// Starts the gateway and stops it again: afterwards the bot's device and store exist, and
+    /// the bot is down.
+    pub(crate) async fn run_once(&self, matrix_extra: &str) {
+        self.start(matrix_extra).await.stop().await;
     }
 }

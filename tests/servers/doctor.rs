@@ -34,6 +34,13 @@ async fn doctor(home: &std::path::Path) -> Output {
     squidbot(home).arg("doctor").output().await.unwrap()
 }
 
+/// The `matrix login` check's line of doctor's output `out`.
+fn login_line(out: &str) -> &str {
+    out.lines()
+        .find(|l| l.contains("matrix login"))
+        .unwrap_or_else(|| panic!("no matrix login check:\n{out}"))
+}
+
 /// A new account on the test Synapse with `password`: the homeserver's URL, the user id and
 /// the registration's access token.
 fn register_doctor_account(password: &str) -> (String, String, String) {
@@ -74,10 +81,7 @@ async fn matrix_token_is_checked_against_the_real_homeserver() {
                 .any(|l| l.starts_with("ok  ") && l.contains("matrix homeserver")),
             "{out}"
         );
-        let login = out
-            .lines()
-            .find(|l| l.contains("matrix login"))
-            .unwrap_or_else(|| panic!("{out}"));
+        let login = login_line(&out);
         if expect_ok {
             assert!(login.starts_with("ok  "), "{out}");
             assert!(output.status.success(), "{out}");
@@ -101,10 +105,7 @@ async fn matrix_password_is_checked_and_leaves_no_device() {
     for (password, expect_ok) in [("pw-doctor-2", true), ("pw-wrong-42", false)] {
         let output = doctor_matrix(&llm, &hs, &user_id, "password", password).await;
         let out = stdout(&output);
-        let login = out
-            .lines()
-            .find(|l| l.contains("matrix login"))
-            .unwrap_or_else(|| panic!("{out}"));
+        let login = login_line(&out);
         if expect_ok {
             assert!(login.starts_with("ok  "), "{out}");
         } else {
@@ -128,7 +129,7 @@ async fn matrix_password_is_checked_and_leaves_no_device() {
         .await
         .unwrap();
     let out = stdout(&output);
-    let login = out.lines().find(|l| l.contains("matrix login")).unwrap();
+    let login = login_line(&out);
     assert!(
         login.contains("fix channels.matrix.password_env (the variable SQUIDBOT_TEST_MX_PASSWORD)"),
         "{out}"

@@ -496,14 +496,7 @@ async fn mail_from_another_allowed_sender_gets_no_private_memory_and_the_owners_
     let config = scene
         .config("[\"@LOCALHOST\"]")
         .trusting(&owner.to_uppercase());
-    let workspace = home.path().join("workspace");
-    std::fs::create_dir_all(&workspace).unwrap();
-    std::fs::write(
-        workspace.join("MEMORY.md"),
-        "- MEMORYMARK: the PIN is 4711\n",
-    )
-    .unwrap();
-    std::fs::write(workspace.join("USER.md"), "# User\n- USERMARK: the owner\n").unwrap();
+    crate::support::privacy::plant_private_memory(home.path(), "the PIN is 4711", "the owner");
     let gateway = scene.start(config).await;
     let to = bot.0.as_str();
 
@@ -528,19 +521,13 @@ async fn mail_from_another_allowed_sender_gets_no_private_memory_and_the_owners_
     assert_eq!(private_parts(llm, "FRIENDMAIL"), (false, false, false));
 
     // A job aimed at the friend's session replies to the friend: no private memory either.
-    let at = (chrono::Utc::now() + chrono::Duration::seconds(2)).to_rfc3339();
-    let output = crate::support::bin::squidbot(home.path())
-        .args(["cron", "add", "nudge", "JOBMAIL for the friend"])
-        .arg(format!("at {at}"))
-        .args(["--target", &format!("email:{friend}")])
-        .output()
-        .await
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        crate::support::bin::stderr(&output)
-    );
+    crate::support::bin::cron_once(
+        home.path(),
+        "nudge",
+        "JOBMAIL for the friend",
+        &format!("email:{friend}"),
+    )
+    .await;
     server
         .wait_for(&friend, &friend_pw, "the job's mail", WAIT, |m| {
             m.len() >= 2

@@ -87,13 +87,19 @@ impl Setup {
         scene
             .send_trusted(subject, &new_id("answer"), headers, body)
             .await;
-        let (owner, owner_pw) = &scene.owner;
-        scene
+        self.wait_for_mail(expect, expect).await;
+    }
+
+    /// Waits until the owner's mailbox holds a mail whose text contains `expect` (`what` names
+    /// it when it never comes); the mailbox then.
+    async fn wait_for_mail(&self, what: &str, expect: &str) -> Vec<(Vec<u8>, bool)> {
+        let (owner, owner_pw) = &self.scene.owner;
+        self.scene
             .server
-            .wait_for(owner, owner_pw, expect, WAIT, |m| {
+            .wait_for(owner, owner_pw, what, WAIT, |m| {
                 bodies(m).iter().any(|b| b.contains(expect))
             })
-            .await;
+            .await
     }
 }
 
@@ -156,15 +162,12 @@ async fn the_owner_approves_by_replying_with_the_code_and_a_stranger_is_never_as
     assert!(all.contains("not from the owner"), "{all}");
     assert!(!workspace.join("forged.txt").exists());
 
-    let mail = with_dkim_pass(
-        plain_mail(owner, to, "Chores", &asked, "", "please touch the file"),
-        owner,
-    );
-    server.send_raw(owner, to, &mail).await;
-    let mails = server
-        .wait_for(owner, owner_pw, "the approval mail", WAIT, |m| {
-            bodies(m).iter().any(|b| b.contains("Approval needed"))
-        })
+    setup
+        .scene
+        .send_trusted("Chores", &asked, "", "please touch the file")
+        .await;
+    let mails = setup
+        .wait_for_mail("the approval mail", "Approval needed")
         .await;
     let question = bodies(&mails)
         .into_iter()
@@ -260,18 +263,13 @@ fn forged_below(from: &str, to: &str, body: &str) -> Vec<u8> {
 async fn the_question_mail_shows_a_command_that_tries_to_hide_itself_whole() {
     let server = MailServer::shared();
     let setup = Setup::start(&server).await;
-    let (owner, owner_pw) = (setup.scene.owner.0.as_str(), setup.scene.owner.1.as_str());
     let home = &setup.scene.home;
-    let to = setup.scene.to();
-    let mail = with_dkim_pass(
-        plain_mail(owner, to, "Sneaky", &new_id("sneaky"), "", "SNEAKY run it"),
-        owner,
-    );
-    server.send_raw(owner, to, &mail).await;
-    let mails = server
-        .wait_for(owner, owner_pw, "the approval mail", WAIT, |m| {
-            bodies(m).iter().any(|b| b.contains("Approval needed"))
-        })
+    setup
+        .scene
+        .send_trusted("Sneaky", &new_id("sneaky"), "", "SNEAKY run it")
+        .await;
+    let mails = setup
+        .wait_for_mail("the approval mail", "Approval needed")
         .await;
     let (plain, html) = mails
         .iter()

@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::support::mail_client::{MailGateway, MailServer, write_config};
-use crate::support::scripted_llm::{Reply, ScriptedLlm};
+use crate::support::scripted_llm::{Reply, ScriptedLlm, last_user_text};
 
 #[derive(Debug, Deserialize)]
 struct Entry {
@@ -39,19 +39,6 @@ fn progress(home: &Path, bot: &str) -> Value {
         .ok()
         .and_then(|bytes| serde_json::from_slice(&bytes).ok())
         .unwrap_or(Value::Null)
-}
-
-/// The last user message of an LLM request.
-fn last_user_text(request: &Value) -> String {
-    request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,11 +7,9 @@
 //! mailbox on dovecot got.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use mail_parser::MessageParser;
-use tokio::process::Command;
 
 use crate::support::mail_client::{MailGateway, MailServer, new_id, plain_mail};
 use crate::support::mail_scene::{MailScene, WAIT};
@@ -31,24 +29,11 @@ fn replies_to(mails: &[(Vec<u8>, bool)], id: &str) -> Vec<String> {
 
 /// Starts the gateway in `home` with `SQUIDBOT_CRASH_AT=step` and waits until it aborted.
 async fn run_until_crash(home: &Path, step: &str) {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(home.join("gateway.log"))
-        .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_squidbot"))
-        .arg("gateway")
-        .env("SQUIDBOT_HOME", home)
-        .env("HOME", home)
-        .env_remove("SQUIDBOT_CONFIG")
-        .env("SQUIDBOT_CRASH_AT", step)
-        .env("RUST_LOG", "warn,squidbot::channels::email=debug")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(log))
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child =
+        crate::support::bin::gateway_logging_to_home(home, "warn,squidbot::channels::email=debug")
+            .env("SQUIDBOT_CRASH_AT", step)
+            .spawn()
+            .unwrap();
     let status = tokio::time::timeout(WAIT, child.wait())
         .await
         .unwrap_or_else(|_| panic!("the gateway never reached {step}"))

@@ -21,7 +21,7 @@ use matrix_sdk::ruma::{OwnedUserId, RoomId};
 use serde_json::Value;
 
 use crate::support::matrix_client::{Account, Homeserver, Human, Seen};
-use crate::support::scripted_llm::{Reply, ScriptedLlm};
+use crate::support::scripted_llm::{Reply, ScriptedLlm, last_user_text};
 use crate::support::testenv;
 
 pub(crate) use crate::bot_gateway::{BotGateway, MatrixScene};
@@ -29,12 +29,7 @@ pub(crate) use crate::bot_gateway::{BotGateway, MatrixScene};
 /// The scripted LLM: `**echo** <last user text>`, after 1.5 s when the text says "slow", and
 /// a reply over 16 KB (so it is split) when it says "long".
 pub(crate) fn echo(request: &Value) -> Reply {
-    let user = request["messages"]
-        .as_array()
-        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_owned();
+    let user = last_user_text(request);
     if user.contains("long") {
         return Reply::Text(format!("start {} end", "word ".repeat(5000)));
     }
@@ -391,29 +386,28 @@ pub(crate) async fn group_room(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mention_policy_answers_real_mentions_and_invites_only_from_the_allowlist() {
-    let hs = Homeserver::shared();
-    let (bot, a, b, c) = (
-        hs.register("bot"),
-        hs.register("alice"),
-        hs.register("bob"),
-        hs.register("carol"),
-    );
-    let llm = ScriptedLlm::start().await;
-    llm.set_handler(echo);
-    let home = tempfile::tempdir().unwrap();
+    let scene = MatrixScene::new(echo).await;
+    let MatrixScene {
+        hs,
+        bot,
+        alice: a,
+        llm,
+        ..
+    } = &scene;
+    let (b, c) = (hs.register("bob"), hs.register("carol"));
     let extra = format!(
         "    group_policy: mention\n    allowlist: [\"{}\", \"{}\"]",
         a.user_id, b.user_id
     );
-    let _gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
+    let _gateway = scene.start(&extra).await;
     let (alice, bob, carol) = tokio::join!(
-        Human::login(&hs, &a),
-        Human::login(&hs, &b),
-        Human::login(&hs, &c)
+        Human::login(hs, a),
+        Human::login(hs, &b),
+        Human::login(hs, &c)
     );
     let stranger_room = carol.create_room(&[&bot.user_id], false).await;
     carol.say(stranger_room.room_id(), "hello bot").await;
-    let room_id = group_room(&alice, &bob, &bot).await;
+    let room_id = group_room(&alice, &bob, bot).await;
 
     alice.say(&room_id, "nobody is mentioned here").await;
     alice
@@ -505,24 +499,16 @@ async fn open_and_allowlist_group_policies() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_answers_nothing_twice_and_misses_nothing_sent_while_down() {
     let scene = MatrixScene::new(echo).await;
-    let MatrixScene {
-        hs,
-        bot,
-        alice: a,
-        llm,
-        ..
-    } = &scene;
+    let MatrixScene { bot, llm, .. } = &scene;
     let extra = scene.allow_alice();
     let gateway = scene.start(&extra).await;
-    let alice = Human::login(hs, a).await;
+    let alice = scene.login_alice().await;
 
     // Said before the bot joined: never answered.
     let room = alice.create_room(&[], false).await;
     let room_id = room.room_id().to_owned();
     alice.say(&room_id, "before the bot was here").await;
-    room.invite_user_by_id(&bot.user_id.parse::<OwnedUserId>().unwrap())
-        .await
-        .unwrap();
+    alice.invite(&room, &bot.user_id).await;
     alice.wait_joined(&room_id, &bot.user_id).await;
     alice.say(&room_id, "one").await;
     alice.wait_messages(&room_id, &bot.user_id, 1).await;

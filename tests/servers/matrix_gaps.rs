@@ -167,23 +167,15 @@ async fn an_edit_a_reply_without_fallback_and_a_caption_reach_the_agent() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dms_first_message_sent_before_the_bot_joined_is_answered() {
     let scene = MatrixScene::new(echo).await;
-    let MatrixScene {
-        hs,
-        bot,
-        alice: a,
-        llm,
-        ..
-    } = &scene;
+    let MatrixScene { bot, llm, .. } = &scene;
     let extra = scene.allow_alice();
     // The bot has been up once (its device and store exist), and is down now.
     scene.run_once(&extra).await;
-    let alice = Human::login(hs, a).await;
+    let alice = scene.login_alice().await;
     let room = alice.create_room(&[], true).await;
     let room_id = room.room_id().to_owned();
     alice.say(&room_id, "a note to myself").await;
-    room.invite_user_by_id(&bot.user_id.parse::<OwnedUserId>().unwrap())
-        .await
-        .unwrap();
+    alice.invite(&room, &bot.user_id).await;
     alice.say(&room_id, "hello, are you there?").await;
     let gateway = scene.start(&extra).await;
     let texts = wait_turns(llm, 1).await;
@@ -226,12 +218,10 @@ async fn wait_broken(gateway: &BotGateway, home: &std::path::Path) -> Value {
 /// `/readyz`, and not retried in a loop.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_login_is_reported_broken_and_not_retried() {
-    let hs = Homeserver::shared();
-    let mut bot = hs.register("bot");
-    bot.password = "not-the-password".into();
-    let llm = ScriptedLlm::start().await;
-    let home = tempfile::tempdir().unwrap();
-    let gateway = BotGateway::spawn(home.path(), &llm.url(), &hs, &bot, "");
+    let mut scene = MatrixScene::answering_ok().await;
+    scene.bot.password = "not-the-password".into();
+    let home = &scene.home;
+    let gateway = scene.spawn("");
     let matrix = wait_broken(&gateway, home.path()).await;
     assert!(
         matrix["last_error"]
@@ -264,23 +254,18 @@ async fn a_refused_login_is_reported_broken_and_not_retried() {
 /// say the channel is broken and why, instead of "healthy" while nothing can be decrypted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_crypto_store_for_the_same_device_is_reported_broken() {
-    let hs = Homeserver::shared();
-    let bot = hs.register("bot");
-    let llm = ScriptedLlm::start().await;
-    let home = tempfile::tempdir().unwrap();
-    BotGateway::start(home.path(), &llm.url(), &hs, &bot, "")
-        .await
-        .stop()
-        .await;
-    let store = home.path().join("matrix");
+    let scene = MatrixScene::answering_ok().await;
+    let home = scene.home.path();
+    scene.run_once("").await;
+    let store = home.join("matrix");
     assert!(
         store.is_dir(),
         "{:?}",
-        std::fs::read_dir(home.path()).unwrap().collect::<Vec<_>>()
+        std::fs::read_dir(home).unwrap().collect::<Vec<_>>()
     );
     std::fs::remove_dir_all(&store).unwrap();
-    let gateway = BotGateway::spawn(home.path(), &llm.url(), &hs, &bot, "");
-    let matrix = wait_broken(&gateway, home.path()).await;
+    let gateway = scene.spawn("");
+    let matrix = wait_broken(&gateway, home).await;
     assert!(
         matrix["last_error"]
             .as_str()
@@ -296,13 +281,10 @@ async fn a_lost_crypto_store_for_the_same_device_is_reported_broken() {
 /// message to it is answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_crypto_store_is_replaced_by_a_new_device_that_answers() {
-    let hs = Homeserver::shared();
-    let (bot, a) = (hs.register("bot"), hs.register("alice"));
-    let llm = ScriptedLlm::start().await;
-    llm.set_handler(echo);
-    let home = tempfile::tempdir().unwrap();
-    let extra = format!("    device_id: \"\"\n    allowlist: [\"{}\"]", a.user_id);
-    BotGateway::run_once(home.path(), &llm.url(), &hs, &bot, &extra).await;
+    let scene = MatrixScene::new(echo).await;
+    let MatrixScene { bot, home, .. } = &scene;
+    let extra = format!("    device_id: \"\"\n{}", scene.allow_alice());
+    scene.run_once(&extra).await;
     let store = home.path().join("matrix");
     let old_device = std::fs::read_to_string(store.join("device_id")).unwrap();
     // The crypto store is lost; the device id file survived (a partial restore).
@@ -316,8 +298,8 @@ async fn a_lost_crypto_store_is_replaced_by_a_new_device_that_answers() {
             }
         }
     }
-    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
-    let alice = Human::login(&hs, &a).await;
+    let gateway = scene.start(&extra).await;
+    let alice = scene.login_alice().await;
     let room = alice.create_room(&[&bot.user_id], true).await;
     let room_id = room.room_id().to_owned();
     alice.wait_joined(&room_id, &bot.user_id).await;
@@ -345,11 +327,9 @@ async fn a_lost_crypto_store_is_replaced_by_a_new_device_that_answers() {
 /// store (never to the log), and that key opens the backup for another device of the bot.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_bot_makes_a_key_backup_whose_recovery_key_another_device_can_use() {
-    let hs = Homeserver::shared();
-    let bot = hs.register("bot");
-    let llm = ScriptedLlm::start().await;
-    let home = tempfile::tempdir().unwrap();
-    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, "").await;
+    let scene = MatrixScene::answering_ok().await;
+    let MatrixScene { hs, bot, home, .. } = &scene;
+    let gateway = scene.start("").await;
     let path = home.path().join("matrix/recovery-key.txt");
     let key = std::fs::read_to_string(&path)
         .unwrap_or_else(|_| {
@@ -366,7 +346,7 @@ async fn the_bot_makes_a_key_backup_whose_recovery_key_another_device_can_use() 
         "the log does not say where the key is"
     );
     // Another device of the bot's account opens the backup with it.
-    let other = Human::login(&hs, &bot).await;
+    let other = Human::login(hs, bot).await;
     let recovery = other.client.encryption().recovery();
     recovery.recover(&key).await.unwrap();
     assert!(
@@ -375,7 +355,7 @@ async fn the_bot_makes_a_key_backup_whose_recovery_key_another_device_can_use() 
     );
     // A restart makes no second backup: the key stays the same.
     gateway.stop().await;
-    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, "").await;
+    let gateway = scene.start("").await;
     assert_eq!(std::fs::read_to_string(&path).unwrap().trim(), key);
     drop(gateway);
 }
@@ -384,12 +364,10 @@ async fn the_bot_makes_a_key_backup_whose_recovery_key_another_device_can_use() 
 /// client sees its device signed by its own account (what verifying the bot rests on).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_bot_has_a_cross_signing_identity_that_signs_its_device() {
-    let hs = Homeserver::shared();
-    let (bot, a) = (hs.register("bot"), hs.register("alice"));
-    let llm = ScriptedLlm::start().await;
-    let home = tempfile::tempdir().unwrap();
-    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, "").await;
-    let alice = Human::login(&hs, &a).await;
+    let scene = MatrixScene::answering_ok().await;
+    let bot = &scene.bot;
+    let gateway = scene.start("").await;
+    let alice = scene.login_alice().await;
     let bot_id: OwnedUserId = bot.user_id.parse().unwrap();
     let identity = alice
         .client
@@ -416,7 +394,7 @@ async fn the_bot_has_a_cross_signing_identity_that_signs_its_device() {
         .get_first_key()
         .map(|k| k.to_base64());
     gateway.stop().await;
-    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, "").await;
+    let gateway = scene.start("").await;
     let again = alice
         .client
         .encryption()
@@ -437,7 +415,8 @@ async fn the_bot_has_a_cross_signing_identity_that_signs_its_device() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_owner_verifies_the_bot_with_emoji() {
     use matrix_sdk::encryption::verification::SasState;
-    let (home, gateway, alice, bot_id, _llm) = verification_setup().await;
+    let (scene, gateway, alice, bot_id) = verification_setup().await;
+    let home = &scene.home;
     let sas = start_emoji(&alice, &bot_id, home.path()).await;
     let shown = compare_and_confirm(&sas).await;
     // The person confirmed on their side; the bot has not, as nobody answered it yet.
@@ -502,7 +481,8 @@ async fn the_owner_verifies_the_bot_with_emoji() {
 /// device stays unverified.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn emoji_the_owner_says_differ_cancel_the_verification() {
-    let (home, gateway, alice, bot_id, _llm) = verification_setup().await;
+    let (scene, gateway, alice, bot_id) = verification_setup().await;
+    let home = &scene.home;
     let answered = crate::bot_gateway::verify(home.path(), "n\n");
     let sas = start_emoji(&alice, &bot_id, home.path()).await;
     // Alice confirms what she sees; the owner at the bot's side said they differ, which may
@@ -527,28 +507,21 @@ async fn emoji_the_owner_says_differ_cancel_the_verification() {
 
 /// A gateway whose owner is alice, and alice in a DM with the bot (sharing a room is how each
 /// side learns the other's devices).
-async fn verification_setup() -> (
-    tempfile::TempDir,
-    BotGateway,
-    Human,
-    OwnedUserId,
-    ScriptedLlm,
-) {
-    let hs = Homeserver::shared();
-    let (bot, a) = (hs.register("bot"), hs.register("alice"));
-    let llm = ScriptedLlm::start().await;
-    let home = tempfile::tempdir().unwrap();
+async fn verification_setup() -> (MatrixScene, BotGateway, Human, OwnedUserId) {
+    let scene = MatrixScene::answering_ok().await;
     let extra = format!(
-        "    allowlist: [\"{0}\"]\nowner:\n  matrix: [\"{0}\"]",
-        a.user_id
+        "{}\nowner:\n  matrix: [\"{}\"]",
+        scene.allow_alice(),
+        scene.alice.user_id
     );
-    let gateway = BotGateway::start(home.path(), &llm.url(), &hs, &bot, &extra).await;
-    let alice = Human::login(&hs, &a).await;
+    let gateway = scene.start(&extra).await;
+    let alice = scene.login_alice().await;
+    let bot = &scene.bot;
     let bot_id: OwnedUserId = bot.user_id.parse().unwrap();
     let room = alice.create_room(&[], true).await;
-    room.invite_user_by_id(&bot_id).await.unwrap();
+    alice.invite(&room, &bot.user_id).await;
     alice.wait_joined(room.room_id(), &bot.user_id).await;
-    (home, gateway, alice, bot_id, llm)
+    (scene, gateway, alice, bot_id)
 }
 
 /// Alice asks to verify the bot's device and starts emoji once the bot accepted.

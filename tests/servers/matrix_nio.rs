@@ -297,16 +297,7 @@ async fn a_reply_without_fallback_and_a_captioned_file_from_nio_reach_the_agent(
     );
     nio(store, &["replies", room, bot_id, "4"]);
     let requests = dm.scene.llm.requests();
-    let last = requests.last().unwrap()["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .unwrap()["content"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let last = crate::support::scripted_llm::last_user_text(requests.last().unwrap());
     assert!(
         last.starts_with("please summarize\n[attachment: minutes.txt"),
         "{last}"

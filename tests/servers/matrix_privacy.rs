@@ -3,9 +3,8 @@
 //! `memory_write`; the owner's DM gets all three, and so do jobs aimed at it after a restart,
 //! when the room's members come from the bot's store.
 
-use std::path::Path;
-
 use crate::matrix::{BotGateway, echo, group_room};
+use crate::support::bin::cron_once;
 use crate::support::matrix_client::{Homeserver, Human};
 use crate::support::scripted_llm::ScriptedLlm;
 
@@ -13,22 +12,6 @@ use crate::support::scripted_llm::ScriptedLlm;
 /// [`crate::support::privacy::private_parts`]).
 fn private_parts(llm: &ScriptedLlm, text: &str) -> (bool, bool, bool) {
     crate::support::privacy::private_parts(&llm.requests(), |asked| asked == text)
-}
-
-/// Adds a cron job firing once, 2 s from now, at `session`, through `squidbot cron add`.
-async fn cron_once(home: &Path, name: &str, message: &str, session: &str) {
-    let at = (chrono::Utc::now() + chrono::Duration::seconds(2)).to_rfc3339();
-    let output = crate::support::bin::squidbot(home)
-        .args(["cron", "add", name, message, &format!("at {at}")])
-        .args(["--target", session])
-        .output()
-        .await
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        crate::support::bin::stderr(&output)
-    );
 }
 
 // See: #16 (item 5)
@@ -40,14 +23,7 @@ async fn a_group_rooms_prompt_carries_no_private_memory_and_the_owners_dm_does_a
     let llm = ScriptedLlm::start().await;
     llm.set_handler(echo);
     let home = tempfile::tempdir().unwrap();
-    let workspace = home.path().join("workspace");
-    std::fs::create_dir_all(&workspace).unwrap();
-    std::fs::write(
-        workspace.join("MEMORY.md"),
-        "- MEMORYMARK: alice's PIN is 4711\n",
-    )
-    .unwrap();
-    std::fs::write(workspace.join("USER.md"), "# User\n- USERMARK: Alice\n").unwrap();
+    crate::support::privacy::plant_private_memory(home.path(), "alice's PIN is 4711", "Alice");
     // Alice is the owner; bob may talk to the bot too, in any room.
     let extra = format!(
         "    group_policy: open\n    allowlist: [\"{}\", \"{}\"]\nowner:\n  matrix: [\"{}\"]",

@@ -19,6 +19,38 @@ pub fn squidbot(home: &Path) -> tokio::process::Command {
     command
 }
 
+/// `squidbot gateway` on `home` (its config written), logging at `rust_log` to
+/// `home/gateway.log`, appended (a restarted gateway's log follows the last one's, and
+/// [`wait_ready`] shows it when the gateway never gets ready); killed when dropped.
+#[allow(dead_code)] // only the server suites (tests/servers) use it so far
+pub fn gateway_logging_to_home(home: &Path, rust_log: &str) -> tokio::process::Command {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(home.join("gateway.log"))
+        .unwrap();
+    let mut command = squidbot(home);
+    command
+        .arg("gateway")
+        .env("RUST_LOG", rust_log)
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .kill_on_drop(true);
+    command
+}
+
+/// Starts `command` with its stdin, stdout and stderr piped to the test and killed when
+/// dropped: a process the test talks to while it runs.
+pub fn spawn_piped(command: &mut tokio::process::Command) -> tokio::process::Child {
+    command
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
+}
+
 /// Sends `signal` (`TERM`, `INT`, …) to a running child with the `kill` command.
 pub fn send_signal(child: &tokio::process::Child, signal: &str) {
     let pid = child.id().expect("the child is still running");
@@ -27,6 +59,20 @@ pub fn send_signal(child: &tokio::process::Child, signal: &str) {
         .status()
         .unwrap();
     assert!(status.success(), "kill -{signal} {pid}");
+}
+
+/// Adds a cron job firing once, 2 s from now, at `session`, through `squidbot cron add` on
+/// `home`; fails the test when the command fails.
+#[allow(dead_code)] // only the server suites (tests/servers) use it so far
+pub async fn cron_once(home: &Path, name: &str, message: &str, session: &str) {
+    let at = (chrono::Utc::now() + chrono::Duration::seconds(2)).to_rfc3339();
+    let output = squidbot(home)
+        .args(["cron", "add", name, message, &format!("at {at}")])
+        .args(["--target", session])
+        .output()
+        .await
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
 }
 
 /// Standard output as text.
@@ -60,6 +106,17 @@ pub fn tool_names(request: &Value) -> Vec<String> {
 /// Waits (up to 30 s) until the gateway at `base` answers `/readyz` with 200; fails the test
 /// with the gateway's log (`home/gateway.log`) if it never does.
 pub async fn wait_ready(http: &reqwest::Client, base: &str, home: &Path) {
+    wait_ready_polling(http, base, home, std::time::Duration::from_millis(50)).await;
+}
+
+/// [`wait_ready`], asking every `every`: finer where the time to ready is what a test
+/// measures (the crash proof's restarts).
+pub async fn wait_ready_polling(
+    http: &reqwest::Client,
+    base: &str,
+    home: &Path,
+    every: std::time::Duration,
+) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         if let Ok(response) = http.get(format!("{base}/readyz")).send().await
@@ -72,7 +129,7 @@ pub async fn wait_ready(http: &reqwest::Client, base: &str, home: &Path) {
             "gateway not ready: {}",
             std::fs::read_to_string(home.join("gateway.log")).unwrap_or_default()
         );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        tokio::time::sleep(every).await;
     }
 }
 

@@ -38,6 +38,39 @@ pub async fn post_text(http: &reqwest::Client, url: &str, token: &str, text: &st
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
+/// POSTs `text` as a message to `url` (a session's `/messages`) with `token`, asking for a
+/// stream; fails unless it answers 200; the stream's events ([`sse_events`]).
+pub async fn post_streamed(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    text: &str,
+) -> Vec<(String, Value)> {
+    let response = http
+        .post(url)
+        .bearer_auth(token)
+        .header("accept", "text/event-stream")
+        .json(&serde_json::json!({ "text": text }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    sse_events(&response.text().await.unwrap())
+}
+
+/// The texts of a stream's `delta` events, in order.
+pub fn deltas(events: &[(String, Value)]) -> Vec<&str> {
+    events
+        .iter()
+        .filter(|(name, _)| name == "delta")
+        .map(|(_, data)| {
+            data["text"]
+                .as_str()
+                .unwrap_or_else(|| panic!("a delta without text: {data}"))
+        })
+        .collect()
+}
+
 /// GETs `path` of the gateway at `base` with `token`.
 pub async fn get(http: &reqwest::Client, base: &str, path: &str, token: &str) -> reqwest::Response {
     http.get(format!("{base}{path}"))
@@ -190,6 +223,12 @@ impl Gateway {
     /// Stops the gateway (SIGTERM) and starts it again on the same home, config and port.
     pub async fn restart(&mut self) {
         self.terminate().await;
+        self.respawn().await;
+    }
+
+    /// Starts the gateway again on the same home, config and port, once the last process is
+    /// gone (a test that killed it); waits for `/readyz`.
+    pub async fn respawn(&mut self) {
         self.child = spawn_gateway(self.home.path(), &self.env, Stdio::piped(), None);
         self.wait_ready().await;
     }
@@ -233,10 +272,41 @@ impl Gateway {
         );
     }
 
+    /// Adds a job `name` saying `message` to `target` every second, through `squidbot cron`.
+    pub fn cron_every_second(&self, name: &str, message: &str, target: &str) {
+        self.cron(&["add", name, message, "every 1", "--target", target]);
+    }
+
     /// POSTs a message with the right token; returns status and JSON body.
     pub async fn say(&self, id: &str, text: &str) -> (u16, Value) {
         let url = format!("{}/v1/sessions/{id}/messages", self.base);
         post_text(&self.http, &url, TOKEN, text).await
+    }
+
+    /// The reply to `text` in the session `id` ([`Gateway::say`]); fails unless it answered
+    /// 200 with one.
+    pub async fn reply(&self, id: &str, text: &str) -> String {
+        let (status, body) = self.say(id, text).await;
+        assert_eq!(status, 200, "{body}");
+        body["reply"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no reply: {body}"))
+            .to_owned()
+    }
+
+    /// POSTs a message with the right token, asking for a stream; its events.
+    pub async fn say_streamed(&self, id: &str, text: &str) -> Vec<(String, Value)> {
+        let url = format!("{}/v1/sessions/{id}/messages", self.base);
+        post_streamed(&self.http, &url, TOKEN, text).await
+    }
+
+    /// GETs `path` without the token, as anyone who can reach the port would.
+    pub async fn get_anonymous(&self, path: &str) -> reqwest::Response {
+        self.http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap()
     }
 
     /// GETs `path` as the owner would (with the token) and parses the JSON.

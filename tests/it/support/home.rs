@@ -46,6 +46,20 @@ impl Home {
             .write(self.path());
     }
 
+    /// Runs `squidbot onboard` for the scripted model at `url`, with `more` flags after;
+    /// fails the test unless it succeeds.
+    pub async fn onboard(&self, url: &str, more: &[&str]) {
+        let mut args = vec!["onboard", "--api-base", url, "--model", "scripted-model"];
+        args.extend_from_slice(more);
+        let output = self.run(&args).await;
+        assert!(
+            output.status.success(),
+            "squidbot {args:?}:\n{}{}",
+            super::bin::stdout(&output),
+            super::bin::stderr(&output)
+        );
+    }
+
     /// Runs the binary with this home and no inherited squidbot settings.
     pub async fn run(&self, args: &[&str]) -> Output {
         let mut command = squidbot(self.path());

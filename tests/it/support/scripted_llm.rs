@@ -230,6 +230,18 @@ impl Drop for ScriptedLlm {
     }
 }
 
+/// The text of the last user message of a recorded chat request ("" when it has none): what
+/// a handler answers to, and what a test asks the model was sent.
+#[allow(dead_code)] // only the server and proof suites ask it so far
+pub fn last_user_text(request: &Value) -> String {
+    request["messages"]
+        .as_array()
+        .and_then(|messages| messages.iter().rev().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
 async fn complete(
     State(script): State<Arc<Mutex<Script>>>,
     headers: axum::http::HeaderMap,

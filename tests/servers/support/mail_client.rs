@@ -3,14 +3,13 @@
 //! survives restarts.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use async_imap::Session;
 use futures_util::TryStreamExt;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor, address::Envelope};
 use tokio::net::TcpStream;
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
 use super::testenv;
 use crate::support::config::TestConfig;
@@ -175,24 +174,12 @@ impl MailGateway {
     /// Starts the gateway in `home` (config already written) and waits until `/readyz` is 200,
     /// which needs the email channel logged in.
     pub async fn start(home: &Path, port: u16) -> Self {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_squidbot"));
-        command
-            .arg("gateway")
-            .env("SQUIDBOT_HOME", home)
-            .env("HOME", home)
-            .env_remove("SQUIDBOT_CONFIG")
-            .env("RUST_LOG", "warn,squidbot::channels::email=debug")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(home.join("gateway.log"))
-                    .unwrap(),
-            ))
-            .kill_on_drop(true);
-        let child = command.spawn().unwrap();
+        let child = crate::support::bin::gateway_logging_to_home(
+            home,
+            "warn,squidbot::channels::email=debug",
+        )
+        .spawn()
+        .unwrap();
         let gateway = Self {
             child,
             base: format!("http://127.0.0.1:{port}"),

@@ -203,6 +203,13 @@ impl Human {
         self.client.create_room(request).await.unwrap()
     }
 
+    /// Invites `user` into `room`, one this client made (after the fact: what was said before
+    /// the invite stays behind it).
+    pub async fn invite(&self, room: &Room, user: &str) {
+        let user: OwnedUserId = user.parse().unwrap();
+        room.invite_user_by_id(&user).await.unwrap();
+    }
+
     /// The room, once this client knows it.
     pub fn room(&self, room_id: &RoomId) -> Room {
         self.client.get_room(room_id).unwrap()

@@ -4,15 +4,24 @@
 use serde_json::Value;
 
 use crate::support::bin::tool_names;
+use crate::support::scripted_llm::last_user_text;
 
-/// The last user message of a recorded chat request.
-pub fn last_user(request: &Value) -> String {
-    request["messages"]
-        .as_array()
-        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_owned()
+/// Plants the owner's private memory in the workspace of `home`: MEMORY.md holding
+/// `MEMORYMARK: memory` and USER.md holding `USERMARK: user`, the markers
+/// [`private_parts`] looks for.
+pub fn plant_private_memory(home: &std::path::Path, memory: &str, user: &str) {
+    let workspace = home.join("workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::write(
+        workspace.join("MEMORY.md"),
+        format!("- MEMORYMARK: {memory}\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        workspace.join("USER.md"),
+        format!("# User\n- USERMARK: {user}\n"),
+    )
+    .unwrap();
 }
 
 /// Whether the first recorded request whose last user message satisfies `asked` carried the
@@ -21,7 +30,7 @@ pub fn last_user(request: &Value) -> String {
 pub fn private_parts(requests: &[Value], asked: impl Fn(&str) -> bool) -> (bool, bool, bool) {
     let request = requests
         .iter()
-        .find(|r| asked(&last_user(r)))
+        .find(|r| asked(&last_user_text(r)))
         .expect("a request for the message");
     let system = request["messages"][0]["content"]
         .as_str()
