@@ -80,6 +80,7 @@ fn world() -> &'static World {
             readable: Vec::new(),
             hidden: vec![home.clone()],
             env_passthrough: Vec::new(),
+            run_as: None,
         };
         let sandbox = Sandbox::new(&settings, &Redactor::none());
         assert!(sandbox.is_enforced(), "no jail here: {}", sandbox.status());

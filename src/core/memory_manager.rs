@@ -38,7 +38,8 @@ use crate::core::session::SessionId;
 use crate::core::untrusted;
 use crate::core::window;
 
-/// The notice appended to the system prompt shortly before consolidation.
+/// The note pinned to the newest message of a request shortly before consolidation (not put in
+/// the system prompt, whose cached prefix it would break).
 pub const CONSOLIDATION_WARNING: &str = "[System: older messages of this conversation will soon \
 be condensed into a summary. If anything in them must be remembered exactly, save it with \
 memory_write now.]";

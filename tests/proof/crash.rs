@@ -22,11 +22,11 @@ use squidbot::core::session::SessionId;
 use squidbot::storage::{JsonlStore, safe_id};
 use tokio::process::Child;
 
-use crate::summaries::{read_history, summarized, summary_reply};
+use crate::summaries::{read_history, said, summarized, summary_reply};
 use crate::support::bin::{squidbot, wait_ready_polling};
 use crate::support::config::TestConfig;
 use crate::support::free_port;
-use crate::support::scripted_llm::{Reply, ScriptedLlm, last_user_text};
+use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
 const TOKEN: &str = "crash-token-0b7e";
 const SESSIONS: usize = 6;
@@ -42,7 +42,7 @@ fn handler(request: &Value) -> Reply {
     }
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
     let last = messages.last().cloned().unwrap_or_default();
-    let user = last_user_text(request);
+    let user = said(request);
     if last["role"] == "user" && user.ends_with("-remember") {
         let content = format!("memory {user}\n{}\nEND\n", "m".repeat(MEMORY_FILL));
         return Reply::ToolCalls {

@@ -15,6 +15,21 @@ use squidbot::storage::safe_id;
 
 use crate::support::scripted_llm::{Reply, last_user_text};
 
+/// What squidbot appends to the newest message of a request after two line breaks (MEMORY.md
+/// changed since the prompt's copy, consolidation coming): notes of the request, not the
+/// person's words.
+const NOTE_MARK: &str = "\n\n[System: ";
+
+/// What the person said in the request's newest user message, without the notes squidbot
+/// pinned to it: what the scripted model echoes and what a reply is checked against.
+pub fn said(request: &Value) -> String {
+    let text = last_user_text(request);
+    match text.find(NOTE_MARK) {
+        Some(at) => text[..at].to_owned(),
+        None => text,
+    }
+}
+
 /// The first words of the consolidation system prompt.
 const SUMMARY_MARK: &str = "You are a memory consolidation assistant. You write";
 /// The first words shared by the consolidation and meta-consolidation system prompts.
