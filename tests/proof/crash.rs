@@ -25,10 +25,10 @@ use tokio::process::Child;
 use crate::summaries::{read_history, said, summarized, summary_reply};
 use crate::support::bin::{squidbot, wait_ready_polling};
 use crate::support::config::TestConfig;
+use crate::support::daemon::TOKEN;
 use crate::support::free_port;
 use crate::support::scripted_llm::{Reply, ScriptedLlm};
 
-const TOKEN: &str = "crash-token-0b7e";
 const SESSIONS: usize = 6;
 const CLIENTS: usize = 8;
 /// The body of every MEMORY.md the agent writes: big enough that a torn write would show.
@@ -110,6 +110,13 @@ async fn client(base: String, round: usize, client: usize, acked: Acked) {
             .send()
             .await;
         let Ok(response) = sent else { return };
+        // A kill cuts requests off; a refusal means the suite itself is wrong (its token, its
+        // route), which must not pass as a quiet round.
+        assert!(
+            !response.status().is_client_error(),
+            "refused: {}",
+            response.status()
+        );
         if !response.status().is_success() {
             return;
         }
