@@ -54,7 +54,7 @@ pub mod verification;
 pub mod verification_desk;
 mod voice;
 
-use crate::error_chain::Chain;
+use crate::core::error_chain::Chain;
 
 pub use channel::{MatrixChannel, MatrixStatus};
 pub use media::MatrixTurnTools;
