@@ -20,8 +20,6 @@
 //! - [`workspace`]: the guard that keeps the agent's file access inside the workspace.
 //! - [`zone`]: time zones (`UTC`, `local`, offsets, IANA names from a bundled database), one
 //!   type for cron schedules, the heartbeat's active hours and the budgets' day.
-//! - [`error_chain`]: an error with its sources on one line, for errors that print a foreign
-//!   cause (each error prints its cause or returns it, never both).
 //! - [`console`]: printing and logging that never panic on a closed pipe; colour only on a
 //!   terminal.
 
@@ -32,7 +30,6 @@ pub mod config;
 pub mod console;
 pub mod core;
 pub mod cron;
-pub mod error_chain;
 pub mod gateway;
 pub mod llm;
 pub mod skills;

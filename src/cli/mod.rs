@@ -50,7 +50,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use squidbot::error_chain::Chain;
+use squidbot::core::error_chain::Chain;
 
 /// squidbot: a personal AI assistant with memory that never forgets and never bloats.
 #[derive(Debug, Parser)]

@@ -276,7 +276,6 @@ impl AgentLoop {
         let mut prompt = self.prompt(turn).await?;
         let mut pipeline = self.pipeline(turn);
         let cancel = turn.request.cancel.clone();
-        let redactor = self.tools.redactor();
         let mut tools_called = Vec::new();
         for round in 0..self.max_tool_rounds {
             let call = {
@@ -284,7 +283,7 @@ impl AgentLoop {
                 tokio::select! {
                     biased;
                     () = cancel.cancelled() => return Err(turn.cancelled().await),
-                    call = turn.call(&prompt, &specs, redactor) => call,
+                    call = turn.call(&prompt, &specs) => call,
                 }
             };
             let mut response = match call {
@@ -346,7 +345,7 @@ impl AgentLoop {
             )
             .await
             .map_err(TurnError::Store)?;
-        let redactor = self.tools.redactor();
+        let redactor = &turn.redactor;
         if let Some(system) = prompt.first_mut()
             && redactor.finds(&system.content)
         {

@@ -9,6 +9,7 @@ pub mod audience;
 pub mod authority;
 pub mod consolidation;
 pub mod conversation;
+pub mod error_chain;
 pub mod loop_breaker;
 pub mod memory_manager;
 pub mod message;

@@ -229,12 +229,11 @@ impl Turn {
     }
 
     /// One streamed LLM call over `prompt` with `tools` offered, relaying deltas to a
-    /// streaming sink with known secrets held back, even when split across deltas.
+    /// streaming sink with the turn's known secrets held back, even when split across deltas.
     pub async fn call(
         &self,
         prompt: &[Arc<Message>],
         tools: &[&ToolSpec],
-        redactor: &Redactor,
     ) -> Result<ChatResponse, LlmError> {
         let request = ChatRequest {
             messages: prompt,
@@ -256,7 +255,7 @@ impl Turn {
         };
         let relay = async {
             let mut shown = false;
-            let mut redacting = StreamRedactor::new(redactor);
+            let mut redacting = StreamRedactor::new(&self.redactor);
             while let Some(event) = received.recv().await {
                 match event {
                     StreamEvent::TextDelta(text) => {

@@ -195,6 +195,9 @@ impl Dispatch for Router {
                 // Not started: the original is dropped when its turn comes; this is the text.
                 // Only its sender's own edit counts (as clients show edits).
                 Some((original_sender, replaced)) if *original_sender == sender => {
+                    // Logged when decided, not when the original's turn comes: a test (and a
+                    // reader of the log) learns here that the edit will be answered instead.
+                    tracing::debug!(session = %session, "A message was edited before its turn; the edit takes its place.");
                     *replaced = true;
                 }
                 _ => inbound.text = format!("{CORRECTION_NOTE}\n{}", inbound.text),
@@ -346,8 +349,7 @@ impl Inner {
             let (mut job, replaced) = job;
             if replaced {
                 // Its correction is queued behind it and carries the whole corrected text;
-                // the channel may consider this one handled.
-                tracing::debug!(session = %session, "A message was edited before its turn; the edit takes its place.");
+                // the channel may consider this one handled (logged when the edit came).
                 if let Some(persisted) = job.inbound.persisted.take() {
                     let _ = persisted.send(());
                 }

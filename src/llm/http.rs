@@ -20,10 +20,10 @@ use eventsource_stream::{Event, EventStreamError, Eventsource};
 use futures_util::{Stream, StreamExt};
 use reqwest::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 
+use crate::core::error_chain::Chain;
 use crate::core::ports::llm::{
     ChatRequest, ChatResponse, ContextBudget, LlmClient, LlmError, StreamObserver,
 };
-use crate::error_chain::Chain;
 use crate::llm::settings::{Endpoint, Timeouts, masked_url};
 use crate::llm::wire::error_message;
 

@@ -425,7 +425,7 @@ async fn spawn_await_embeds_errors_and_star_only_waits_for_the_callers_jobs() {
     let blocks: Vec<&str> = out.split("\n\n").collect();
     assert_eq!(blocks.len(), 2, "{out}");
     assert!(
-        blocks[0].starts_with(&format!("[{failing}: ERROR]\n")),
+        blocks[0].starts_with(&format!("[{failing}: ERROR (llm)]\n")),
         "{out}"
     );
     assert_eq!(blocks[1], format!("[{ok}: OK]\ndid: fine"));
@@ -533,7 +533,10 @@ async fn shutdown_lets_running_sub_agents_finish_and_starts_no_more() {
         out.contains(&format!("[{running}: OK]\nfinished: first")),
         "{out}"
     );
-    assert!(out.contains(&format!("[{waiting}: ERROR]")), "{out}");
+    assert!(
+        out.contains(&format!("[{waiting}: ERROR (not started)]")),
+        "{out}"
+    );
 }
 
 #[tokio::test]
@@ -552,7 +555,7 @@ async fn shutdown_aborts_a_sub_agent_that_outlives_the_grace_period() {
     let out = s.collect(&id, &parent).await;
     assert_eq!(
         out,
-        format!("[{id}: ERROR]\nThe sub-agent was stopped: squidbot is shutting down.")
+        format!("[{id}: ERROR (stopped)]\nThe sub-agent was stopped: squidbot is shutting down.")
     );
     let texts: Vec<String> = s
         .history(&SessionId::new("spawn", &id).unwrap())

@@ -47,7 +47,7 @@ pub mod uuencode;
 #[cfg(test)]
 mod tests;
 
-use crate::error_chain::Chain;
+use crate::core::error_chain::Chain;
 
 pub use channel::{EmailChannel, EmailStatus};
 pub use plugin::EmailPlugin;

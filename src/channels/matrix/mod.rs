@@ -16,6 +16,8 @@
 //! - `inbound`: a timeline event turned into an `Inbound` (captions, replies, threads, edits
 //!   that take the place of a message not yet answered).
 //! - `edits`: a message and its edit in one batch: the edit is answered in its place.
+//! - `submit`: a message's hand-over to the router, then, once it is persisted, the sync
+//!   position and the read receipt.
 //! - `voice`: voice messages transcribed off the sync loop, before the mention gate, the
 //!   room's later messages following them in order.
 //! - [`relations`]: what a reply refers to (fallback dropped, the replied-to message fetched).
@@ -48,13 +50,14 @@ pub mod relations;
 pub mod room_keys;
 pub mod sink;
 pub mod store_check;
+mod submit;
 pub mod sync_state;
 pub mod undecrypted;
 pub mod verification;
 pub mod verification_desk;
 mod voice;
 
-use crate::error_chain::Chain;
+use crate::core::error_chain::Chain;
 
 pub use channel::{MatrixChannel, MatrixStatus};
 pub use media::MatrixTurnTools;

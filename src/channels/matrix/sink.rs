@@ -23,9 +23,9 @@ use super::room_keys::RoomKeys;
 use crate::channels::format::{markdown_to_html, split_message};
 use crate::channels::owner::OwnerIds;
 use crate::core::audience::Readers;
+use crate::core::error_chain::Chain;
 use crate::core::ports::approvals::{ApprovalRequest, MAX_QUESTION_BYTES};
 use crate::core::ports::channel::{DeliveryError, ReplySink};
-use crate::error_chain::Chain;
 
 /// The largest piece of Markdown sent as one event; the HTML copy roughly doubles it, and
 /// the event must stay well under Matrix's 64 KiB.

@@ -2,90 +2,22 @@
 //! mention and policy gates, so a spoken "hey bot" in a room addresses the bot as typed text
 //! would, and off the sync loop, so a slow transcription holds no other room.
 //!
-//! [`Submission`] is the hand-over of one message to the router, owned so a task can do it
-//! later. Order within a room is kept by a chain: while a voice message of a room is being
+//! Its hand-over is a [`Submission`], owned so the task can do it once the transcript is
+//! there. Order within a room is kept by a chain: while a voice message of a room is being
 //! transcribed, the room's later messages wait for it ([`crate::channels::voice::Chains`])
 //! and other rooms go on.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use matrix_sdk::Room;
-use matrix_sdk::ruma::OwnedEventId;
-use matrix_sdk::ruma::api::client::receipt::create_receipt::v3::ReceiptType;
-use matrix_sdk::ruma::events::receipt::ReceiptThread;
 use tokio::task::JoinHandle;
-use tokio_util::task::TaskTracker;
 
 use super::media::{self, MediaRef};
 use super::policy::mentions_bot;
-use super::sync_state::SyncState;
+use super::submit::Submission;
 use crate::channels::attachments::AttachmentStore;
 use crate::channels::voice::{self, NotedReply, VoiceNotes};
-use crate::core::ports::channel::{Dispatch, Inbound};
+use crate::core::ports::channel::Inbound;
 use crate::transcription::Audio;
-
-/// One message's hand-over to the router, and what follows its persistence (the sync
-/// position, the read receipt).
-pub(super) struct Submission {
-    pub(super) dispatch: Arc<dyn Dispatch>,
-    pub(super) state: Arc<Mutex<SyncState>>,
-    pub(super) waiters: TaskTracker,
-    pub(super) room: Room,
-    pub(super) event_id: OwnedEventId,
-    pub(super) batch: u64,
-    /// The original this edit is answered in place of, in the same batch.
-    pub(super) replaces_in_batch: Option<String>,
-}
-
-impl Submission {
-    /// Submits `inbound`; `false` when the router is shutting down (the batch stays open, so
-    /// it is synced again).
-    pub(super) fn submit(self, mut inbound: Inbound) -> bool {
-        let (persisted_tx, persisted_rx) = tokio::sync::oneshot::channel();
-        inbound.persisted = Some(persisted_tx);
-        if self.dispatch.submit(inbound).is_err() {
-            return false;
-        }
-        let Self {
-            state,
-            room,
-            event_id,
-            batch,
-            replaces_in_batch,
-            ..
-        } = self;
-        self.waiters.spawn(async move {
-            // Fired once the router persisted the message; dropped if it never will be.
-            if persisted_rx.await.is_err() {
-                return;
-            }
-            if let Ok(mut state) = state.lock() {
-                state.persisted(batch, event_id.as_str());
-                if let Some(original) = &replaces_in_batch {
-                    state.persisted(batch, original);
-                }
-            }
-            if let Err(error) = room
-                .send_single_receipt(ReceiptType::Read, ReceiptThread::Unthreaded, event_id)
-                .await
-            {
-                tracing::debug!(room = %room.room_id(), error = %error, "Could not send a read receipt.");
-            }
-        });
-        true
-    }
-
-    /// Counts the message as handled without answering it (a voice message that turned out
-    /// not to address the bot), so the sync position moves past it.
-    pub(super) fn pass(self) {
-        if let Ok(mut state) = self.state.lock() {
-            state.persisted(self.batch, self.event_id.as_str());
-            if let Some(original) = &self.replaces_in_batch {
-                state.persisted(self.batch, original);
-            }
-        }
-    }
-}
 
 /// A voice message waiting for its transcript, with everything its hand-over needs.
 pub(super) struct VoiceMessage {

@@ -24,18 +24,21 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::core::audience::Readers;
+use crate::core::error_chain::Chain;
 use crate::core::origin::Origin;
 use crate::core::ports::approvals::ApprovalRequest;
 use crate::core::ports::llm::LlmClient;
 use crate::core::ports::tool::Tool;
 use crate::core::session::SessionId;
 
-/// The cause of a channel or delivery failure, kept whole so a log shows its full chain.
+/// The cause of a channel or delivery failure, kept whole and printed with its sources
+/// ([`Chain`]), so a log line shows its full chain even when the cause is a foreign error whose
+/// useful words sit in its own sources.
 pub type Cause = Box<dyn StdError + Send + Sync>;
 
 /// Delivery failed; the turn is still persisted, the failure is logged and reported.
 #[derive(Debug, thiserror::Error)]
-#[error("delivery through {channel} failed: {error}")]
+#[error("delivery through {channel} failed: {}", Chain(error.as_ref()))]
 pub struct DeliveryError {
     /// The channel name.
     pub channel: String,
@@ -286,7 +289,7 @@ pub trait TurnTools: Send + Sync {
 
 /// Why a channel task stopped with an error; the supervisor logs it and restarts the task.
 #[derive(Debug, thiserror::Error)]
-#[error("channel {channel}: {error}")]
+#[error("channel {channel}: {}", Chain(error.as_ref()))]
 pub struct ChannelError {
     /// The channel name.
     pub channel: String,
@@ -402,4 +405,50 @@ pub trait ActivityLog: Send + Sync {
     fn record(&self, session: &SessionId, metadata: &Map<String, Value>);
     /// The most recent such session, if any.
     fn last(&self) -> Option<(SessionId, Map<String, Value>)>;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fmt;
+
+    use super::*;
+
+    /// A foreign error that keeps what a person can act on in its source, as reqwest's does.
+    #[derive(Debug)]
+    struct Sending(std::io::Error);
+
+    impl fmt::Display for Sending {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("error sending request")
+        }
+    }
+
+    impl StdError for Sending {
+        fn source(&self) -> Option<&(dyn StdError + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    fn refused() -> Sending {
+        Sending(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "Connection refused",
+        ))
+    }
+
+    #[test]
+    fn channel_and_delivery_errors_print_their_causes_whole_chain() {
+        assert_eq!(
+            ChannelError::new("api", refused()).to_string(),
+            "channel api: error sending request: Connection refused"
+        );
+        assert_eq!(
+            DeliveryError::new("api", refused()).to_string(),
+            "delivery through api failed: error sending request: Connection refused"
+        );
+        assert_eq!(
+            DeliveryError::new("api", "no such room").to_string(),
+            "delivery through api failed: no such room"
+        );
+    }
 }

@@ -26,8 +26,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::core::authority::{Effect, Effects};
+use crate::core::error_chain::Chain;
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
-use crate::error_chain::Chain;
 
 pub use fetch::{FetchLimits, Fetched, Fetcher, Resolve, SystemResolver};
 pub use guard::AddressPolicy;

@@ -23,7 +23,7 @@ use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
 use super::SpawnError;
-use super::jobs::{Finished, JobError, JobResult, JobStore};
+use super::jobs::{self, Finished, JobError, JobResult, JobStore};
 use super::profiles::profile_descriptions;
 use crate::approval::{ApprovalSettings, TurnGates};
 use crate::config::SpawnConfig;
@@ -428,10 +428,7 @@ impl SpawnHub {
                 None if self.closed.load(Ordering::SeqCst) => Err(JobError::Stopped),
                 None => Err(JobError::Lost),
             };
-            match result {
-                Ok(text) => format!("[{id}: OK]\n{text}"),
-                Err(error) => format!("[{id}: ERROR]\n{error}"),
-            }
+            jobs::collected(id, &result)
         });
         join_all(blocks).await.join("\n\n")
     }

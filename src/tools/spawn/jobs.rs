@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
+use crate::core::ports::channel::FailureKind;
 use crate::core::ports::llm::LlmError;
 use crate::core::session::{SessionId, SessionIdError};
 use crate::core::turn::TurnError;
@@ -21,8 +22,9 @@ use crate::core::turn::TurnError;
 /// What a finished sub-agent produced: its reply, or why it failed.
 pub type JobResult = Result<String, JobError>;
 
-/// Why a sub-agent gave no reply. Its Display is what the parent model reads under the job's
-/// `[id: ERROR]` line, worded here once for every way a job ends without an answer.
+/// Why a sub-agent gave no reply. Its [`kind`](Self::kind) names it in the job's
+/// `[id: ERROR (kind)]` line and its Display is what the parent model reads under that line,
+/// each worded here once for every way a job ends without an answer.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum JobError {
     /// squidbot began shutting down while the job waited for a free slot: it did nothing.
@@ -42,6 +44,67 @@ pub enum JobError {
     /// turn's error cannot be cloned and every reader of the job's outcome gets a copy.
     #[error("{}", turn_failure(.0))]
     Turn(Arc<TurnError>),
+}
+
+impl JobError {
+    /// How the job ended without a reply: for a failed turn, the turn's own [`FailureKind`].
+    pub fn kind(&self) -> JobErrorKind {
+        match self {
+            Self::NotStarted => JobErrorKind::NotStarted,
+            Self::Stopped => JobErrorKind::Stopped,
+            Self::Lost => JobErrorKind::Lost,
+            Self::Session(_) => JobErrorKind::Internal,
+            Self::Turn(error) => JobErrorKind::Turn(error.kind()),
+        }
+    }
+}
+
+/// How a sub-agent job ended without a reply, as a closed set, from which the word the parent
+/// model reads in the job's header is derived in one place ([`JobErrorKind::word`]), so the
+/// parent can tell a wall it should not spawn into again (a budget, a shutdown) from a
+/// failure worth one more try (a timeout) without parsing the sentence below it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobErrorKind {
+    /// It never started: squidbot shut down while it waited for a slot.
+    NotStarted,
+    /// squidbot's shutdown stopped it.
+    Stopped,
+    /// Its task ended without an outcome.
+    Lost,
+    /// It could not start for a reason that is a bug (its id made no session).
+    Internal,
+    /// Its turn failed, for this reason.
+    Turn(FailureKind),
+}
+
+impl JobErrorKind {
+    /// The kind's word in the job's `[id: ERROR (word)]` header: lower case, as the turn
+    /// failure's kinds are named in metrics and logs.
+    pub fn word(self) -> &'static str {
+        match self {
+            Self::NotStarted => "not started",
+            Self::Stopped | Self::Turn(FailureKind::Stopping) => "stopped",
+            Self::Lost => "lost",
+            Self::Internal => "internal",
+            Self::Turn(FailureKind::Cancelled) => "cancelled",
+            Self::Turn(FailureKind::Budget) => "budget",
+            Self::Turn(FailureKind::Timeout) => "timeout",
+            Self::Turn(FailureKind::Llm) => "llm",
+            Self::Turn(FailureKind::Runaway) => "runaway",
+            Self::Turn(FailureKind::Storage) => "storage",
+            Self::Turn(FailureKind::Delivery) => "delivery",
+        }
+    }
+}
+
+/// The block `spawn_await` shows the parent model for a collected job: a header with its id
+/// and how it ended (`OK`, or `ERROR` and the [`JobErrorKind`]), then its reply or why there
+/// is none.
+pub fn collected(id: &str, result: &JobResult) -> String {
+    match result {
+        Ok(text) => format!("[{id}: OK]\n{text}"),
+        Err(error) => format!("[{id}: ERROR ({})]\n{error}", error.kind().word()),
+    }
 }
 
 impl From<TurnError> for JobError {
@@ -252,6 +315,7 @@ impl Drop for JobStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::ports::llm::{BudgetFigures, BudgetKind, BudgetStop};
 
     fn session(key: &str) -> SessionId {
         SessionId::new("cli", key).unwrap()
@@ -309,6 +373,59 @@ mod tests {
         assert_eq!(store.len(), 2);
         assert!(store.outcome(&owner, &first).is_none());
         assert_eq!(add(&store, &owner, None), Err(StoreFull(2)));
+    }
+
+    #[test]
+    fn a_collected_job_says_in_its_header_how_it_ended() {
+        let budget = LlmError::Budget {
+            stop: BudgetStop {
+                kind: BudgetKind::TurnTokens,
+                figures: BudgetFigures::Tokens {
+                    limit: 100,
+                    used: 120,
+                },
+                resets: None,
+            },
+            notify: true,
+        };
+        let timeout = LlmError::Timeout {
+            model: "m".into(),
+            phase: "idle",
+        };
+        let cases: [(JobResult, &str); 6] = [
+            (Ok("done".into()), "[ab: OK]\ndone"),
+            (
+                Err(TurnError::Llm(budget).into()),
+                "[ab: ERROR (budget)]\nThe sub-agent was not run to the end. ",
+            ),
+            (
+                Err(TurnError::Llm(timeout).into()),
+                "[ab: ERROR (timeout)]\nThe sub-agent failed: the LLM call failed: ",
+            ),
+            (
+                Err(TurnError::TooManyToolRounds(20).into()),
+                "[ab: ERROR (runaway)]\nThe sub-agent failed: stopped after 20 tool rounds",
+            ),
+            (
+                Err(JobError::NotStarted),
+                "[ab: ERROR (not started)]\nThe sub-agent never started: ",
+            ),
+            (
+                Err(JobError::Stopped),
+                "[ab: ERROR (stopped)]\nThe sub-agent was stopped: squidbot is shutting down.",
+            ),
+        ];
+        for (result, expected) in cases {
+            let block = collected("ab", &result);
+            assert!(
+                block.starts_with(expected),
+                "{block:?} does not start with {expected:?}"
+            );
+        }
+        assert_eq!(JobError::Lost.kind().word(), "lost");
+        assert_eq!(TurnError::Cancelled.kind(), FailureKind::Cancelled);
+        let cancelled: JobError = TurnError::Cancelled.into();
+        assert_eq!(cancelled.kind().word(), "cancelled");
     }
 
     #[tokio::test]

@@ -19,8 +19,8 @@ use serde::Deserialize;
 
 use crate::config::{WebSearchConfig, WebSearchProvider};
 use crate::core::authority::{Effect, Effects};
+use crate::core::error_chain::Chain;
 use crate::core::ports::tool::{ToolContext, ToolOutput, TypedSpec, TypedTool};
-use crate::error_chain::Chain;
 
 pub use provider::{BRAVE_URL, DUCKDUCKGO_URL, SearchHit, SearchProvider};
 

@@ -6,6 +6,10 @@
 //! keeps the part a person can act on in its own sources (reqwest's "error sending request"
 //! hides "Connection refused" two levels down); such a cause is printed through `Chain`, so
 //! nothing it knows is lost when it stops being a source.
+//!
+//! It lives in core, though adapters use it most, because core's own errors that keep a cause
+//! whole ([`crate::core::ports::channel::Cause`]) print it through `Chain` too, and core imports
+//! nothing outside itself; it imports only `std`.
 
 use std::error::Error;
 use std::fmt;
