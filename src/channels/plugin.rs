@@ -241,8 +241,13 @@ impl ChannelPlugin for Unbuilt {
         )]
     }
 
+    /// Says the build lacks it, so `status` never shows a channel as on that cannot run.
     fn summary(&self, config: &Config) -> Option<String> {
-        Some(format!("{} {}", self.name, on(self.enabled(config))))
+        Some(if self.enabled(config) {
+            format!("{} enabled but not in this build", self.name)
+        } else {
+            format!("{} not in this build", self.name)
+        })
     }
 }
 
@@ -303,5 +308,36 @@ impl TurnTools for ChannelTools {
             tools.extend(channel.for_turn(session, metadata, origin));
         }
         tools
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_channel_the_build_left_out_is_never_shown_as_running() {
+        let config = Config::default();
+        let on = Unbuilt {
+            name: "matrix",
+            enabled: |_| true,
+        };
+        let off = Unbuilt {
+            name: "matrix",
+            enabled: |_| false,
+        };
+        assert_eq!(
+            on.summary(&config).as_deref(),
+            Some("matrix enabled but not in this build")
+        );
+        assert_eq!(
+            off.summary(&config).as_deref(),
+            Some("matrix not in this build")
+        );
+        assert!(!on.built());
+        let probes = on.doctor(&config).await;
+        assert_eq!(probes.len(), 1);
+        let fix = probes[0].fix.as_deref().unwrap_or_default();
+        assert!(fix.contains("rebuild with `--features matrix`"), "{fix}");
     }
 }
