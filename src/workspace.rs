@@ -146,9 +146,9 @@ impl WorkspaceGuard {
     /// inside `root`, or, for reads, inside one of `readable_extra`; directories of
     /// `readable_extra` that do not exist are skipped.
     pub fn new(root: &Path, restrict: bool, readable_extra: &[PathBuf]) -> Result<Self, PathError> {
-        let root = root.canonicalize().map_err(|source| PathError::Io {
+        let root = root.canonicalize().map_err(|error| PathError::Io {
             path: root.to_owned(),
-            error: source,
+            error,
         })?;
         let readable_extra = readable_extra
             .iter()

@@ -161,9 +161,9 @@ pub(crate) fn load_with(
             loaded.exists = false;
             Ok(loaded)
         }
-        Err(source) => Err(ConfigError::Read {
+        Err(error) => Err(ConfigError::Read {
             path: location.path,
-            error: source,
+            error,
         }),
     }
 }

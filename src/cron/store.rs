@@ -256,9 +256,9 @@ impl CronJobs {
         if text.trim().is_empty() {
             return Ok(Vec::new());
         }
-        serde_json::from_str(&text).map_err(|source| CronStoreError::Corrupt {
+        serde_json::from_str(&text).map_err(|error| CronStoreError::Corrupt {
             path: self.path.clone(),
-            error: source,
+            error,
         })
     }
 

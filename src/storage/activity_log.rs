@@ -135,9 +135,9 @@ impl Inner {
         let Some(record) = record else {
             return Ok(());
         };
-        let write_error = |source| ActivityFileError::Write {
+        let write_error = |error| ActivityFileError::Write {
             path: self.path.clone(),
-            error: source,
+            error,
         };
         let bytes = serde_json::to_vec_pretty(&record)
             .map_err(|error| write_error(std::io::Error::other(error)))?;
@@ -158,9 +158,9 @@ fn load(path: &Path) -> Result<Option<Record>, ActivityFileError> {
     };
     serde_json::from_slice(&bytes)
         .map(Some)
-        .map_err(|source| ActivityFileError::Parse {
+        .map_err(|error| ActivityFileError::Parse {
             path: path.to_owned(),
-            error: source,
+            error,
         })
 }
 

@@ -56,9 +56,9 @@ impl ConversationStore for ConversationFiles {
 
     fn save(&self, session: &SessionId, state: &ConversationState) -> Result<(), StoreError> {
         let path = self.path(session);
-        let mut bytes = serde_json::to_vec_pretty(state).map_err(|source| StoreError::Encode {
+        let mut bytes = serde_json::to_vec_pretty(state).map_err(|error| StoreError::Encode {
             path: path.display().to_string(),
-            error: source,
+            error,
         })?;
         bytes.push(b'\n');
         atomic::write(&path, &bytes).map_err(|error| io_error("writing", &path, error))

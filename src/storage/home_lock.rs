@@ -53,9 +53,9 @@ impl HomeLock {
     /// Claims `home` for this process and records its pid in the lock file.
     pub fn acquire(home: &Path) -> Result<Self, HomeLockError> {
         let path = home.join("gateway.lock");
-        let io = |source| HomeLockError::Io {
+        let io = |error| HomeLockError::Io {
             lock: path.clone(),
-            error: source,
+            error,
         };
         let Some(lock) = FileLock::try_exclusive(&path).map_err(io)? else {
             return Err(HomeLockError::Held {

@@ -93,9 +93,9 @@ impl JsonlStore {
         let mut buffer = Vec::with_capacity(messages.len() * 256);
         let mut ends = Vec::with_capacity(messages.len());
         for message in messages {
-            serde_json::to_writer(&mut buffer, message).map_err(|source| StoreError::Encode {
+            serde_json::to_writer(&mut buffer, message).map_err(|error| StoreError::Encode {
                 path: path.display().to_string(),
-                error: source,
+                error,
             })?;
             buffer.push(b'\n');
             ends.push(buffer.len() as u64);
@@ -224,9 +224,9 @@ fn read_cursor_file(path: &Path) -> Result<CursorFile, StoreError> {
 }
 
 fn write_cursor_file(path: &Path, file: &CursorFile) -> Result<(), StoreError> {
-    let bytes = serde_json::to_vec(file).map_err(|source| StoreError::Encode {
+    let bytes = serde_json::to_vec(file).map_err(|error| StoreError::Encode {
         path: path.display().to_string(),
-        error: source,
+        error,
     })?;
     atomic::write(path, &bytes).map_err(|e| io_error("write", path, e))
 }

@@ -82,10 +82,10 @@ impl UsageLedgerFile {
                 .filter(|path| is_month_file(path))
                 .collect(),
             Err(error) if error.kind() == io::ErrorKind::NotFound => Vec::new(),
-            Err(source) => {
+            Err(error) => {
                 return Err(LedgerError::Io {
                     path: self.dir.clone(),
-                    error: source,
+                    error,
                 });
             }
         };
@@ -117,9 +117,9 @@ fn month_file(dir: &Path, month: &str) -> PathBuf {
 }
 
 fn io_error(path: &Path) -> impl FnOnce(io::Error) -> LedgerError + '_ {
-    move |source| LedgerError::Io {
+    move |error| LedgerError::Io {
         path: path.to_owned(),
-        error: source,
+        error,
     }
 }
 

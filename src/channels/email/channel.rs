@@ -267,10 +267,10 @@ impl EmailChannel {
                 let mut handle = session.idle();
                 match tokio::time::timeout(Duration::from_secs(30), handle.init()).await {
                     Ok(Ok(())) => {}
-                    Ok(Err(source)) => {
+                    Ok(Err(error)) => {
                         return Err(EmailError::Imap {
                             command: "IDLE".into(),
-                            error: source,
+                            error,
                         });
                     }
                     Err(_) => {
@@ -294,10 +294,10 @@ impl EmailChannel {
                 let done = tokio::time::timeout(Duration::from_secs(30), handle.done()).await;
                 session = match done {
                     Ok(Ok(session)) => session,
-                    Ok(Err(source)) => {
+                    Ok(Err(error)) => {
                         return Err(EmailError::Imap {
                             command: "IDLE DONE".into(),
-                            error: source,
+                            error,
                         });
                     }
                     Err(_) => {
@@ -308,10 +308,10 @@ impl EmailChannel {
                 };
                 match ended {
                     Ok(uid) => acks.extend(uid),
-                    Err(source) => {
+                    Err(error) => {
                         return Err(EmailError::Imap {
                             command: "IDLE".into(),
-                            error: source,
+                            error,
                         });
                     }
                 }

@@ -54,9 +54,9 @@ async fn limited<T>(
     future: impl Future<Output = Result<T, async_imap::error::Error>>,
 ) -> Result<T, EmailError> {
     match tokio::time::timeout(COMMAND_TIMEOUT, future).await {
-        Ok(result) => result.map_err(|source| EmailError::Imap {
+        Ok(result) => result.map_err(|error| EmailError::Imap {
             command: command.to_owned(),
-            error: source,
+            error,
         }),
         Err(_) => Err(EmailError::Timeout {
             command: command.to_owned(),
@@ -78,9 +78,9 @@ async fn connect_inner(config: &EmailConfig) -> Result<ImapSession, EmailError> 
     let server = format!("{}:{}", config.imap_host, config.imap_port);
     let tcp = TcpStream::connect((config.imap_host.as_str(), config.imap_port))
         .await
-        .map_err(|source| EmailError::Connect {
+        .map_err(|error| EmailError::Connect {
             server: server.clone(),
-            error: source,
+            error,
         })?;
     let _ = tcp.set_nodelay(true);
     let client = if !config.tls {
@@ -90,9 +90,9 @@ async fn connect_inner(config: &EmailConfig) -> Result<ImapSession, EmailError> 
         plain
             .run_command_and_check_ok("STARTTLS", None)
             .await
-            .map_err(|source| EmailError::Imap {
+            .map_err(|error| EmailError::Imap {
                 command: "STARTTLS".to_owned(),
-                error: source,
+                error,
             })?;
         let tcp = plain.into_inner();
         let stream = wrap_tls(tcp, config, &server).await?;
@@ -122,9 +122,9 @@ async fn greeted<T: ImapIo>(mut client: Client<T>, server: &str) -> Result<Clien
                 "closed before the greeting",
             ),
         }),
-        Err(source) => Err(EmailError::Connect {
+        Err(error) => Err(EmailError::Connect {
             server: server.to_owned(),
-            error: source,
+            error,
         }),
     }
 }
@@ -135,9 +135,9 @@ async fn wrap_tls(
     config: &EmailConfig,
     server: &str,
 ) -> Result<tokio_rustls::client::TlsStream<TcpStream>, EmailError> {
-    let tls_error = |source: std::io::Error| EmailError::Tls {
+    let tls_error = |error: std::io::Error| EmailError::Tls {
         server: server.to_owned(),
-        error: source,
+        error,
     };
     let client_config =
         tls::client_config(config.tls_verify).map_err(|e| tls_error(std::io::Error::other(e)))?;

@@ -137,10 +137,10 @@ impl Progress {
                 }
             },
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => ProgressData::default(),
-            Err(source) => {
+            Err(error) => {
                 return Err(EmailError::Progress {
                     path,
-                    error: source,
+                    error,
                 });
             }
         };
@@ -168,9 +168,9 @@ impl Progress {
             path: self.path.clone(),
             error: e.into(),
         })?;
-        atomic::write(&self.path, &bytes).map_err(|source| EmailError::Progress {
+        atomic::write(&self.path, &bytes).map_err(|error| EmailError::Progress {
             path: self.path.clone(),
-            error: source,
+            error,
         })
     }
 

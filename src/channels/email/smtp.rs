@@ -89,9 +89,9 @@ impl SmtpOutbox {
             .send(message)
             .await
             .map(|_| ())
-            .map_err(|source| EmailError::Smtp {
+            .map_err(|error| EmailError::Smtp {
                 to: mail.to.clone(),
-                error: source,
+                error,
             })
     }
 }

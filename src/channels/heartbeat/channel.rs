@@ -102,9 +102,9 @@ impl HeartbeatChannel {
             "" => None,
             target => {
                 Some(
-                    SessionId::parse(target).map_err(|source| HeartbeatError::BadTarget {
+                    SessionId::parse(target).map_err(|error| HeartbeatError::BadTarget {
                         target: target.to_owned(),
-                        error: source,
+                        error,
                     })?,
                 )
             }

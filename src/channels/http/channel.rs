@@ -84,9 +84,9 @@ impl HttpChannel {
     /// Binds `settings.listen` now, for a channel serving it with `state` behind `/status`
     /// and `/metrics`; a taken address is an error the gateway stops on (see the module docs).
     pub fn bind(settings: HttpSettings, state: Arc<GatewayState>) -> Result<Self, ServeError> {
-        let listen = |source| ServeError::Listen {
+        let listen = |error| ServeError::Listen {
             address: settings.listen,
-            error: source,
+            error,
         };
         let listener = std::net::TcpListener::bind(settings.listen).map_err(listen)?;
         listener.set_nonblocking(true).map_err(listen)?;

@@ -163,10 +163,10 @@ impl MatrixChannel {
             error: source,
         })?;
         let device_id =
-            device::device_id(&config.device_id, &self.store_dir).map_err(|source| {
+            device::device_id(&config.device_id, &self.store_dir).map_err(|error| {
                 MatrixError::StoreDir {
                     path: self.store_dir.clone(),
-                    error: source,
+                    error,
                 }
             })?;
         let passphrase = (!config.store_passphrase.is_empty())
@@ -248,7 +248,7 @@ impl MatrixChannel {
 /// they name another account than configured.
 fn refused(error: &MatrixError) -> bool {
     match error {
-        MatrixError::Login { error: source, .. } => is_fatal(source),
+        MatrixError::Login { error, .. } => is_fatal(error),
         MatrixError::WrongToken { .. } | MatrixError::UserId { .. } => true,
         _ => false,
     }

@@ -125,10 +125,10 @@ impl HistoryIndex {
     /// (`$SQUIDBOT_HOME`). Does not index anything yet: call [`HistoryIndex::update`].
     pub fn open(home: &Path) -> Result<Self, HistoryIndexError> {
         let dir = home.join("index");
-        std::fs::create_dir_all(&dir).map_err(|source| HistoryIndexError::Io {
+        std::fs::create_dir_all(&dir).map_err(|error| HistoryIndexError::Io {
             op: "create",
             path: dir.display().to_string(),
-            error: source,
+            error,
         })?;
         let db_path = dir.join("history.sqlite");
         let conn = open_or_rebuild(&db_path)?;
@@ -261,9 +261,9 @@ fn is_corrupt(error: &rusqlite::Error) -> bool {
 
 /// Opens the index, rebuilding it when it is corrupt or has another schema version.
 fn open_or_rebuild(path: &Path) -> Result<Connection, HistoryIndexError> {
-    let sqlite = |source| HistoryIndexError::Sqlite {
+    let sqlite = |error| HistoryIndexError::Sqlite {
         path: path.display().to_string(),
-        error: source,
+        error,
     };
     match try_open(path) {
         Ok(Some(conn)) => Ok(conn),
@@ -324,9 +324,9 @@ fn recreate(path: &Path) -> Result<Connection, HistoryIndexError> {
             }
         }
     }
-    let sqlite = |source| HistoryIndexError::Sqlite {
+    let sqlite = |error| HistoryIndexError::Sqlite {
         path: path.display().to_string(),
-        error: source,
+        error,
     };
     try_open(path)
         .map_err(sqlite)?

@@ -76,10 +76,10 @@ pub enum ImportError {
 }
 
 fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> ImportError + 'a {
-    move |source| ImportError::Io {
+    move |error| ImportError::Io {
         op,
         path: path.to_owned(),
-        error: source,
+        error,
     }
 }
 

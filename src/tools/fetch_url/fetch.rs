@@ -117,9 +117,9 @@ impl Fetcher {
                 .header(ACCEPT, ACCEPT_TEXT)
                 .send()
                 .await
-                .map_err(|source| FetchError::Request {
+                .map_err(|error| FetchError::Request {
                     url: url.to_string(),
-                    error: source,
+                    error,
                 })?;
             let status = response.status();
             if matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308) {
@@ -130,12 +130,10 @@ impl Fetcher {
                     .ok_or_else(|| FetchError::BadRedirect {
                         url: url.to_string(),
                     })?;
-                let next = url
-                    .join(location)
-                    .map_err(|source| FetchError::InvalidUrl {
-                        url: location.chars().take(200).collect(),
-                        error: source,
-                    })?;
+                let next = url.join(location).map_err(|error| FetchError::InvalidUrl {
+                    url: location.chars().take(200).collect(),
+                    error,
+                })?;
                 // Hosts only: query strings may carry tokens.
                 tracing::debug!(
                     hop,
@@ -186,10 +184,10 @@ impl Fetcher {
             }),
             Target::Domain(host) => {
                 let port = url.port_or_known_default().unwrap_or(80);
-                let addrs = self.resolver.resolve(&host, port).await.map_err(|source| {
+                let addrs = self.resolver.resolve(&host, port).await.map_err(|error| {
                     FetchError::Resolve {
                         host: host.clone(),
-                        error: source,
+                        error,
                     }
                 })?;
                 if addrs.is_empty() {
@@ -239,9 +237,9 @@ async fn read_capped(
     while let Some(chunk) = response
         .chunk()
         .await
-        .map_err(|source| FetchError::Request {
+        .map_err(|error| FetchError::Request {
             url: url.to_string(),
-            error: source,
+            error,
         })?
     {
         let room = max_bytes - body.len();
@@ -255,9 +253,9 @@ async fn read_capped(
             let more = response
                 .chunk()
                 .await
-                .map_err(|source| FetchError::Request {
+                .map_err(|error| FetchError::Request {
                     url: url.to_string(),
-                    error: source,
+                    error,
                 })?;
             return Ok((body, more.is_some_and(|rest| !rest.is_empty())));
         }

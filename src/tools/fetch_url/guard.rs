@@ -150,9 +150,9 @@ pub enum Target {
 
 /// Parses `raw` and refuses what is not a plain `http`/`https` URL with a host.
 pub fn parse_url(raw: &str) -> Result<Url, FetchError> {
-    Url::parse(raw.trim()).map_err(|source| FetchError::InvalidUrl {
+    Url::parse(raw.trim()).map_err(|error| FetchError::InvalidUrl {
         url: raw.chars().take(200).collect(),
-        error: source,
+        error,
     })
 }
 

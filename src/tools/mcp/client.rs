@@ -156,10 +156,10 @@ impl McpServer {
                 let (transport, _stderr) = TokioChildProcess::builder(command)
                     .stderr(Stdio::null())
                     .spawn()
-                    .map_err(|source| McpError::Spawn {
+                    .map_err(|error| McpError::Spawn {
                         server: self.name.clone(),
                         command: self.config.command.clone(),
-                        error: source,
+                        error,
                     })?;
                 ().serve(transport).await.map_err(|e| protocol(&e))?
             }

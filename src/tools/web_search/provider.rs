@@ -146,10 +146,10 @@ fn with_query(
     base: &str,
     pairs: &[(&str, &str)],
 ) -> Result<url::Url, SearchError> {
-    let mut url = url::Url::parse(base).map_err(|source| SearchError::Url {
+    let mut url = url::Url::parse(base).map_err(|error| SearchError::Url {
         provider,
         url: base.to_owned(),
-        error: source,
+        error,
     })?;
     url.query_pairs_mut().extend_pairs(pairs);
     Ok(url)
@@ -162,10 +162,7 @@ async fn fetch(
     let response = request
         .send()
         .await
-        .map_err(|source| SearchError::Request {
-            provider,
-            error: source,
-        })?;
+        .map_err(|error| SearchError::Request { provider, error })?;
     let status = response.status();
     if !status.is_success() {
         return Err(SearchError::Status {
@@ -184,9 +181,9 @@ async fn fetch(
 
 /// Hits from a SearXNG JSON body.
 pub fn parse_searxng(body: &str) -> Result<Vec<SearchHit>, SearchError> {
-    let body: SearxngBody = serde_json::from_str(body).map_err(|source| SearchError::Body {
+    let body: SearxngBody = serde_json::from_str(body).map_err(|error| SearchError::Body {
         provider: "searxng",
-        error: source,
+        error,
     })?;
     Ok(body
         .results
@@ -201,9 +198,9 @@ pub fn parse_searxng(body: &str) -> Result<Vec<SearchHit>, SearchError> {
 
 /// Hits from a Brave JSON body; Brave marks matches with `<strong>`, which is stripped.
 pub fn parse_brave(body: &str) -> Result<Vec<SearchHit>, SearchError> {
-    let body: BraveBody = serde_json::from_str(body).map_err(|source| SearchError::Body {
+    let body: BraveBody = serde_json::from_str(body).map_err(|error| SearchError::Body {
         provider: "brave",
-        error: source,
+        error,
     })?;
     Ok(body
         .web
